@@ -1,0 +1,186 @@
+"""Closed-form two-bone IK: the planar table of both branches and the 3D chain solve (SPEC §3.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .alignment import _hinge_angles, align_joint
+from .chain import Chain, JointKind
+from .errors import IKInputError
+from .iteration import StepInput, run_iterations
+from .kinematics import apply_increments, forward_kinematics, root_joint_positions
+from .result import Method, SolveOptions, SolveResult
+from .rotations import matrices_from_rotvecs, minimal_rotation_rotvecs, rotvecs_from_matrices
+
+
+@dataclass(frozen=True, eq=False)
+class TwoBoneSolution:
+    """Both elbow branches of a planar two-bone chain for a batch of targets.
+
+    Attributes
+    ----------
+    branches : ndarray, shape (N, 2, 2)
+        ``[k] = (θ1, θ2)`` radians; branch 0 bends with ``θ2 ≥ 0``
+        (``s = +sqrt(1 − c²)``), branch 1 with ``θ2 ≤ 0``. Out of reach both
+        hold the nearest pose.
+    reachable : ndarray of bool, shape (N,)
+        ``|l1 − l2| ≤ r ≤ l1 + l2`` (distances compared, not their squares).
+    residual : ndarray, shape (N,)
+        ``|r − clamp(r, |l1 − l2|, l1 + l2)|``: the least possible tip error.
+    branch_count : ndarray of int, shape (N,)
+        2 inside the annulus, 1 where the branches merge (on its boundary or out of reach).
+    direction_unique : ndarray of bool, shape (N,)
+        False for a target at the shoulder: every direction is equally good
+        and ``θ1 = 0`` is a representative.
+    """
+
+    branches: np.ndarray
+    reachable: np.ndarray
+    residual: np.ndarray
+    branch_count: np.ndarray
+    direction_unique: np.ndarray
+
+
+def two_bone_planar(l1: float, l2: float, targets: np.ndarray) -> TwoBoneSolution:
+    """Closed-form angles of a planar two-bone chain (shoulder at the origin) for ``targets (N, 2)``."""
+    targets = np.atleast_2d(np.asarray(targets, dtype=float))
+    if targets.shape[-1] != 2:
+        raise IKInputError("targets", f"expected shape (N, 2), got {targets.shape}")
+    for name, value in (("l1", l1), ("l2", l2)):
+        if not np.isfinite(value) or value <= 0.0:
+            raise IKInputError(name, f"bone length must be positive and finite, got {value!r}")
+    scale = l1 + l2
+    if min(l1, l2) < 1e-9 * scale:
+        raise IKInputError("l1" if l1 < l2 else "l2", "bone length below 1e-9 of the chain length")
+    if not np.all(np.isfinite(targets)):
+        raise IKInputError("targets", "must be finite")
+    r = np.hypot(targets[:, 0], targets[:, 1])
+    inner, outer = abs(l1 - l2), l1 + l2
+    reach = np.clip(r, inner, outer)
+    cos2 = np.clip((reach**2 - l1**2 - l2**2) / (2.0 * l1 * l2), -1.0, 1.0)
+    heading = np.arctan2(targets[:, 1], targets[:, 0])  # atan2(0, 0) = 0: the representative direction
+    branches = np.empty((targets.shape[0], 2, 2))
+    for k, sign in enumerate((1.0, -1.0)):
+        theta2 = sign * np.arccos(cos2)
+        theta1 = heading - np.arctan2(l2 * np.sin(theta2), l1 + l2 * np.cos(theta2))
+        branches[:, k, 0] = np.angle(np.exp(1j * theta1))  # wrapped to (−π, π]
+        branches[:, k, 1] = theta2
+    merged = np.abs(cos2) >= 1.0
+    return TwoBoneSolution(
+        branches=branches,
+        reachable=(r >= inner) & (r <= outer),
+        residual=np.abs(r - reach),
+        branch_count=np.where(merged, 1, 2),
+        direction_unique=r > 0.0,
+    )
+
+
+def two_link_step_bound(l1: float, l2: float, target: np.ndarray) -> float:
+    """Global Jacobian-transpose step bound ``2 / L``, ``L = l1·l2 + l1·r + 2·l2·r`` (SPEC §3.2).
+
+    For ``0 < η < 2/L`` the fixed-step descent on ``½|p − t|²`` of the planar
+    two-link chain never raises the objective (``L`` bounds its Hessian).
+    """
+    r = float(np.linalg.norm(np.asarray(target, dtype=float)))
+    return 2.0 / (l1 * l2 + l1 * r + 2.0 * l2 * r)
+
+
+def _elbow_turns(u: np.ndarray, w: np.ndarray, axis: np.ndarray, distance: np.ndarray) -> np.ndarray:
+    """Both turns ``(N, 2)`` of ``w`` about ``axis`` that put ``|u + w| = distance``.
+
+    ``|u + w(Δ)|² = A + C cos Δ + S sin Δ``, so ``Δ = atan2(S, C) ± acos((d² − A)/√(C² + S²))``.
+    """
+    w_par = np.einsum("ni,ni->n", w, axis)[:, None] * axis
+    w_perp = w - w_par
+    fixed = u + w_par
+    c = 2.0 * np.einsum("ni,ni->n", fixed, w_perp)
+    s = 2.0 * np.einsum("ni,ni->n", fixed, np.cross(axis, w_perp))
+    a = np.einsum("ni,ni->n", fixed, fixed) + np.einsum("ni,ni->n", w_perp, w_perp)
+    amplitude = np.hypot(c, s)
+    spread = np.arccos(np.clip((distance**2 - a) / np.maximum(amplitude, 1e-300), -1.0, 1.0))
+    centre = np.arctan2(s, c)
+    return np.stack([centre + spread, centre - spread], -1)
+
+
+def _analytic_step(state: StepInput, bend_directions: np.ndarray | None) -> np.ndarray:
+    chain, q = state.chain, state.q.copy()
+    frames, positions = state.pose.frames, state.pose.positions
+    p0 = positions[:, 0]
+    lengths = chain.segment_lengths
+    r = np.linalg.norm(state.targets - p0, axis=-1)
+    distance = np.clip(r, abs(lengths[0] - lengths[1]), lengths.sum())
+
+    # Elbow: the turn that gives the shoulder-to-tip distance, the smaller of
+    # the two branches so the chain keeps the sense it already bends in.
+    u = positions[:, 1] - p0
+    w = positions[:, 2] - positions[:, 1]
+    start = chain.dof_start[1]
+    if chain.kinds[1] is JointKind.BALL:
+        normal = np.cross(u, w)
+        if bend_directions is not None:
+            normal = np.where(np.linalg.norm(normal, axis=-1, keepdims=True) > 1e-12, normal, np.cross(u, bend_directions))
+        fallback = np.cross(u, np.where(np.abs(u[:, :1]) < 0.9 * np.linalg.norm(u, axis=-1, keepdims=True), [1.0, 0, 0], [0, 1.0, 0]))
+        normal = np.where(np.linalg.norm(normal, axis=-1, keepdims=True) > 1e-12, normal, fallback)
+        axis = normal / np.linalg.norm(normal, axis=-1, keepdims=True)
+    else:
+        axis = frames[:, 1] @ chain.rest_rotations[1] @ chain.axes[start]
+    turns = _elbow_turns(u, w, axis, distance)
+    turns = np.angle(np.exp(1j * turns))
+    turn = np.where(np.abs(turns[:, 0]) <= np.abs(turns[:, 1]), turns[:, 0], turns[:, 1])
+    if chain.kinds[1] is JointKind.BALL:
+        dq = np.zeros_like(q)
+        dq[:, start : start + 3] = np.einsum("nji,nj->ni", frames[:, 2], axis * turn[:, None])
+        q = apply_increments(chain, q, dq)
+    else:
+        q[:, start] = np.clip(q[:, start] + turn, chain.lower[start], chain.upper[start])
+
+    # Shoulder: point the (now right-length) shoulder-to-tip vector at the target.
+    bent = forward_kinematics(chain, q).positions
+    carried = bent[:, 2] - p0
+    desired = state.targets - p0
+    if chain.kinds[0] is not JointKind.BALL:
+        return align_joint(chain, q, 0, frames[:, 0], carried, desired)
+    swing = matrices_from_rotvecs(minimal_rotation_rotvecs(carried, desired))
+    if bend_directions is not None:
+        heading = desired / np.maximum(np.linalg.norm(desired, axis=-1, keepdims=True), 1e-300)
+        elbow = np.einsum("nij,nj->ni", swing, bent[:, 1] - p0)
+        twist = _hinge_angles(heading, elbow, bend_directions) * (r > 0.0)
+        swing = matrices_from_rotvecs(heading * twist[:, None]) @ swing
+    frame0 = frames[:, 1]
+    delta = rotvecs_from_matrices(np.swapaxes(frame0, 1, 2) @ swing @ frame0)
+    dq = np.zeros_like(q)
+    dq[:, :3] = delta
+    return apply_increments(chain, q, dq)
+
+
+def solve_analytic(
+    chain: Chain,
+    targets: np.ndarray,
+    q0: np.ndarray,
+    options: SolveOptions,
+    *,
+    bend_directions: np.ndarray | None = None,
+) -> SolveResult:
+    """Exact two-bone solve in 3D, one closed-form step from ``q0``.
+
+    Parameters
+    ----------
+    bend_directions : ndarray, shape (N, 3), optional
+        World directions the elbow should bend toward (from joint 0, e.g. a
+        pole target minus the shoulder). Default: keep the current bend plane.
+        Used when the shoulder is a ball joint.
+    """
+    if chain.n_joints != 2:
+        raise IKInputError("chain", f"the analytic solver needs exactly 2 joints, got {chain.n_joints}")
+    if bend_directions is not None:
+        bend_directions = np.broadcast_to(np.asarray(bend_directions, float), targets.shape)
+        if not np.all(np.isfinite(bend_directions)):
+            raise IKInputError("bend_directions", "must be finite")
+    one_step = replace(options, max_iterations=1, max_step_angle=None)
+    result = run_iterations(
+        Method.ANALYTIC, chain, targets, q0, one_step, lambda state: _analytic_step(state, None if bend_directions is None else bend_directions[state.rows])
+    )
+    r = np.linalg.norm(targets - root_joint_positions(chain), axis=-1)
+    return replace(result, direction_unique=r > 1e-12 * chain.reach)

@@ -1,0 +1,84 @@
+"""CCD and FABRIK steps (SPEC §3.2), both ending in joint variables, not bare positions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .alignment import align_joint
+from .chain import Chain
+from .iteration import StepInput
+from .kinematics import local_rotations
+
+
+def _segments(chain: Chain) -> np.ndarray:
+    """Segment vectors ``(n, 3)``: joint ``i`` → joint ``i + 1`` (last: → tip), in joint ``i``'s frame."""
+    return np.concatenate([chain.offsets[1:], chain.tip_offset[None]], 0)
+
+
+def ccd_step(state: StepInput) -> np.ndarray:
+    """One tip-to-root sweep: each joint turns (tip − joint) toward (target − joint)."""
+    chain, q = state.chain, state.q
+    frames, positions = state.pose.frames, state.pose.positions
+    tips = positions[:, -1].copy()
+    for j in reversed(range(chain.n_joints)):
+        joint_position = positions[:, j]
+        old_frame = frames[:, j + 1]
+        q = align_joint(
+            chain, q, j, frames[:, j], tips - joint_position, state.targets - joint_position,
+            state.options.max_step_angle,
+        )
+        # Joints nearer the root are untouched by this one, so their frames stay
+        # valid; only the tip moves, by joint j's own turn.
+        new_frame = frames[:, j] @ chain.rest_rotations[j] @ local_rotations(chain, q, j)[:, 0]
+        relative = np.einsum("nji,nj->ni", old_frame, tips - joint_position)
+        tips = joint_position + np.einsum("nij,nj->ni", new_frame, relative)
+    return q
+
+
+def pose_from_positions(
+    chain: Chain,
+    q: np.ndarray,
+    desired: np.ndarray,
+    max_step_angle: float | None = None,
+) -> np.ndarray:
+    """Joint variables ``(N, n_dof)`` whose joints follow ``desired (N, n + 1, 3)`` root to tip.
+
+    Each joint turns its segment toward the next desired point (limits and
+    the per-step angle applied), so the result is a real pose with exact bone
+    lengths even where the desired points are not reachable by it.
+    """
+    segments = _segments(chain)
+    parent = np.broadcast_to(chain.root_rotation, (q.shape[0], 3, 3))
+    position = np.broadcast_to(chain.root_position + chain.root_rotation @ chain.offsets[0], (q.shape[0], 3))
+    for j in range(chain.n_joints):
+        frame = parent @ chain.rest_rotations[j] @ local_rotations(chain, q, j)[:, 0]
+        carried = frame @ segments[j]
+        q = align_joint(chain, q, j, parent, carried, desired[:, j + 1] - position, max_step_angle)
+        parent = parent @ chain.rest_rotations[j] @ local_rotations(chain, q, j)[:, 0]
+        position = position + parent @ segments[j]
+    return q
+
+
+def _directions(vectors: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Unit vectors; where a vector vanishes, the unit ``fallback`` direction instead."""
+    norm = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return np.where(norm > 1e-300, vectors / np.maximum(norm, 1e-300), fallback)
+
+
+def fabrik_step(state: StepInput) -> np.ndarray:
+    """One backward and forward reaching pass on positions, converted back to a pose."""
+    chain = state.chain
+    lengths = chain.segment_lengths
+    old = state.pose.positions
+    points = old.copy()
+    n = chain.n_joints
+    bone_dirs = _directions(np.diff(old, axis=1), np.array([1.0, 0.0, 0.0]))
+    points[:, n] = state.targets
+    for i in reversed(range(n)):
+        d = _directions(points[:, i] - points[:, i + 1], -bone_dirs[:, i])
+        points[:, i] = points[:, i + 1] + lengths[i] * d
+    points[:, 0] = old[:, 0]
+    for i in range(n):
+        d = _directions(points[:, i + 1] - points[:, i], bone_dirs[:, i])
+        points[:, i + 1] = points[:, i] + lengths[i] * d
+    return pose_from_positions(chain, state.q, points, state.options.max_step_angle)

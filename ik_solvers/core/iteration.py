@@ -1,0 +1,177 @@
+"""The one iteration loop every iterative method shares (SPEC §3.2).
+
+FK → error → stop test → method step (Jacobian or heuristic) → joint update →
+clamps (per-step angle, joint limits), on the still-active part of the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .chain import Chain
+from .kinematics import (
+    Pose,
+    bone_length_errors,
+    error_lower_bounds,
+    forward_kinematics,
+    position_jacobian,
+    root_joint_positions,
+)
+from .result import Method, SolveOptions, SolveResult, Status
+from .rotations import quaternions_from_matrices
+from .kinematics import local_rotations
+
+# A step that moves no joint variable by more than this (radians) is no
+# progress: the gradient vanished or the heuristic found no direction.
+STALL_STEP = 1e-13
+# F = ½|p − t|² must rise by more than this to count as an increase (SPEC §4.1).
+OBJECTIVE_RISE = 1e-12
+
+
+@dataclass(frozen=True, eq=False)
+class StepInput:
+    """What a method step sees for the ``M`` still-active targets.
+
+    Attributes
+    ----------
+    q : ndarray, shape (M, n_dof)
+    pose : Pose
+        Forward kinematics of ``q``.
+    targets : ndarray, shape (M, 3)
+    aims : ndarray, shape (M, 3)
+        The targets, or for those out of reach the nearest point of the
+        reachable shell: Jacobian methods then solve a problem with a zero
+        residual instead of crawling toward the bound.
+    residuals : ndarray, shape (M, 3)
+        ``tip − aim``.
+    rows : ndarray of int, shape (M,)
+        Where these targets sit in the whole batch (to pick per-target extras).
+    """
+
+    chain: Chain
+    q: np.ndarray
+    pose: Pose
+    targets: np.ndarray
+    aims: np.ndarray
+    residuals: np.ndarray
+    options: SolveOptions
+    rows: np.ndarray
+
+
+StepFunction = Callable[[StepInput], np.ndarray]
+"""Maps the active state to the new joint variables ``(M, n_dof)`` (already clamped)."""
+
+
+def run_iterations(
+    method: Method,
+    chain: Chain,
+    targets: np.ndarray,
+    q0: np.ndarray,
+    options: SolveOptions,
+    step: StepFunction,
+    *,
+    has_jacobian: bool = False,
+) -> SolveResult:
+    """Iterate ``step`` from ``q0 (N, n_dof)`` toward ``targets (N, 3)`` and classify each outcome."""
+    q = np.array(q0, dtype=float)
+    pose = forward_kinematics(chain, q)
+    frames, positions = pose.frames, pose.positions
+    error = np.linalg.norm(positions[:, -1] - targets, axis=-1)
+    start_error = error.copy()
+    lower = error_lower_bounds(chain, targets)
+    aims = nearest_reachable_points(chain, targets, lower)
+    n_batch = q.shape[0]
+    iterations = np.zeros(n_batch, dtype=int)
+    increases = np.zeros(n_batch, dtype=int)
+    stalled = np.zeros(n_batch, dtype=bool)
+    active = ~_finished(error, lower, options.tolerance)
+    trajectory = [q.copy()] if options.record_trajectory else None
+
+    for _ in range(options.max_iterations):
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        sub_targets = targets[idx]
+        sub_pose = Pose(frames=frames[idx], positions=positions[idx])
+        sub_aims = aims[idx]
+        q_new = step(
+            StepInput(chain, q[idx], sub_pose, sub_targets, sub_aims, sub_pose.tips - sub_aims, options, idx)
+        )
+        moved = np.abs(q_new - q[idx]).max(axis=1) > STALL_STEP
+        new_pose = forward_kinematics(chain, q_new)
+        new_error = np.linalg.norm(new_pose.tips - sub_targets, axis=-1)
+        increases[idx] += 0.5 * new_error**2 > 0.5 * error[idx] ** 2 + OBJECTIVE_RISE
+        q[idx], frames[idx], positions[idx], error[idx] = q_new, new_pose.frames, new_pose.positions, new_error
+        iterations[idx] += 1
+        stalled[idx] = ~moved
+        active[idx] = moved & ~_finished(new_error, lower[idx], options.tolerance)
+        if trajectory is not None:
+            trajectory.append(q.copy())
+
+    final = Pose(frames=frames, positions=positions)
+    status = classify(error, start_error, lower, stalled, options.tolerance)
+    sigma = smallest_singular_values(chain, final) if has_jacobian else np.full(n_batch, np.nan)
+    return SolveResult(
+        method=method,
+        q=q,
+        rotations=quaternions_from_matrices(local_rotations(chain, q)),
+        positions=positions,
+        status=status,
+        error=error,
+        lower_bound=lower,
+        iterations=iterations,
+        length_error=bone_length_errors(chain, final),
+        objective_increases=increases,
+        sigma_min=sigma,
+        trajectory=None if trajectory is None else np.stack(trajectory),
+        direction_unique=np.ones(n_batch, dtype=bool),
+    )
+
+
+def nearest_reachable_points(chain: Chain, targets: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """Targets ``(N, 3)``, with those out of reach moved onto the nearest reachable shell.
+
+    The shell is the sphere about joint 0 of radius ``Σl`` (target too far) or
+    ``d_min`` (too near); a target at joint 0 itself keeps its place.
+    """
+    root = root_joint_positions(chain)
+    offset = targets - root
+    r = np.linalg.norm(offset, axis=-1)
+    lengths = chain.segment_lengths
+    radius = np.where(r > lengths.sum(), lengths.sum(), max(0.0, 2.0 * lengths.max() - lengths.sum()))
+    moved = root + offset * (radius / np.maximum(r, 1e-300))[:, None]
+    return np.where(((lower > 0.0) & (r > 0.0))[:, None], moved, targets)
+
+
+def _finished(error: np.ndarray, lower: np.ndarray, tolerance: float) -> np.ndarray:
+    # Out of reach, nothing better than the bound exists: stop once there
+    # (to a small fraction of the tolerance, so UNREACHABLE means "at the bound").
+    return (error <= tolerance) | ((lower > 0.0) & (error - lower <= 1e-3 * tolerance))
+
+
+def classify(
+    error: np.ndarray,
+    start_error: np.ndarray,
+    lower: np.ndarray,
+    stalled: np.ndarray,
+    tolerance: float,
+) -> np.ndarray:
+    """Status ``(N,)`` of each target from its final and starting errors (SPEC §3.3)."""
+    status = np.full(error.shape, Status.BUDGET_EXHAUSTED, dtype=object)
+    status[stalled] = Status.STALLED
+    status[error > start_error + OBJECTIVE_RISE] = Status.DIVERGED
+    status[(lower > 0.0) & (error - lower <= tolerance)] = Status.UNREACHABLE
+    status[error <= tolerance] = Status.CONVERGED
+    return status
+
+
+def smallest_singular_values(chain: Chain, pose: Pose) -> np.ndarray:
+    """σ_min ``(N,)`` of the tip position Jacobian (0 where it loses rank)."""
+    j = position_jacobian(chain, pose)
+    if j.shape[2] < 3:
+        return np.linalg.svd(j, compute_uv=False)[:, -1]
+    eig = np.linalg.eigvalsh(j @ np.swapaxes(j, 1, 2))
+    return np.sqrt(np.maximum(eig[:, 0], 0.0))

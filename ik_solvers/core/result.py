@@ -1,0 +1,145 @@
+"""Solve statuses, options and the batched result record (SPEC §3.3)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import IKInputError
+
+
+class Status(enum.Enum):
+    """How a solve ended, per target."""
+
+    CONVERGED = "CONVERGED"
+    """Target error ≤ tolerance."""
+    UNREACHABLE = "UNREACHABLE"
+    """Outside the reachable set, and the error is within tolerance of the geometric lower bound."""
+    BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+    """Iteration budget used up while still making progress."""
+    STALLED = "STALLED"
+    """No progress: zero or vanishing step (e.g. a straight chain pointing past a target in front of it)."""
+    DIVERGED = "DIVERGED"
+    """The error ended larger than at the start."""
+
+
+class Method(enum.Enum):
+    """The solver methods; values are the Blender enum identifiers (SPEC §6)."""
+
+    ANALYTIC = "ANALYTIC"
+    CCD = "CCD"
+    FABRIK = "FABRIK"
+    JACOBIAN_TRANSPOSE = "JACOBIAN_TRANSPOSE"
+    PSEUDO_INVERSE = "PSEUDO_INVERSE"
+    DLS = "DLS"
+    SDLS = "SDLS"
+    HI = "HI"
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Parameters shared by the iterative methods, plus each method's own.
+
+    Attributes
+    ----------
+    max_iterations : int
+        Iteration budget (a CCD / FABRIK iteration is one full sweep).
+    tolerance : float
+        Target-error tolerance in chain units (Blender units).
+    max_step_angle : float or None
+        Largest rotation (radians) any joint may make in one iteration; None: no clamp.
+    step : float or None
+        Jacobian transpose η (None: backtracking line search); pseudo-inverse step scale α.
+    damping : float
+        DLS damping λ in chain units.
+    damping_max : float
+        SDLS: damping reached as the smallest singular value falls to 0.
+    sigma_threshold : float
+        SDLS: singular value σ₀ below which damping starts to grow.
+    record_trajectory : bool
+        Keep the joint variables after every iteration (``SolveResult.trajectory``).
+    """
+
+    max_iterations: int = 100
+    tolerance: float = 1e-6
+    max_step_angle: float | None = 0.5
+    step: float | None = None
+    damping: float = 0.05
+    damping_max: float = 0.5
+    sigma_threshold: float = 0.1
+    record_trajectory: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_iterations, (int, np.integer)) or self.max_iterations <= 0:
+            raise IKInputError("max_iterations", "must be a positive integer")
+        for name in ("tolerance", "damping_max", "sigma_threshold"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value <= 0.0:
+                raise IKInputError(name, f"must be positive and finite, got {value!r}")
+        if not np.isfinite(self.damping) or self.damping <= 0.0:
+            raise IKInputError("damping", f"must be positive and finite, got {self.damping!r}")
+        if self.step is not None and (not np.isfinite(self.step) or self.step <= 0.0):
+            raise IKInputError("step", f"must be positive and finite, got {self.step!r}")
+        if self.max_step_angle is not None and not (self.max_step_angle > 0.0):
+            raise IKInputError("max_step_angle", f"must be positive, got {self.max_step_angle!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class SolveResult:
+    """A batched solve's outcome; every array has the batch axis ``N`` first.
+
+    Attributes
+    ----------
+    method : Method
+    q : ndarray, shape (N, n_dof)
+        Joint variables (radians; ball joints as rotation vectors).
+    rotations : ndarray, shape (N, n, 4)
+        Each joint's rotation relative to its rest orientation, quaternions ``(w, x, y, z)``.
+    positions : ndarray, shape (N, n + 1, 3)
+        World positions of the joints and, last, the tip.
+    status : ndarray of Status, shape (N,)
+    error : ndarray, shape (N,)
+        Distance from tip to target.
+    lower_bound : ndarray, shape (N,)
+        Geometric lower bound on ``error`` (free joints).
+    iterations : ndarray of int, shape (N,)
+    length_error : ndarray, shape (N,)
+        Largest bone-length deviation of the final pose.
+    objective_increases : ndarray of int, shape (N,)
+        Iterations where ``½|p − t|²`` rose by more than 1e-12.
+    sigma_min : ndarray, shape (N,)
+        Smallest singular value of the last Jacobian (NaN for methods without one).
+    trajectory : ndarray, shape (iterations + 1, N, n_dof), or None
+        Joint variables from the start on, when ``record_trajectory`` was set.
+    direction_unique : ndarray of bool, shape (N,)
+        False where the answer is one of infinitely many (e.g. a two-bone target at the root).
+    """
+
+    method: Method
+    q: np.ndarray
+    rotations: np.ndarray
+    positions: np.ndarray
+    status: np.ndarray
+    error: np.ndarray
+    lower_bound: np.ndarray
+    iterations: np.ndarray
+    length_error: np.ndarray
+    objective_increases: np.ndarray
+    sigma_min: np.ndarray
+    trajectory: np.ndarray | None = None
+    direction_unique: np.ndarray | None = field(default=None)
+
+    @property
+    def tips(self) -> np.ndarray:
+        return self.positions[:, -1]
+
+    def count(self, status: Status) -> int:
+        """How many targets ended with ``status``."""
+        return int(np.sum(self.status == status))
+
+    @property
+    def success(self) -> np.ndarray:
+        """True ``(N,)`` where the target was reached, or approached to its lower bound."""
+        return (self.status == Status.CONVERGED) | (self.status == Status.UNREACHABLE)

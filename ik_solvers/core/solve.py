@@ -1,0 +1,126 @@
+"""The public entry point: validate, pick the method from the registry, solve a batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .analytic import solve_analytic
+from .chain import Chain, JointKind
+from .errors import IKInputError
+from .heuristic_methods import ccd_step, fabrik_step
+from .iteration import StepFunction, run_iterations
+from .jacobian_methods import dls_step, pseudo_inverse_step, sdls_step, transpose_step
+from .kinematics import forward_kinematics, root_joint_positions, world_axes
+from .result import Method, SolveOptions, SolveResult
+
+SolverFunction = Callable[..., SolveResult]
+"""``(chain, targets (N, 3), q0 (N, n_dof), options, **method_args) -> SolveResult``."""
+
+SOLVERS: dict[Method, SolverFunction] = {}
+
+
+def register_solver(method: Method, solver: SolverFunction) -> None:
+    """Make ``solver`` the implementation of ``method`` (a later registration replaces an earlier one)."""
+    SOLVERS[method] = solver
+
+
+def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> SolverFunction:
+    def solver(chain: Chain, targets: np.ndarray, q0: np.ndarray, options: SolveOptions) -> SolveResult:
+        return run_iterations(method, chain, targets, q0, options, step, has_jacobian=has_jacobian)
+
+    solver.__name__ = f"solve_{method.value.lower()}"
+    return solver
+
+
+register_solver(Method.ANALYTIC, solve_analytic)
+register_solver(Method.CCD, _iterative(Method.CCD, ccd_step, False))
+register_solver(Method.FABRIK, _iterative(Method.FABRIK, fabrik_step, False))
+register_solver(Method.JACOBIAN_TRANSPOSE, _iterative(Method.JACOBIAN_TRANSPOSE, transpose_step, True))
+register_solver(Method.PSEUDO_INVERSE, _iterative(Method.PSEUDO_INVERSE, pseudo_inverse_step, True))
+register_solver(Method.DLS, _iterative(Method.DLS, dls_step, True))
+register_solver(Method.SDLS, _iterative(Method.SDLS, sdls_step, True))
+
+
+def solve(
+    chain: Chain,
+    targets: np.ndarray,
+    method: Method | str = Method.DLS,
+    options: SolveOptions | None = None,
+    *,
+    initial: np.ndarray | None = None,
+    **method_args: object,
+) -> SolveResult:
+    """Solve IK for a batch of tip targets.
+
+    Parameters
+    ----------
+    chain : Chain
+    targets : array_like, shape (N, 3) or (3,)
+        World-space tip targets (chain units).
+    method : Method or its name
+    options : SolveOptions, optional
+    initial : array_like, shape (N, n_dof) or (n_dof,), optional
+        Starting joint variables; default the rest pose.
+    **method_args
+        Extras a method takes (e.g. ``bend_directions`` for ANALYTIC).
+
+    Raises
+    ------
+    IKInputError
+        Before computing anything, for non-finite or mis-shaped input, or a
+        target off the plane of a planar chain.
+    """
+    try:
+        method = Method(method)
+    except ValueError:
+        raise IKInputError("method", f"unknown method {method!r}; choose from {[m.value for m in Method]}") from None
+    if method not in SOLVERS:
+        raise IKInputError("method", f"{method.value} has no registered solver")
+    options = SolveOptions() if options is None else options
+    targets = np.asarray(targets, dtype=float)
+    if targets.ndim == 1:
+        targets = targets[None]
+    if targets.ndim != 2 or targets.shape[1] != 3 or targets.shape[0] == 0:
+        raise IKInputError("targets", f"expected shape (N, 3) with N ≥ 1, got {targets.shape}")
+    if not np.all(np.isfinite(targets)):
+        raise IKInputError("targets", "must be finite (NaN or inf found)")
+    if initial is None:
+        q0 = chain.zero_pose(targets.shape[0])
+    else:
+        q0 = np.asarray(initial, dtype=float)
+        q0 = np.broadcast_to(q0 if q0.ndim == 2 else q0[None], (targets.shape[0], chain.n_dof)).copy() \
+            if q0.shape[-1] == chain.n_dof and q0.ndim in (1, 2) and q0.shape[0] in (1, targets.shape[0], chain.n_dof) else None
+        if q0 is None:
+            raise IKInputError("initial", f"expected shape (N, {chain.n_dof}) or ({chain.n_dof},)")
+        if not np.all(np.isfinite(q0)):
+            raise IKInputError("initial", "must be finite")
+    check_in_plane(chain, targets, q0)
+    return SOLVERS[method](chain, targets, q0, options, **method_args)
+
+
+def plane_normal(chain: Chain, q: np.ndarray) -> np.ndarray | None:
+    """World normal ``(3,)`` of a planar chain (all hinges, parallel axes, joints in one plane), else None."""
+    if any(kind is not JointKind.HINGE for kind in chain.kinds):
+        return None
+    pose = forward_kinematics(chain, q[:1])
+    axes = world_axes(chain, pose)[0]
+    normal = axes[0] / np.linalg.norm(axes[0])
+    if np.abs(np.cross(axes, normal)).max() > 1e-12:
+        return None
+    heights = (pose.positions[0] - pose.positions[0, 0]) @ normal
+    if np.abs(heights).max() > 1e-12 * chain.reach:
+        return None
+    return normal
+
+
+def check_in_plane(chain: Chain, targets: np.ndarray, q0: np.ndarray) -> None:
+    """Refuse targets off a planar chain's plane: no joint could ever move toward them."""
+    normal = plane_normal(chain, q0)
+    if normal is None:
+        return
+    heights = (targets - root_joint_positions(chain)) @ normal
+    off = np.flatnonzero(np.abs(heights) > 1e-9 * chain.reach)
+    if off.size:
+        raise IKInputError("targets", f"target {int(off[0])} lies {heights[off[0]]:.3g} off the planar chain's plane")
