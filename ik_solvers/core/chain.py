@@ -10,6 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from .errors import IKInputError
+from .rotations import quaternions_from_matrices
 
 # A segment shorter than this fraction of the chain's total length is refused:
 # its direction is numerically meaningless and it would turn Jacobian columns
@@ -135,8 +136,23 @@ class Chain:
     @cached_property
     def segment_lengths(self) -> np.ndarray:
         """Lengths ``(n,)`` from joint ``i`` to joint ``i+1`` (the last one to the tip)."""
+        return np.linalg.norm(self.segment_vectors, axis=-1)
+
+    @cached_property
+    def segment_vectors(self) -> np.ndarray:
+        """Segment vectors ``(n, 3)``: joint ``i`` → joint ``i + 1`` (last: → tip), in joint ``i``'s frame."""
         vectors = np.concatenate([self.offsets[1:], self.tip_offset[None]], 0)
-        return np.linalg.norm(vectors, axis=-1)
+        vectors.setflags(write=False)
+        return vectors
+
+    @cached_property
+    def rest_is_identity(self) -> bool:
+        return bool(np.allclose(self.rest_rotations, np.eye(3), rtol=0.0, atol=0.0))
+
+    @cached_property
+    def rest_quaternions(self) -> np.ndarray:
+        """Rest rotations ``(n, 4)`` as quaternions ``(w, x, y, z)``."""
+        return quaternions_from_matrices(self.rest_rotations)
 
     @cached_property
     def reach(self) -> float:
@@ -175,6 +191,34 @@ class Chain:
             if kind is not JointKind.BALL:
                 vectors[start] = self.rest_rotations[j] @ self.axes[start]
         return vectors
+
+    @cached_property
+    def frame_axis_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """Axes grouped by frame: ``vectors (n + 1, 3, k)`` and each variable's flat column index.
+
+        ``frames @ vectors`` then gives every world axis in one batched product,
+        without first gathering a 3×3 frame per variable.
+        """
+        counts = np.bincount(self.dof_frame_index, minlength=self.n_joints + 1)
+        width = int(counts.max())
+        vectors = np.zeros((self.n_joints + 1, 3, width))
+        column = np.empty(self.n_dof, dtype=int)
+        used = np.zeros(self.n_joints + 1, dtype=int)
+        for k, frame in enumerate(self.dof_frame_index):
+            vectors[frame, :, used[frame]] = self.dof_frame_vectors[k]
+            column[k] = frame * width + used[frame]
+            used[frame] += 1
+        return vectors, column
+
+    @cached_property
+    def dof_membership(self) -> np.ndarray:
+        """0/1 matrix ``(n_dof, n)``: variable ``k`` belongs to joint ``j``."""
+        return (self.dof_joint[:, None] == np.arange(self.n_joints)[None, :]).astype(float)
+
+    @cached_property
+    def ball_joints(self) -> np.ndarray:
+        """Indices of the ball joints."""
+        return np.flatnonzero([k is JointKind.BALL for k in self.kinds])
 
     @cached_property
     def is_ball_dof(self) -> np.ndarray:

@@ -10,11 +10,6 @@ from .iteration import StepInput
 from .kinematics import local_rotations
 
 
-def _segments(chain: Chain) -> np.ndarray:
-    """Segment vectors ``(n, 3)``: joint ``i`` → joint ``i + 1`` (last: → tip), in joint ``i``'s frame."""
-    return np.concatenate([chain.offsets[1:], chain.tip_offset[None]], 0)
-
-
 def ccd_step(state: StepInput) -> np.ndarray:
     """One tip-to-root sweep: each joint turns (tip − joint) toward (target − joint)."""
     chain, q = state.chain, state.q
@@ -47,7 +42,7 @@ def pose_from_positions(
     the per-step angle applied), so the result is a real pose with exact bone
     lengths even where the desired points are not reachable by it.
     """
-    segments = _segments(chain)
+    segments = chain.segment_vectors
     parent = np.broadcast_to(chain.root_rotation, (q.shape[0], 3, 3))
     position = np.broadcast_to(chain.root_position + chain.root_rotation @ chain.offsets[0], (q.shape[0], 3))
     for j in range(chain.n_joints):

@@ -12,17 +12,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain import Chain
+from .alignment import align_joint
 from .kinematics import (
     Pose,
     bone_length_errors,
     error_lower_bounds,
     forward_kinematics,
+    local_quaternions,
     position_jacobian,
     root_joint_positions,
 )
 from .result import Method, SolveOptions, SolveResult, Status
-from .rotations import quaternions_from_matrices
-from .kinematics import local_rotations
+from .rotations import canonical_quaternions
 
 # A step that moves no joint variable by more than this (radians) is no
 # progress: the gradient vanished or the heuristic found no direction.
@@ -78,11 +79,14 @@ def run_iterations(
     """Iterate ``step`` from ``q0 (N, n_dof)`` toward ``targets (N, 3)`` and classify each outcome."""
     q = np.array(q0, dtype=float)
     pose = forward_kinematics(chain, q)
-    frames, positions = pose.frames, pose.positions
-    error = np.linalg.norm(positions[:, -1] - targets, axis=-1)
-    start_error = error.copy()
+    start_error = np.linalg.norm(pose.tips - targets, axis=-1)
     lower = error_lower_bounds(chain, targets)
     aims = nearest_reachable_points(chain, targets, lower)
+    if options.aim_root_first:
+        q = align_joint(chain, q, 0, pose.frames[:, 0], pose.tips - pose.positions[:, 0], aims - pose.positions[:, 0])
+        pose = forward_kinematics(chain, q)
+    frames, positions = pose.frames, pose.positions
+    error = np.linalg.norm(positions[:, -1] - targets, axis=-1)
     n_batch = q.shape[0]
     iterations = np.zeros(n_batch, dtype=int)
     increases = np.zeros(n_batch, dtype=int)
@@ -94,9 +98,10 @@ def run_iterations(
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        sub_targets = targets[idx]
-        sub_pose = Pose(frames=frames[idx], positions=positions[idx])
-        sub_aims = aims[idx]
+        everyone = idx.size == n_batch  # plain views: no copies while the whole batch is active
+        sub_targets = targets if everyone else targets[idx]
+        sub_pose = Pose(frames=frames, positions=positions) if everyone else Pose(frames=frames[idx], positions=positions[idx])
+        sub_aims = aims if everyone else aims[idx]
         q_new = step(
             StepInput(chain, q[idx], sub_pose, sub_targets, sub_aims, sub_pose.tips - sub_aims, options, idx)
         )
@@ -117,7 +122,7 @@ def run_iterations(
     return SolveResult(
         method=method,
         q=q,
-        rotations=quaternions_from_matrices(local_rotations(chain, q)),
+        rotations=canonical_quaternions(local_quaternions(chain, q)),
         positions=positions,
         status=status,
         error=error,
@@ -170,8 +175,8 @@ def classify(
 
 def smallest_singular_values(chain: Chain, pose: Pose) -> np.ndarray:
     """σ_min ``(N,)`` of the tip position Jacobian (0 where it loses rank)."""
+    from .jacobian_methods import smallest_eigenvalues
+
     j = position_jacobian(chain, pose)
-    if j.shape[2] < 3:
-        return np.linalg.svd(j, compute_uv=False)[:, -1]
-    eig = np.linalg.eigvalsh(j @ np.swapaxes(j, 1, 2))
-    return np.sqrt(np.maximum(eig[:, 0], 0.0))
+    gram = j @ np.swapaxes(j, 1, 2) if j.shape[2] >= j.shape[1] else np.swapaxes(j, 1, 2) @ j
+    return np.sqrt(np.maximum(smallest_eigenvalues(gram), 0.0))

@@ -72,32 +72,81 @@ def pseudo_inverse_step(state: StepInput) -> np.ndarray:
     return _finish(state, alpha * y * root_w)
 
 
+def _damped_step(state: StepInput, j: np.ndarray, root_w: np.ndarray, damping_squared: np.ndarray | float) -> np.ndarray:
+    """``Δq = −W Jᵀ (J W Jᵀ + λ² I)⁻¹ e`` (wide form) or ``−W (W Jᵀ J + λ² I)⁻¹ Jᵀ e`` (tall form)."""
+    lam2 = np.broadcast_to(np.asarray(damping_squared, float), j.shape[:1])[:, None, None]
+    rows, cols = j.shape[1], j.shape[2]
+    if cols >= rows:
+        system = j @ np.swapaxes(j, 1, 2) + lam2 * np.eye(rows)
+        x = solve_spd3(system, state.residuals)
+        y = -np.einsum("nid,ni->nd", j, x)
+    else:
+        system = np.swapaxes(j, 1, 2) @ j + lam2 * np.eye(cols)
+        y = -np.linalg.solve(system, np.einsum("nid,ni->nd", j, state.residuals)[..., None])[..., 0]
+    return _finish(state, y * root_w)
+
+
 def dls_step(state: StepInput) -> np.ndarray:
-    """``Δq = −W Jᵀ (J W Jᵀ + λ² I)⁻¹ e``, solved as a linear system."""
+    """Damped least squares with the fixed damping ``λ = options.damping``, solved as a linear system."""
     j, root_w = _scaled_jacobian(state)
-    system = j @ np.swapaxes(j, 1, 2) + state.options.damping**2 * np.eye(j.shape[1])
-    x = solve_spd3(system, state.residuals)
-    return _finish(state, -np.einsum("nid,ni->nd", j, x) * root_w)
+    return _damped_step(state, j, root_w, state.options.damping**2)
 
 
-def sdls_damping(sigma_min: np.ndarray, damping: float, damping_max: float, threshold: float) -> np.ndarray:
-    """Damping ``(N,)`` growing as σ_min falls below σ₀ (Nakamura & Hanafusa's schedule).
+def sdls_damping(
+    sigma_min: np.ndarray, damping: float, damping_max: float, threshold: float, error: np.ndarray
+) -> np.ndarray:
+    """Damping ``(N,)`` growing as σ_min falls below σ₀, never above the error itself.
 
-    ``λ² = λ_min²`` for ``σ_min ≥ σ₀``, ``λ_min² + (1 − (σ_min/σ₀)²) λ_max²`` below it.
+    ``λ² = λ_min²`` for ``σ_min ≥ σ₀``, ``λ_min² + (1 − (σ_min/σ₀)²) λ_max²`` below it
+    (Nakamura & Hanafusa's schedule), capped at ``|e|²``: damping that shrinks
+    with the residual keeps Levenberg–Marquardt's fast final convergence even
+    at a singular pose, such as a chain stretched toward a target out of reach
+    (Yamashita & Fukushima; Sugihara 2011).
     """
     ratio = np.clip(sigma_min / threshold, 0.0, 1.0)
-    return np.sqrt(damping**2 + (1.0 - ratio**2) * damping_max**2)
+    scheduled = damping**2 + (1.0 - ratio**2) * damping_max**2
+    return np.sqrt(np.minimum(scheduled, error**2))
 
 
 def sdls_step(state: StepInput) -> np.ndarray:
-    """DLS with damping chosen per target from the Jacobian's smallest singular value."""
+    """DLS with the damping chosen per target from the Jacobian's smallest singular value."""
     j, root_w = _scaled_jacobian(state)
-    u, s, vt = np.linalg.svd(j, full_matrices=False)
+    gram = j @ np.swapaxes(j, 1, 2) if j.shape[2] >= j.shape[1] else np.swapaxes(j, 1, 2) @ j
+    eig = smallest_eigenvalues(gram)
     opts = state.options
-    lam = sdls_damping(s[:, -1], opts.damping, opts.damping_max, opts.sigma_threshold)
-    gain = s / (s**2 + lam[:, None] ** 2)
-    y = -np.einsum("nkd,nk,nik,ni->nd", vt, gain, u, state.residuals)
-    return _finish(state, y * root_w)
+    error = np.linalg.norm(state.residuals, axis=-1)
+    lam = sdls_damping(np.sqrt(np.maximum(eig, 0.0)), opts.damping, opts.damping_max, opts.sigma_threshold, error)
+    # Keep the system positive definite where both σ_min and the error vanish.
+    floor = (PINV_RCOND * np.trace(gram, axis1=1, axis2=2)) ** 2 + 1e-300
+    return _damped_step(state, j, root_w, np.maximum(lam**2, floor))
+
+
+def smallest_eigenvalues(gram: np.ndarray) -> np.ndarray:
+    """Smallest eigenvalue ``(N,)`` of symmetric positive semi-definite ``(N, k, k)`` matrices.
+
+    Closed form for k = 3 (the trigonometric solution of the characteristic
+    cubic, Smith 1961) and k ≤ 2; LAPACK's ``eigvalsh`` otherwise.
+    """
+    k = gram.shape[-1]
+    if k == 1:
+        return gram[:, 0, 0]
+    if k == 2:
+        mean = 0.5 * (gram[:, 0, 0] + gram[:, 1, 1])
+        return mean - np.hypot(0.5 * (gram[:, 0, 0] - gram[:, 1, 1]), gram[:, 0, 1])
+    if k != 3:
+        return np.linalg.eigvalsh(gram)[:, 0]
+    a = gram
+    p1 = a[:, 0, 1] ** 2 + a[:, 0, 2] ** 2 + a[:, 1, 2] ** 2
+    mean = (a[:, 0, 0] + a[:, 1, 1] + a[:, 2, 2]) / 3.0
+    d0, d1, d2 = a[:, 0, 0] - mean, a[:, 1, 1] - mean, a[:, 2, 2] - mean
+    p = np.sqrt((d0**2 + d1**2 + d2**2 + 2.0 * p1) / 6.0)
+    safe_p = np.where(p > 0.0, p, 1.0)
+    b00, b11, b22 = d0 / safe_p, d1 / safe_p, d2 / safe_p
+    b01, b02, b12 = a[:, 0, 1] / safe_p, a[:, 0, 2] / safe_p, a[:, 1, 2] / safe_p
+    det_b = b00 * (b11 * b22 - b12**2) - b01 * (b01 * b22 - b12 * b02) + b02 * (b01 * b12 - b11 * b02)
+    phi = np.arccos(np.clip(det_b / 2.0, -1.0, 1.0)) / 3.0
+    smallest = mean + 2.0 * p * np.cos(phi + 2.0 * np.pi / 3.0)
+    return np.where(p > 0.0, smallest, mean)
 
 
 def solve_spd3(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -9,8 +9,10 @@ import numpy as np
 
 from .chain import Chain, JointKind
 from .rotations import (
-    matrices_from_axis_angles,
+    matrices_from_quaternions,
     matrices_from_rotvecs,
+    skew,
+    quaternion_products,
     quaternions_from_rotvecs,
     rotvecs_from_quaternions,
 )
@@ -37,29 +39,106 @@ class Pose:
         return self.positions[:, -1]
 
 
-def local_rotations(chain: Chain, q: np.ndarray, joints: np.ndarray | None = None) -> np.ndarray:
-    """Variable part ``R_i(q)`` of joint rotations, ``(N, len(joints), 3, 3)``, from ``q (N, n_dof)``.
+def local_quaternions(chain: Chain, q: np.ndarray, joints: np.ndarray | int | None = None) -> np.ndarray:
+    """Variable part of joint rotations as quaternions ``(N, len(joints), 4)`` ``(w, x, y, z)``.
 
-    ``joints`` defaults to every joint (then the shape is ``(N, n, 3, 3)``).
+    ``joints`` defaults to every joint. Built as half-angle quaternions, vectorised
+    across joints: much cheaper than composing 3×3 Rodrigues matrices.
     """
     q = np.asarray(q, dtype=float)
     joints = np.arange(chain.n_joints) if joints is None else np.atleast_1d(joints)
     codes = chain.dof_stride_joints[joints]
     starts = chain.dof_start[joints]
-    out = np.broadcast_to(np.eye(3), (q.shape[0], joints.size, 3, 3)).copy()
+    out = np.zeros((q.shape[0], joints.size, 4))
     angled = np.flatnonzero(codes != JointKind.BALL.value)
     if angled.size:
         first = starts[angled]
-        out[:, angled] = matrices_from_axis_angles(chain.axes[first], q[:, first])
+        half = 0.5 * q[:, first]
+        out[:, angled, 0] = np.cos(half)
+        out[:, angled, 1:] = np.sin(half)[..., None] * chain.axes[first]
         universal = np.flatnonzero(codes == JointKind.UNIVERSAL.value)
         if universal.size:
             second = starts[universal] + 1
-            out[:, universal] = out[:, universal] @ matrices_from_axis_angles(chain.axes[second], q[:, second])
+            half = 0.5 * q[:, second]
+            turn = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * chain.axes[second]], -1)
+            out[:, universal] = quaternion_products(out[:, universal], turn)
     balls = np.flatnonzero(codes == JointKind.BALL.value)
     if balls.size:
         idx = starts[balls][:, None] + np.arange(3)
-        out[:, balls] = matrices_from_rotvecs(q[:, idx])
+        out[:, balls] = quaternions_from_rotvecs(q[:, idx])
     return out
+
+
+def local_rotations(chain: Chain, q: np.ndarray, joints: np.ndarray | int | None = None) -> np.ndarray:
+    """Variable part ``R_i(q)`` of joint rotations as matrices ``(N, len(joints), 3, 3)``."""
+    return matrices_from_quaternions(local_quaternions(chain, q, joints))
+
+
+@dataclass(frozen=True, eq=False)
+class _AngleJointBasis:
+    """Precomputed data that makes joint-local matrices of hinge / universal joints one matmul.
+
+    A fixed-axis rotation is ``R(θ) = (I + K²) + cos θ (−K²) + sin θ K``, so
+    ``rest @ R(θ1) @ R(θ2)`` is linear in the nine products of ``(1, cos θ1, sin θ1)``
+    and ``(1, cos θ2, sin θ2)``; ``basis`` holds the matching matrices.
+    """
+
+    joints: np.ndarray  # (m,) joint indices
+    first: np.ndarray  # (m,) variable index of each joint's first angle
+    second: np.ndarray  # (m,) variable index of the second angle (first again for hinges)
+    basis: np.ndarray  # (m, 9, 9): feature → flattened 3×3 local matrix (rest folded in)
+
+
+_BASES: dict[int, tuple[Chain, _AngleJointBasis | None]] = {}
+
+
+def _angle_joint_basis(chain: Chain) -> _AngleJointBasis | None:
+    cached = _BASES.get(id(chain))
+    if cached is not None and cached[0] is chain:
+        return cached[1]
+    joints = np.flatnonzero(chain.dof_stride_joints != JointKind.BALL.value)
+    basis = None
+    if joints.size:
+        first = chain.dof_start[joints]
+        universal = chain.dof_stride_joints[joints] == JointKind.UNIVERSAL.value
+        second = np.where(universal, first + 1, first)
+        terms = np.zeros((joints.size, 3, 3, 3, 3))
+        for row, (joint, f, s, u) in enumerate(zip(joints, first, second, universal)):
+            k1 = skew(chain.axes[f])
+            c1 = (np.eye(3) + k1 @ k1, -(k1 @ k1), k1)
+            if u:
+                k2 = skew(chain.axes[s])
+                c2 = (np.eye(3) + k2 @ k2, -(k2 @ k2), k2)
+            else:
+                c2 = (np.eye(3), np.zeros((3, 3)), np.zeros((3, 3)))
+            for a in range(3):
+                for b in range(3):
+                    terms[row, a, b] = chain.rest_rotations[joint] @ c1[a] @ c2[b]
+        basis = _AngleJointBasis(joints, first, second, terms.reshape(joints.size, 9, 9))
+    if len(_BASES) > 256:
+        _BASES.clear()
+    _BASES[id(chain)] = (chain, basis)
+    return basis
+
+
+def joint_local_matrices(chain: Chain, q: np.ndarray) -> np.ndarray:
+    """Each joint's rotation relative to its parent, ``rest_i @ R_i(q)``, as ``(N, n, 3, 3)``."""
+    n_batch = q.shape[0]
+    local = np.empty((n_batch, chain.n_joints, 3, 3))
+    basis = _angle_joint_basis(chain)
+    if basis is not None:
+        c1, s1 = np.cos(q[:, basis.first]), np.sin(q[:, basis.first])
+        c2, s2 = np.cos(q[:, basis.second]), np.sin(q[:, basis.second])
+        ones = np.ones_like(c1)
+        f1 = np.stack([ones, c1, s1], -1)
+        f2 = np.stack([ones, c2, s2], -1)
+        features = (f1[..., :, None] * f2[..., None, :]).reshape(n_batch, -1, 1, 9)
+        local[:, basis.joints] = (features @ basis.basis).reshape(n_batch, -1, 3, 3)
+    balls = np.flatnonzero(chain.dof_stride_joints == JointKind.BALL.value)
+    if balls.size:
+        idx = chain.dof_start[balls][:, None] + np.arange(3)
+        local[:, balls] = chain.rest_rotations[balls] @ matrices_from_rotvecs(q[:, idx])
+    return local
 
 
 def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
@@ -69,15 +148,16 @@ def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
     """
     q = np.atleast_2d(np.asarray(q, dtype=float))
     n_batch, n = q.shape[0], chain.n_joints
-    local = chain.rest_rotations @ local_rotations(chain, q)
+    local = joint_local_matrices(chain, q)
     frames = np.empty((n_batch, n + 1, 3, 3))
-    positions = np.empty((n_batch, n + 1, 3))
     frames[:, 0] = chain.root_rotation
-    positions[:, 0] = chain.root_position + chain.root_rotation @ chain.offsets[0]
-    segments = np.concatenate([chain.offsets[1:], chain.tip_offset[None]], 0)
     for i in range(n):
-        frames[:, i + 1] = frames[:, i] @ local[:, i]
-        positions[:, i + 1] = positions[:, i] + frames[:, i + 1] @ segments[i]
+        np.matmul(frames[:, i], local[:, i], out=frames[:, i + 1])
+    positions = np.empty((n_batch, n + 1, 3))
+    positions[:, 0] = chain.root_position + chain.root_rotation @ chain.offsets[0]
+    segments = (frames[:, 1:] @ chain.segment_vectors[:, :, None])[..., 0]
+    np.cumsum(segments, axis=1, out=positions[:, 1:])
+    positions[:, 1:] += positions[:, :1]
     return Pose(frames=frames, positions=positions)
 
 
@@ -87,8 +167,9 @@ def world_axes(chain: Chain, pose: Pose) -> np.ndarray:
     Ball joints contribute their current frame's three axes: increments are
     applied as rotations in that frame, so there is no gimbal lock.
     """
-    frames = pose.frames[:, chain.dof_frame_index]
-    return np.einsum("ndij,dj->ndi", frames, chain.dof_frame_vectors)
+    vectors, column = chain.frame_axis_table
+    grouped = pose.frames @ vectors  # (N, n + 1, 3, k)
+    return np.swapaxes(grouped, 2, 3).reshape(grouped.shape[0], -1, 3)[:, column]
 
 
 def position_jacobian(chain: Chain, pose: Pose, axes: np.ndarray | None = None) -> np.ndarray:
@@ -96,7 +177,7 @@ def position_jacobian(chain: Chain, pose: Pose, axes: np.ndarray | None = None) 
     if axes is None:
         axes = world_axes(chain, pose)
     lever = pose.tips[:, None, :] - pose.positions[:, chain.dof_joint]
-    return np.swapaxes(np.cross(axes, lever), 1, 2)
+    return np.swapaxes(cross(axes, lever), 1, 2)
 
 
 def jacobian(
@@ -122,7 +203,7 @@ def jacobian(
         for joint, offset in effectors:
             point = pose.positions[:, joint] + pose.frames[:, joint + 1] @ np.asarray(offset, float)
             lever = point[:, None, :] - pose.positions[:, chain.dof_joint]
-            columns = np.cross(axes, lever) * (chain.dof_joint <= joint)[None, :, None]
+            columns = cross(axes, lever) * (chain.dof_joint <= joint)[None, :, None]
             blocks.append(np.swapaxes(columns, 1, 2))
     if orientation:
         blocks.append(np.swapaxes(axes, 1, 2))
@@ -131,9 +212,7 @@ def jacobian(
 
 def joint_step_angles(chain: Chain, dq: np.ndarray) -> np.ndarray:
     """Rotation angle ``(N, n)`` each joint turns by under increments ``dq (N, n_dof)``."""
-    squared = np.zeros((dq.shape[0], chain.n_joints))
-    np.add.at(squared.T, chain.dof_joint, (dq**2).T)
-    return np.sqrt(squared)
+    return np.sqrt((dq * dq) @ chain.dof_membership)
 
 
 def clamp_step(chain: Chain, dq: np.ndarray, max_step_angle: float | None) -> np.ndarray:
@@ -161,7 +240,7 @@ def apply_increments(chain: Chain, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
     vector in its current frame: ``R ← R exp(dq)``, composed as quaternions.
     """
     out = q + dq
-    balls = np.flatnonzero(chain.dof_stride_joints == JointKind.BALL.value)
+    balls = chain.ball_joints
     if balls.size:
         idx = chain.dof_start[balls][:, None] + np.arange(3)
         a = quaternions_from_rotvecs(q[:, idx])
@@ -170,19 +249,13 @@ def apply_increments(chain: Chain, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
     return clamp_limits(chain, out)
 
 
-def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton products ``a * b`` of quaternions ``(..., 4)`` ``(w, x, y, z)``."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        -1,
-    )
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cross products of ``(..., 3)`` arrays (``numpy.cross`` costs several array copies more)."""
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return out
 
 
 def root_joint_positions(chain: Chain) -> np.ndarray:

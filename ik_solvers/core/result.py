@@ -58,6 +58,10 @@ class SolveOptions:
         SDLS: damping reached as the smallest singular value falls to 0.
     sigma_threshold : float
         SDLS: singular value σ₀ below which damping starts to grow.
+    aim_root_first : bool
+        Before iterating, turn joint 0 so the tip heads toward the target (one
+        CCD step on the root): a cheap warm start that removes most of the
+        large early iterations from a straight or far-off pose.
     record_trajectory : bool
         Keep the joint variables after every iteration (``SolveResult.trajectory``).
     """
@@ -69,6 +73,7 @@ class SolveOptions:
     damping: float = 0.05
     damping_max: float = 0.5
     sigma_threshold: float = 0.1
+    aim_root_first: bool = False
     record_trajectory: bool = False
 
     def __post_init__(self) -> None:

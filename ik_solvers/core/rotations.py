@@ -73,7 +73,7 @@ def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
     )
     q[..., 0], q[..., 1], q[..., 2], q[..., 3] = w, x, y, z
     q /= np.linalg.norm(q, axis=-1, keepdims=True)
-    return np.where(q[..., :1] < 0.0, -q, q)
+    return canonical_quaternions(q)
 
 
 def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
@@ -92,7 +92,7 @@ def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
 
 def rotvecs_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
     """Rotation vectors ``(..., 3)`` with angle in ``[0, π]`` from quaternions ``(w, x, y, z)``."""
-    q = np.where(quaternions[..., :1] < 0.0, -quaternions, quaternions)
+    q = canonical_quaternions(quaternions)
     v = q[..., 1:]
     s = np.linalg.norm(v, axis=-1)
     angle = 2.0 * np.arctan2(s, q[..., 0])
@@ -136,3 +136,23 @@ def minimal_rotation_rotvecs(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     unit = axis / np.maximum(axis_norm, 1e-300)[..., None]
     valid = (nu > 1e-300) & (nv > 1e-300) & (axis_norm > 0.0)
     return np.where(valid[..., None], unit * angle[..., None], 0.0)
+
+
+def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton products ``a * b`` of quaternions ``(..., 4)`` ``(w, x, y, z)``."""
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        -1,
+    )
+
+
+def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:
+    """The same rotations ``(..., 4)`` with ``w >= 0`` (the hemisphere of the identity)."""
+    return np.where(quaternions[..., :1] < 0.0, -quaternions, quaternions)
