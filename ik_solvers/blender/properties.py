@@ -1,0 +1,182 @@
+"""Settings stored on the armature object: ``Object.ik_solvers.chains`` (SPEC §6)."""
+
+from __future__ import annotations
+
+import math
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    FloatVectorProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+from ..core import Method
+
+METHOD_ITEMS = (
+    (Method.ANALYTIC.value, "Analytic Two-Bone", "Closed-form solve of a two-bone chain"),
+    (Method.CCD.value, "CCD", "Cyclic coordinate descent: each joint turns the tip toward the target, tip to root"),
+    (Method.FABRIK.value, "FABRIK", "Forward and backward reaching on joint positions, converted to rotations"),
+    (Method.JACOBIAN_TRANSPOSE.value, "Jacobian Transpose", "Gradient descent on the squared tip error"),
+    (Method.PSEUDO_INVERSE.value, "Pseudo-Inverse", "Gauss-Newton steps through the Jacobian's pseudo-inverse"),
+    (Method.DLS.value, "Damped Least Squares", "Levenberg-Marquardt steps with a fixed damping"),
+    (Method.SDLS.value, "SVD-Adaptive DLS", "Damping that grows as the chain nears a singular pose"),
+    (Method.HI.value, "HI (Swivel)", "History-independent solver with swivel angle and preferred pose"),
+)
+"""Enum items; identifiers are ``ik_solvers.core.Method`` values."""
+
+ZERO_PLANE_MAP_ITEMS = (
+    ("DEFAULT", "Default", "Zero plane from the preferred pose's solver plane, carried along meridians"),
+    ("POLE_OBJECT", "Pole Object", "Zero plane through the pole target"),
+)
+
+PARENT_SPACE_ITEMS = (
+    ("START_JOINT", "Start Joint", "The swivel sphere rides with the start joint's parent"),
+    ("IK_TARGET", "IK Target", "The swivel sphere rides with the IK target's parent"),
+)
+
+ITERATIVE_METHODS = frozenset(
+    {Method.CCD.value, Method.FABRIK.value, Method.JACOBIAN_TRANSPOSE.value, Method.PSEUDO_INVERSE.value,
+     Method.DLS.value, Method.SDLS.value}
+)
+"""Methods that use ``max_iterations`` and ``tolerance`` (the HI solver uses them for longer chains)."""
+
+
+def _is_empty(_self, obj: bpy.types.Object) -> bool:
+    return obj.type == "EMPTY"
+
+
+class IK_SOLVERS_PG_preferred_bone(bpy.types.PropertyGroup):
+    """One bone's rotation in the captured preferred pose."""
+
+    bone_name: StringProperty(name="Bone", description="Bone whose rotation this is")
+    rotation: FloatVectorProperty(
+        name="Rotation",
+        description="The bone's pose rotation (quaternion w, x, y, z) relative to its rest orientation",
+        size=4,
+        default=(1.0, 0.0, 0.0, 0.0),
+        subtype="QUATERNION",
+    )
+
+
+class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
+    """One IK chain: bones, target, method and its parameters, HI settings, last-solve status."""
+
+    name: StringProperty(name="Name", description="Name of the chain", default="Chain")
+    enabled: BoolProperty(name="Enabled", description="Solve this chain when solving all chains", default=True)
+    tip_bone: StringProperty(name="Tip Bone", description="Last bone of the chain; its tail reaches for the target")
+    chain_length: IntProperty(
+        name="Chain Length", description="Number of bones in the chain, counted from the tip bone up",
+        default=2, min=1, soft_max=32,
+    )
+    target: PointerProperty(
+        name="Target", description="Empty whose location the tip reaches for", type=bpy.types.Object, poll=_is_empty,
+    )
+    method: EnumProperty(name="Method", description="IK method", items=METHOD_ITEMS, default=Method.DLS.value)
+    max_iterations: IntProperty(
+        name="Max Iterations", description="Iteration budget of the iterative methods", default=100, min=1,
+        soft_max=1000,
+    )
+    tolerance: FloatProperty(
+        name="Tolerance", description="Distance from tip to target counted as reached (scene units)",
+        default=1e-6, min=1e-9, soft_max=0.01, precision=7, subtype="DISTANCE",
+    )
+    step: FloatProperty(
+        name="Step",
+        description="Jacobian transpose step size / pseudo-inverse step scale; 0 chooses it automatically",
+        default=0.0, min=0.0, soft_max=10.0, precision=4,
+    )
+    damping: FloatProperty(
+        name="Damping", description="Damped least squares damping (scene units)", default=0.05, min=1e-6,
+        soft_max=1.0, precision=4,
+    )
+    max_step_angle: FloatProperty(
+        name="Max Step Angle", description="Largest turn of any joint in one iteration; 0 means no limit",
+        default=0.5, min=0.0, max=math.pi, subtype="ANGLE",
+    )
+    swivel_angle: FloatProperty(
+        name="Swivel Angle", description="Rotation of the solver plane about the start-to-target axis",
+        default=0.0, subtype="ANGLE", options={"ANIMATABLE"},
+    )
+    zero_plane_map: EnumProperty(
+        name="Zero-Plane Map", description="How the zero solver plane follows the target", items=ZERO_PLANE_MAP_ITEMS,
+        default="DEFAULT",
+    )
+    pole_target: PointerProperty(
+        name="Pole Target", description="Object the solver plane passes through (Pole Object map)",
+        type=bpy.types.Object,
+    )
+    parent_space: EnumProperty(
+        name="Parent Space", description="What the swivel sphere rides with", items=PARENT_SPACE_ITEMS,
+        default="START_JOINT",
+    )
+    flip_threshold: FloatProperty(
+        name="Flip Threshold", description="Warn when the start-to-target axis is closer than this to a pole",
+        default=math.radians(10.0), min=0.0, max=math.pi / 2, subtype="ANGLE",
+    )
+    use_live: BoolProperty(
+        name="Live", description="Re-solve when the target moves or the frame changes", default=False,
+    )
+
+    # The preferred pose (HI solver): per-bone rotations and the root space at capture time.
+    has_preferred_pose: BoolProperty(name="Has Preferred Pose", default=False)
+    preferred_pose: CollectionProperty(type=IK_SOLVERS_PG_preferred_bone)
+    preferred_root_world: FloatVectorProperty(
+        name="Preferred Root Frame", description="World matrix of the chain's root space at capture time",
+        size=16, default=(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1),
+    )
+    preferred_target_parent_world: FloatVectorProperty(
+        name="Preferred Target Parent Frame",
+        description="World matrix of the target's parent (identity without one) at capture time",
+        size=16, default=(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1),
+    )
+    preferred_frame: IntProperty(name="Captured At Frame", description="Scene frame the preferred pose was captured on")
+
+    # Last solve (written by the operators; drawn read-only).
+    last_status: StringProperty(name="Status", description="Status of the last solve", default="")
+    last_message: StringProperty(name="Message", description="Problem met by the last solve, if any", default="")
+    last_error: FloatProperty(name="Error", description="Tip-to-target distance after the last solve", subtype="DISTANCE", precision=7)
+    last_lower_bound: FloatProperty(
+        name="Lower Bound", description="Least possible tip-to-target distance for the last target", subtype="DISTANCE",
+        precision=7,
+    )
+    last_iterations: IntProperty(name="Iterations", description="Iterations the last solve used")
+    last_pole_distance: FloatProperty(
+        name="Pole Distance", description="Angle between the start-to-target axis and the nearer pole (HI)",
+        subtype="ANGLE", default=math.pi / 2,
+    )
+
+    # Last bake (written by ik_solvers.bake).
+    last_bake_report: StringProperty(name="Bake Report", description="Per-frame report of the last bake (JSON)")
+    bake_frames: IntProperty(name="Frames", description="Frames solved by the last bake")
+    bake_converged: IntProperty(name="Converged", description="Frames that reached the target")
+    bake_unreachable: IntProperty(name="Unreachable", description="Frames out of reach, error at the lower bound")
+    bake_budget_exhausted: IntProperty(name="Budget Exhausted", description="Frames that ran out of iterations")
+    bake_stalled: IntProperty(name="Stalled", description="Frames that stopped making progress")
+    bake_diverged: IntProperty(name="Diverged", description="Frames whose error grew")
+    bake_max_excess: FloatProperty(
+        name="Max Excess", description="Largest error above the lower bound over the baked frames",
+        subtype="DISTANCE", precision=7,
+    )
+    bake_flip_frames: IntProperty(name="Flip Frames", description="Frames where the solver plane flipped")
+
+
+class IK_SOLVERS_PG_settings(bpy.types.PropertyGroup):
+    """All IK chains of an armature object (``Object.ik_solvers``)."""
+
+    chains: CollectionProperty(name="Chains", type=IK_SOLVERS_PG_chain)
+    active_chain_index: IntProperty(name="Active Chain", default=0, min=0)
+
+    @property
+    def active_chain(self) -> IK_SOLVERS_PG_chain | None:
+        if 0 <= self.active_chain_index < len(self.chains):
+            return self.chains[self.active_chain_index]
+        return None
+
+
+classes = (IK_SOLVERS_PG_preferred_bone, IK_SOLVERS_PG_chain, IK_SOLVERS_PG_settings)

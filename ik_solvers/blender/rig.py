@@ -1,0 +1,502 @@
+"""Rig I/O: an armature's bone chain → core ``Chain`` and joint variables → pose-bone rotation channels.
+
+Conventions (they live here alone):
+
+- Blender bones point along their local +Y axis; a bone's tail is ``(0, length, 0)`` in its frame.
+- The chain is expressed in its *root space*: the armature space of the start bone's parent, i.e.
+  the parent pose bone's current frame (``pose_bone.matrix``), or armature space when the start
+  bone has no parent. The core chain's root frame is the identity there, and lengths are in
+  armature-space units. ``root_matrices_world`` gives that frame in world space.
+- Blender evaluates ``pose = parent_pose @ offset @ matrix_basis`` with
+  ``offset = parent.matrix_local⁻¹ @ bone.matrix_local`` (bone roll included). A chain joint's rest
+  rotation is ``offset``'s rotation and its variable rotation ``R_i(q)`` is the rotation part of
+  ``matrix_basis``. A posed location of a disconnected bone is folded into the joint offsets
+  (connected bones ignore location in Blender too); a chain bone with non-unit pose scale is
+  refused.
+- Blender's per-bone IK settings decide the joint kinds: ``lock_ik_*`` removes axes (3 free →
+  BALL, 2 → UNIVERSAL turning about the first free axis then the second, in x, y, z order, 1 →
+  HINGE). A bone with all three axes locked is held fixed at its current rotation: it is folded
+  into the next joint's offset (or the tip) and gets no joint variables. ``use_ik_limit_*`` with
+  ``ik_min_*``/``ik_max_*`` become the limits, ``ik_stiffness_*`` the weights ``1 − stiffness``.
+- Rotation channels are read and written in float64 from / to Blender's float32 storage: reading
+  the channels directly (not the float32 ``matrix_basis``) and writing values continuous with the
+  current ones makes a read → write round trip of an unchanged pose change nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core import Chain, IKInputError, JointKind
+from ..core.kinematics import local_rotations
+from ..core.rotations import (
+    matrices_from_axis_angles,
+    matrices_from_quaternions,
+    quaternions_from_matrices,
+    rotvecs_from_matrices,
+)
+
+BONE_AXIS = np.array([0.0, 1.0, 0.0])
+"""Direction a Blender bone points in its own frame (head → tail)."""
+
+EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
+ROTATION_MODES = ("QUATERNION", *EULER_ORDERS, "AXIS_ANGLE")
+_AXIS_NAMES = "xyz"
+
+MIN_WEIGHT = 0.01
+"""Floor of a joint weight ``1 − ik_stiffness``: Blender caps ``ik_stiffness`` at 0.99, so this
+is Blender's own floor; it also absorbs float32 rounding of 0.99 (0.99000001)."""
+
+UNIFORM_SCALE_TOLERANCE = 1e-4
+"""Relative spread of the root frame's axis lengths accepted as uniform scale. float32 matrices
+carry about 1e-7 relative noise; a deliberate non-uniform scale is far above 1e-4."""
+
+UNIT_SCALE_TOLERANCE = 1e-6
+"""Largest deviation of a chain bone's pose scale from 1 accepted (float32 noise is ~6e-8)."""
+
+GIMBAL_COS = 1e-9
+"""Below this |cos(middle angle)| an Euler decomposition is at gimbal lock: the first angle is
+taken from the reference (previous frame) and the third absorbs the rest, exactly."""
+
+
+class RigError(ValueError):
+    """The armature, bone chain or pose cannot be used; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class RigChain:
+    """A bone chain read from an armature.
+
+    Attributes
+    ----------
+    chain : Chain
+        The core chain in the chain's root space (root frame identity, armature-space units).
+    bone_names : tuple of str
+        Every bone of the chain, start → tip.
+    q : ndarray, shape (n_dof,)
+        The pose at read time as joint variables (radians).
+    joint_bones : tuple of str
+        The bones that carry the chain's joints, start → tip: ``bone_names`` without the bones
+        whose IK axes are all locked (those are held fixed). ``joint_bones[i]`` is joint ``i``.
+    parent_bone : str or None
+        The start bone's parent (the root space), None for armature space.
+    """
+
+    chain: Chain
+    bone_names: tuple[str, ...]
+    q: np.ndarray
+    joint_bones: tuple[str, ...] = ()
+    parent_bone: str | None = None
+
+
+# --------------------------------------------------------------------------- rotation conversions
+def _axis_index(letter: str) -> int:
+    return "XYZ".index(letter)
+
+
+def matrices_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
+    """Rotation matrices ``(..., 3, 3)`` from Blender Euler angles ``(..., 3)`` (x, y, z; radians).
+
+    Blender's order ``'XYZ'`` turns about X first, then Y, then Z: ``R = Rz @ Ry @ Rx``.
+    """
+    angles = np.asarray(angles, dtype=float)
+    out = None
+    for letter in order:  # each later axis multiplies from the left
+        k = _axis_index(letter)
+        axis = np.zeros(3)
+        axis[k] = 1.0
+        m = matrices_from_axis_angles(np.broadcast_to(axis, angles.shape), angles[..., k])
+        out = m if out is None else m @ out
+    return out
+
+
+def _tait_bryan(matrices: np.ndarray, order: str, first_fill: np.ndarray) -> np.ndarray:
+    """Both Euler solutions ``(..., 2, 3)`` (x, y, z angles) of ``matrices (..., 3, 3)``.
+
+    Writes ``R = R_i(a) R_j(b) R_k(c)`` with ``(i, j, k)`` the order reversed. Solution 0 has
+    ``|b| ≤ π/2``, solution 1 is ``(a + π, π − b, c + π)``. At gimbal lock ``a`` is
+    ``first_fill (...)`` and ``c`` is solved exactly from the rest.
+    """
+    i, j, k = (_axis_index(letter) for letter in reversed(order))
+    parity = 1.0 if (i, j, k) in ((0, 1, 2), (1, 2, 0), (2, 0, 1)) else -1.0
+    m = matrices
+    sin_b = np.clip(parity * m[..., i, k], -1.0, 1.0)
+    cos_b = np.hypot(m[..., k, k], m[..., j, k])
+    gimbal = cos_b < GIMBAL_COS
+    results = []
+    for branch in (0, 1):
+        b = np.arctan2(sin_b, cos_b) if branch == 0 else np.arctan2(sin_b, -cos_b)
+        sign = 1.0 if branch == 0 else -1.0
+        a = np.arctan2(-parity * m[..., j, k] * sign, m[..., k, k] * sign)
+        a = np.where(gimbal, first_fill, a)
+        # R_k(c) = R_j(b)ᵀ R_i(a)ᵀ R: read c from the remainder (exact also at gimbal lock).
+        axis_i = np.zeros(3)
+        axis_i[i] = 1.0
+        axis_j = np.zeros(3)
+        axis_j[j] = 1.0
+        ri = matrices_from_axis_angles(np.broadcast_to(axis_i, a.shape + (3,)), a)
+        rj = matrices_from_axis_angles(np.broadcast_to(axis_j, b.shape + (3,)), b)
+        rest = np.swapaxes(rj, -1, -2) @ np.swapaxes(ri, -1, -2) @ m
+        k1, k2 = (k + 1) % 3, (k + 2) % 3
+        c = np.arctan2(rest[..., k2, k1], rest[..., k1, k1])
+        xyz = np.empty(a.shape + (3,))
+        xyz[..., i], xyz[..., j], xyz[..., k] = a, b, c
+        results.append(xyz)
+    return np.stack(results, -2)
+
+
+def _wrap(angles: np.ndarray) -> np.ndarray:
+    return (angles + np.pi) % (2.0 * np.pi) - np.pi
+
+
+def continuous_eulers(matrices: np.ndarray, order: str, reference: np.ndarray) -> np.ndarray:
+    """Euler angles ``(N, 3)`` of ``matrices (N, 3, 3)``, each frame continuous with the previous.
+
+    Frame 0 continues from ``reference (3,)`` (the channel's current value). Per frame the Euler
+    solution nearest the previous frame is chosen and unwrapped by whole turns, so a sequence
+    never jumps by ±180° / ±360° and an unchanged rotation gives back ``reference`` exactly.
+    """
+    reference = np.asarray(reference, dtype=float)
+    i = _axis_index(order[-1])  # the first angle of the product R_i R_j R_k
+    # At gimbal lock only a combination of the first and third angle is defined: keep the
+    # reference's first angle (exact for a round trip of an unchanged pose).
+    first = _tait_bryan(matrices, order, np.full(matrices.shape[0], reference[i]))
+    candidates = first
+    previous = np.concatenate([reference[None, None].repeat(2, 1), candidates[:-1]], 0)
+    # cost[k, s_prev, s]: turning distance from frame k-1's solution s_prev to frame k's solution s.
+    diff = _wrap(candidates[:, None, :, :] - previous[:, :, None, :])
+    cost = np.abs(diff).sum(-1)
+    best = np.argmin(cost, axis=-1).tolist()  # (N, 2): best s given s_prev
+    choice = [0] * matrices.shape[0]
+    state = 0  # at frame 0 both "previous" rows are the reference
+    for frame, options in enumerate(best):
+        state = options[state]
+        choice[frame] = state
+    chosen = candidates[np.arange(matrices.shape[0]), np.array(choice, dtype=int)]
+    return np.unwrap(np.concatenate([reference[None], chosen], 0), axis=0)[1:]
+
+
+def continuous_quaternions(quaternions: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Quaternions ``(N, 4)`` sign-flipped so each lies in the hemisphere of the previous one.
+
+    Frame 0 follows ``reference (4,)``.
+    """
+    previous = np.concatenate([np.asarray(reference, float)[None], quaternions[:-1]], 0)
+    flips = np.einsum("ni,ni->n", quaternions, previous) < 0.0
+    # A flip of frame k-1 reverses its relation to frame k: signs compose along the sequence.
+    signs = np.where(np.cumsum(flips) % 2 == 1, -1.0, 1.0)
+    return quaternions * signs[:, None]
+
+
+def continuous_axis_angles(matrices: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Axis-angle values ``(N, 4)`` as (angle, x, y, z), continuous from ``reference (4,)``.
+
+    The axis keeps the previous frame's hemisphere (a flip negates the angle too) and the angle
+    is unwrapped by whole turns; a zero rotation keeps the previous axis.
+    """
+    reference = np.asarray(reference, dtype=float)
+    rotvecs = rotvecs_from_matrices(matrices)
+    angle = np.linalg.norm(rotvecs, axis=-1)
+    ref_axis = reference[1:]
+    ref_norm = float(np.linalg.norm(ref_axis))
+    fallback = ref_axis / ref_norm if ref_norm > 0.0 else BONE_AXIS
+    has_axis = angle > 0.0
+    axis = np.where(has_axis[:, None], rotvecs / np.where(has_axis, angle, 1.0)[:, None], np.nan)
+    # Forward-fill axes of zero rotations from the last defined axis (or the reference's).
+    idx = np.where(has_axis, np.arange(angle.size), -1)
+    np.maximum.accumulate(idx, out=idx)
+    axis = np.where((idx >= 0)[:, None], axis[np.maximum(idx, 0)], fallback)
+    previous = np.concatenate([fallback[None], axis[:-1]], 0)
+    flips = np.einsum("ni,ni->n", axis, previous) < 0.0
+    signs = np.where(np.cumsum(flips) % 2 == 1, -1.0, 1.0)
+    axis = axis * signs[:, None]
+    angle = np.unwrap(np.concatenate([reference[:1], angle * signs]))[1:]
+    return np.concatenate([angle[:, None], axis], -1)
+
+
+# --------------------------------------------------------------------------- channels
+def _current_channels(pose_bone) -> np.ndarray:
+    """The rotation channel of ``pose_bone`` in its rotation mode, float64 (4,) or (3,)."""
+    mode = pose_bone.rotation_mode
+    if mode == "QUATERNION":
+        return np.array(pose_bone.rotation_quaternion, dtype=float)
+    if mode == "AXIS_ANGLE":
+        return np.array(pose_bone.rotation_axis_angle, dtype=float)
+    return np.array(pose_bone.rotation_euler, dtype=float)
+
+
+def basis_rotation(pose_bone) -> np.ndarray:
+    """Rotation part ``(3, 3)`` of ``pose_bone.matrix_basis`` computed in float64 from its channels."""
+    mode = pose_bone.rotation_mode
+    values = _current_channels(pose_bone)
+    if mode == "QUATERNION":
+        if np.linalg.norm(values) == 0.0:
+            return np.eye(3)
+        return matrices_from_quaternions(values)
+    if mode == "AXIS_ANGLE":
+        norm = np.linalg.norm(values[1:])
+        if norm == 0.0:
+            return np.eye(3)
+        return matrices_from_axis_angles(values[1:] / norm, values[0])
+    return matrices_from_eulers(values, mode)
+
+
+def _channel_values(pose_bone, rotations: np.ndarray, keep_norm: bool) -> np.ndarray:
+    """Channel values ``(N, 3|4)`` for ``rotations (N, 3, 3)`` in the bone's mode, continuous from now."""
+    mode = pose_bone.rotation_mode
+    reference = _current_channels(pose_bone)
+    if mode == "QUATERNION":
+        norm = np.linalg.norm(reference)
+        if norm == 0.0:
+            reference, norm = np.array([1.0, 0.0, 0.0, 0.0]), 1.0
+        values = continuous_quaternions(quaternions_from_matrices(rotations), reference)
+        return values * norm if keep_norm else values
+    if mode == "AXIS_ANGLE":
+        values = continuous_axis_angles(rotations, reference)
+        norm = np.linalg.norm(reference[1:])
+        if keep_norm and norm > 0.0:
+            values[:, 1:] *= norm
+        return values
+    return continuous_eulers(rotations, mode, reference)
+
+
+def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.ndarray]:
+    """Rotation-channel values of every joint bone for joint variables ``q (N, n_dof)``.
+
+    Returns, per bone name, an array in the bone's current ``rotation_mode``: ``(N, 4)``
+    quaternions (w, x, y, z) kept in one hemisphere, ``(N, 3)`` Euler angles (x, y, z; radians)
+    without ±180° jumps, or ``(N, 4)`` axis-angle (angle, x, y, z). Frame 0 continues from the
+    channel's current value, each later frame from the one before. Fully locked (fixed) bones are
+    not included: their channels never change.
+    """
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    if q.shape[-1] != rig.chain.n_dof:
+        raise RigError(f"Expected {rig.chain.n_dof} joint values per frame, got {q.shape[-1]}.")
+    rotations = local_rotations(rig.chain, q)
+    bones = _pose_bones(obj, rig.joint_bones)
+    return {
+        name: _channel_values(pose_bone, rotations[:, joint], keep_norm=False)
+        for joint, (name, pose_bone) in enumerate(zip(rig.joint_bones, bones))
+    }
+
+
+def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
+    """Set the joint bones' rotation channels to joint variables ``q (n_dof,)``.
+
+    Everything is computed and checked before the first channel is touched: a non-finite ``q``
+    or a bone that vanished raises ``RigError`` and leaves the pose as it was. A quaternion or
+    axis keeps the length it had, so writing back the values just read changes nothing.
+    """
+    q = np.asarray(q, dtype=float).reshape(-1)
+    if q.shape != (rig.chain.n_dof,):
+        raise RigError(f"Expected {rig.chain.n_dof} joint values, got {q.size}.")
+    if not np.all(np.isfinite(q)):
+        raise RigError("The solve produced non-finite joint values; the pose was not changed.")
+    rotations = local_rotations(rig.chain, q[None])
+    bones = _pose_bones(obj, rig.joint_bones)
+    values = [_channel_values(b, rotations[:, j], keep_norm=True)[0] for j, b in enumerate(bones)]
+    if not all(np.all(np.isfinite(v)) for v in values):
+        raise RigError("The solve produced non-finite rotations; the pose was not changed.")
+    for pose_bone, value in zip(bones, values):
+        mode = pose_bone.rotation_mode
+        if mode == "QUATERNION":
+            pose_bone.rotation_quaternion = value
+        elif mode == "AXIS_ANGLE":
+            pose_bone.rotation_axis_angle = value
+        else:
+            pose_bone.rotation_euler = value
+
+
+# --------------------------------------------------------------------------- reading
+def _pose_bones(obj, names):
+    if obj is None or obj.type != "ARMATURE" or obj.pose is None:
+        raise RigError("The object is not an armature.")
+    out = []
+    for name in names:
+        pose_bone = obj.pose.bones.get(name)
+        if pose_bone is None:
+            raise RigError(f"Bone '{name}' no longer exists in armature '{obj.name}'.")
+        out.append(pose_bone)
+    return out
+
+
+def _matrix(m) -> np.ndarray:
+    return np.array(m, dtype=float)
+
+
+def root_matrices_world(obj, rig: RigChain, depsgraph=None) -> np.ndarray:
+    """World matrix ``(4, 4)`` of the chain's root space as currently evaluated.
+
+    ``obj.matrix_world @ parent_pose_bone.matrix`` (or just ``matrix_world`` without a parent
+    bone); with ``depsgraph`` the evaluated copy of ``obj`` is read.
+    """
+    source = obj.evaluated_get(depsgraph) if depsgraph is not None else obj
+    world = _matrix(source.matrix_world)
+    if rig.parent_bone is None:
+        return world
+    parent = source.pose.bones.get(rig.parent_bone)
+    if parent is None:
+        raise RigError(f"Bone '{rig.parent_bone}' no longer exists in armature '{obj.name}'.")
+    return world @ _matrix(parent.matrix)
+
+
+def world_to_root(points_world: np.ndarray, root_world: np.ndarray) -> np.ndarray:
+    """Points ``(N, 3)`` in world space → root space, given root frames ``(N, 4, 4)`` or ``(4, 4)``.
+
+    The full inverse is used, so a uniformly scaled root maps world distances to armature units.
+    """
+    points = np.asarray(points_world, dtype=float)
+    inverse = np.linalg.inv(np.asarray(root_world, dtype=float))
+    return np.einsum("...ij,...j->...i", inverse[..., :3, :3], points) + inverse[..., :3, 3]
+
+
+def uniform_scale(matrix: np.ndarray) -> float:
+    """The uniform scale of a 4×4 (or 3×3) transform; RigError for shear / non-uniform scale."""
+    linear = np.asarray(matrix, dtype=float)[:3, :3]
+    singular = np.linalg.svd(linear, compute_uv=False)
+    if not np.all(np.isfinite(singular)) or singular[-1] <= 0.0 or np.linalg.det(linear) <= 0.0:
+        raise RigError("The armature's world transform is degenerate or mirrored.")
+    if singular[0] - singular[-1] > UNIFORM_SCALE_TOLERANCE * singular[0]:
+        raise RigError("The armature (or its parents) has non-uniform scale; apply the scale first.")
+    return float(np.cbrt(np.linalg.det(linear)))
+
+
+def _free_axes(pose_bone) -> list[int]:
+    return [k for k, axis in enumerate(_AXIS_NAMES) if not getattr(pose_bone, f"lock_ik_{axis}")]
+
+
+def _joint_variables(rotation: np.ndarray, free: list[int]) -> np.ndarray:
+    """Joint variables of a bone with free axes ``free`` and basis rotation ``rotation (3, 3)``.
+
+    A ball joint takes the rotation vector; a hinge the twist angle about its axis; a universal
+    joint ``R = R_a(t1) R_b(t2) R_c(t3)`` the first two angles. A pose with rotation about a
+    locked axis (set by hand) is projected: those parts are dropped, as Blender's IK does.
+    """
+    if len(free) == 3:
+        return rotvecs_from_matrices(rotation)
+    if len(free) == 1:
+        quaternion = quaternions_from_matrices(rotation)
+        return np.array([_wrap(2.0 * np.arctan2(quaternion[1 + free[0]], quaternion[0]))])
+    locked = ({0, 1, 2} - set(free)).pop()
+    # Blender order string whose product reads R_free0 R_free1 R_locked.
+    order = "".join("XYZ"[k] for k in (locked, free[1], free[0]))
+    angles = _tait_bryan(rotation[None], order, np.zeros(1))[0, 0]
+    return angles[free]
+
+
+def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
+    """Read the chain of ``chain_length`` bones ending at ``tip_bone`` from armature ``obj``.
+
+    Raises
+    ------
+    RigError
+        Not an armature, unknown tip bone, a hierarchy shorter than ``chain_length``, a bone that
+        does not inherit rotation, non-unit pose scale, non-uniform object scale, or a segment too
+        short to have a direction.
+    """
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        raise RigError("The chain's object is not an armature.")
+    if chain_length < 1:
+        raise RigError("The chain length must be at least 1 bone.")
+    bones = obj.data.bones
+    tip = bones.get(tip_bone) if tip_bone else None
+    if tip is None:
+        raise RigError(f"Tip bone '{tip_bone}' not found in armature '{obj.name}'.")
+    chain_bones = [tip]
+    while len(chain_bones) < chain_length:
+        parent = chain_bones[-1].parent
+        if parent is None:
+            raise RigError(
+                f"Bone '{tip_bone}' has only {len(chain_bones)} bone(s) up to the root; "
+                f"the chain length {chain_length} is too long."
+            )
+        chain_bones.append(parent)
+    chain_bones.reverse()
+    start_parent = chain_bones[0].parent
+
+    kinds, offsets, rest_rotations, axes, lower, upper, weights = [], [], [], [], [], [], []
+    joint_bones, q = [], []
+    fixed = np.eye(4)  # transform accumulated since the last joint frame by fully locked bones
+    for bone in chain_bones:
+        pose_bone = obj.pose.bones[bone.name]
+        if bone.parent is not None and not bone.use_inherit_rotation:
+            raise RigError(f"Bone '{bone.name}' does not inherit rotation; enable Inherit Rotation.")
+        if np.abs(np.array(pose_bone.scale, dtype=float) - 1.0).max() > UNIT_SCALE_TOLERANCE:
+            raise RigError(f"Bone '{bone.name}' has a pose scale other than 1; reset it first.")
+        local = _matrix(bone.matrix_local)
+        offset = local if bone.parent is None else np.linalg.inv(_matrix(bone.parent.matrix_local)) @ local
+        if not bone.use_connect:
+            location = np.array(pose_bone.location, dtype=float)
+            if bone.use_local_location:
+                offset[:3, 3] += offset[:3, :3] @ location
+            else:
+                offset[:3, 3] += location
+        before_rotation = fixed @ offset
+        rotation = basis_rotation(pose_bone)
+        free = _free_axes(pose_bone)
+        if not free:
+            step = np.eye(4)
+            step[:3, :3] = rotation
+            fixed = before_rotation @ step
+            continue
+        joint_bones.append(bone.name)
+        offsets.append(before_rotation[:3, 3])
+        rest_rotations.append(before_rotation[:3, :3])
+        kinds.append({1: JointKind.HINGE, 2: JointKind.UNIVERSAL, 3: JointKind.BALL}[len(free)])
+        q.extend(_joint_variables(rotation, free))
+        for k in free:
+            name = _AXIS_NAMES[k]
+            axes.append(np.eye(3)[k])
+            limited = getattr(pose_bone, f"use_ik_limit_{name}")
+            lower.append(getattr(pose_bone, f"ik_min_{name}") if limited else -np.inf)
+            upper.append(getattr(pose_bone, f"ik_max_{name}") if limited else np.inf)
+            weights.append(max(1.0 - getattr(pose_bone, f"ik_stiffness_{name}"), MIN_WEIGHT))
+        fixed = np.eye(4)
+    if not kinds:
+        raise RigError("Every bone of the chain has all IK axes locked; unlock at least one.")
+    tip_offset = (fixed @ np.append(BONE_AXIS * chain_bones[-1].length, 1.0))[:3]
+    try:
+        chain = Chain(
+            kinds=tuple(kinds),
+            offsets=np.array(offsets),
+            rest_rotations=_orthonormalised(np.array(rest_rotations)),
+            axes=np.array(axes),
+            lower=np.array(lower, dtype=float),
+            upper=np.array(upper, dtype=float),
+            weights=np.array(weights, dtype=float),
+            tip_offset=tip_offset,
+        )
+    except IKInputError as error:
+        raise RigError(_chain_error_message(error, joint_bones)) from None
+    q = np.array(q, dtype=float)
+    if not np.all(np.isfinite(q)):
+        raise RigError("The chain's current pose has non-finite rotations.")
+    rig = RigChain(
+        chain=chain,
+        bone_names=tuple(b.name for b in chain_bones),
+        q=q,
+        joint_bones=tuple(joint_bones),
+        parent_bone=None if start_parent is None else start_parent.name,
+    )
+    uniform_scale(root_matrices_world(obj, rig))
+    return rig
+
+
+def _orthonormalised(rotations: np.ndarray) -> np.ndarray:
+    """Nearest rotations to ``(n, 3, 3)`` float32-rounded rest matrices.
+
+    Blender stores rest matrices in float32 (orthonormal to ~1e-7); the polar factor differs
+    from them by that much, far below what the evaluated pose can resolve, and keeps the core's
+    rotation checks exact.
+    """
+    u, _, vt = np.linalg.svd(rotations)
+    return u @ vt
+
+
+def _chain_error_message(error: IKInputError, joint_bones: list[str]) -> str:
+    text = str(error)
+    if error.field in ("offsets", "tip_offset"):
+        return f"The chain has a zero-length or too short segment ({text}); check bones {', '.join(joint_bones)}."
+    return f"The chain cannot be built: {text}."

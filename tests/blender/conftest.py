@@ -1,0 +1,164 @@
+"""Shared fixtures for the Blender tests: a fresh empty scene per test, the add-on registered,
+and rig builders (arm, leg, long disconnected chain, transformed / parented armature, Empty target).
+
+``bpy`` is imported here, after ``tests/conftest.py`` pointed Blender's user folders at a
+temporary directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bpy
+import numpy as np
+import pytest
+
+import ik_solvers
+
+
+@pytest.fixture
+def scene():
+    """An empty scene (``read_homefile(use_empty=True)``) without the add-on registered."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    return bpy.context.scene
+
+
+@pytest.fixture
+def addon(scene):
+    """The add-on registered on a fresh empty scene; unregistered afterwards."""
+    ik_solvers.register()
+    try:
+        yield scene
+    finally:
+        ik_solvers.unregister()
+
+
+def build_armature(
+    bones: Sequence[dict],
+    name: str = "Rig",
+    location=(0.0, 0.0, 0.0),
+    rotation_euler=(0.0, 0.0, 0.0),
+    scale: float = 1.0,
+    parent=None,
+):
+    """An armature object with ``bones``: dicts of ``name, head, tail`` and optional
+    ``parent`` (name), ``connect`` (bool), ``roll`` (radians); left in object mode, active."""
+    data = bpy.data.armatures.new(name)
+    obj = bpy.data.objects.new(name, data)
+    bpy.context.scene.collection.objects.link(obj)
+    bpy.context.view_layer.objects.active = obj
+    obj.select_set(True)
+    bpy.ops.object.mode_set(mode="EDIT")
+    for spec in bones:
+        edit_bone = data.edit_bones.new(spec["name"])
+        edit_bone.head = spec["head"]
+        edit_bone.tail = spec["tail"]
+        edit_bone.roll = spec.get("roll", 0.0)
+    for spec in bones:
+        if spec.get("parent"):
+            edit_bone = data.edit_bones[spec["name"]]
+            edit_bone.parent = data.edit_bones[spec["parent"]]
+            edit_bone.use_connect = spec.get("connect", True)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    obj.location = location
+    obj.rotation_euler = rotation_euler
+    obj.scale = (scale, scale, scale)
+    if parent is not None:
+        obj.parent = parent
+    bpy.context.view_layer.update()
+    return obj
+
+
+def build_arm(**kwargs):
+    """A two-bone arm: upper 0.30 and forearm 0.28 (Blender units), bent, with bone roll."""
+    return build_armature(
+        [
+            {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "roll": 0.4},
+            {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "roll": -0.7,
+             "parent": "upper_arm"},
+        ],
+        **kwargs,
+    )
+
+
+def build_leg(**kwargs):
+    """A 3-bone leg below a hip bone: thigh 0.45, shin 0.42, foot 0.15, knee slightly forward."""
+    return build_armature(
+        [
+            {"name": "hip", "head": (0.0, 0.0, 1.0), "tail": (0.1, 0.0, 1.0)},
+            {"name": "thigh", "head": (0.1, 0.0, 0.95), "tail": (0.1, -0.02, 0.5), "parent": "hip",
+             "connect": False},
+            {"name": "shin", "head": (0.1, -0.02, 0.5), "tail": (0.1, 0.0, 0.08), "parent": "thigh",
+             "roll": 0.2},
+            {"name": "foot", "head": (0.1, 0.0, 0.08), "tail": (0.1, -0.15, 0.02), "parent": "shin"},
+        ],
+        **kwargs,
+    )
+
+
+def build_long_chain(count: int = 10, **kwargs):
+    """``count`` bones, each disconnected from its parent by a small gap, with varying roll."""
+    rng = np.random.default_rng(0)
+    specs, head = [], np.zeros(3)
+    for index in range(count):
+        direction = np.array([1.0, 0.0, 0.0]) + 0.3 * rng.normal(size=3)
+        tail = head + 0.12 * direction / np.linalg.norm(direction)
+        spec = {"name": f"b{index}", "head": tuple(head), "tail": tuple(tail), "roll": float(rng.uniform(-1, 1))}
+        if index:
+            spec.update(parent=f"b{index - 1}", connect=False)
+        specs.append(spec)
+        head = tail + 0.02 * rng.normal(size=3)  # the gap: a disconnected child
+    return build_armature(specs, **kwargs)
+
+
+def build_transformed_arm():
+    """The arm on an armature rotated, translated, uniformly scaled and parented to a rotated Empty."""
+    holder = add_empty("Holder", location=(0.5, -0.3, 0.2))
+    holder.rotation_euler = (0.2, -0.4, 0.9)
+    holder.scale = (1.3, 1.3, 1.3)
+    return build_arm(location=(0.2, 0.7, -0.1), rotation_euler=(0.3, 0.5, -0.2), scale=1.7, parent=holder)
+
+
+def add_empty(name: str = "Target", location=(0.0, 0.0, 0.0)):
+    """An Empty (plain axes) linked to the scene."""
+    obj = bpy.data.objects.new(name, None)
+    obj.empty_display_type = "PLAIN_AXES"
+    obj.location = location
+    bpy.context.scene.collection.objects.link(obj)
+    bpy.context.view_layer.update()
+    return obj
+
+
+def evaluated_tip(obj, bone_name: str) -> np.ndarray:
+    """Blender's own evaluated world position of a bone's tail (after a view-layer update)."""
+    bpy.context.view_layer.update()
+    return np.array(obj.matrix_world @ obj.pose.bones[bone_name].tail)
+
+
+def evaluated_head(obj, bone_name: str) -> np.ndarray:
+    bpy.context.view_layer.update()
+    return np.array(obj.matrix_world @ obj.pose.bones[bone_name].head)
+
+
+def pose_snapshot(obj) -> dict[str, tuple]:
+    """Every pose bone's stored channels, exactly (to compare 'unchanged')."""
+    return {
+        pose_bone.name: (
+            tuple(pose_bone.rotation_quaternion),
+            tuple(pose_bone.rotation_euler),
+            tuple(pose_bone.rotation_axis_angle),
+            tuple(pose_bone.location),
+            tuple(pose_bone.scale),
+            pose_bone.rotation_mode,
+        )
+        for pose_bone in obj.pose.bones
+    }
+
+
+RIG_BUILDERS = {
+    "arm": (build_arm, "forearm", 2),
+    "leg": (build_leg, "foot", 3),
+    "chain10": (build_long_chain, "b9", 10),
+    "transformed_arm": (build_transformed_arm, "forearm", 2),
+}
+"""name → (builder, tip bone, chain length): the rigs every method is tested on."""
