@@ -68,6 +68,8 @@ def two_bone_planar(l1: float, l2: float, targets: np.ndarray) -> TwoBoneSolutio
         branches[:, k, 0] = np.angle(np.exp(1j * theta1))  # wrapped to (−π, π]
         branches[:, k, 1] = theta2
     merged = np.abs(cos2) >= 1.0
+    # θ2 = ±π are one pose: report the merged branch once, identically.
+    branches[:, 1] = np.where(merged[:, None], branches[:, 0], branches[:, 1])
     return TwoBoneSolution(
         branches=branches,
         reachable=(r >= inner) & (r <= outer),

@@ -32,20 +32,27 @@ def _finish(state: StepInput, dq: np.ndarray) -> np.ndarray:
 
 
 def transpose_step(state: StepInput) -> np.ndarray:
-    """``Δq = −η W Jᵀ (p − t)``; with ``step=None`` η comes from a backtracking line search."""
+    """``Δq = −η W Jᵀ (p − t)``; with ``step=None`` η comes from a backtracking line search.
+
+    The gradient of ``F = ½|p − t|²`` toward the real target (not the shell
+    aim the other Jacobian methods use), so a line search on F is a true descent.
+    """
     j, root_w = _scaled_jacobian(state)
-    gradient = np.einsum("nid,ni->nd", j, state.residuals)  # in scaled variables
+    residuals = state.pose.tips - state.targets
+    gradient = np.einsum("nid,ni->nd", j, residuals)  # in scaled variables
     if state.options.step is not None:
         return _finish(state, -state.options.step * gradient * root_w)
-    return _line_search(state, j, gradient, root_w)
+    return _line_search(state, j, residuals, gradient, root_w)
 
 
-def _line_search(state: StepInput, j: np.ndarray, gradient: np.ndarray, root_w: np.ndarray) -> np.ndarray:
+def _line_search(
+    state: StepInput, j: np.ndarray, residuals: np.ndarray, gradient: np.ndarray, root_w: np.ndarray
+) -> np.ndarray:
     """Backtracking on ``F = ½|p − t|²`` from the step that is exact for the linear model."""
     jg = np.einsum("nid,nd->ni", j, gradient)
     g2 = np.einsum("nd,nd->n", gradient, gradient)
     alpha = g2 / np.maximum(np.einsum("ni,ni->n", jg, jg), 1e-300)
-    f0 = 0.5 * np.einsum("ni,ni->n", state.residuals, state.residuals)
+    f0 = 0.5 * np.einsum("ni,ni->n", residuals, residuals)
     q_out = state.q.copy()
     pending = np.flatnonzero(g2 > 0.0)
     for _ in range(MAX_BACKTRACKS):
@@ -54,7 +61,7 @@ def _line_search(state: StepInput, j: np.ndarray, gradient: np.ndarray, root_w: 
         dq = clamp_step(state.chain, -alpha[pending, None] * gradient[pending] * root_w, state.options.max_step_angle)
         trial = apply_increments(state.chain, state.q[pending], dq)
         tips = forward_kinematics(state.chain, trial).tips
-        f = 0.5 * np.sum((tips - state.aims[pending]) ** 2, axis=-1)
+        f = 0.5 * np.sum((tips - state.targets[pending]) ** 2, axis=-1)
         ok = f <= f0[pending] - ARMIJO * alpha[pending] * g2[pending]
         q_out[pending[ok]] = trial[ok]
         pending = pending[~ok]

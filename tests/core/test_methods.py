@@ -1,0 +1,226 @@
+"""Every iterative method through the shared loop: reach, statuses, invariants, validation (SPEC §3.2–§3.3)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ik_solvers.core import (
+    Chain,
+    IKInputError,
+    JointKind,
+    Method,
+    SolveOptions,
+    Status,
+    bone_length_errors,
+    forward_kinematics,
+    solve,
+)
+
+ITERATIVE = [Method.CCD, Method.FABRIK, Method.JACOBIAN_TRANSPOSE, Method.PSEUDO_INVERSE, Method.DLS, Method.SDLS]
+
+# The budget each method is documented to need for 1e-4 on a 4-bone ball chain
+# from the straight pose (see docs/solver-race.md for the full race).
+BUDGET = {
+    Method.CCD: 200,
+    Method.FABRIK: 100,
+    Method.JACOBIAN_TRANSPOSE: 500,
+    Method.PSEUDO_INVERSE: 50,
+    Method.DLS: 50,
+    Method.SDLS: 50,
+}
+
+
+def race_targets(chain, n, low, high, seed=0):
+    rng = np.random.default_rng(seed)
+    d = rng.normal(size=(n, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    return d * rng.uniform(low, high, n)[:, None] * chain.reach
+
+
+@pytest.fixture(scope="module")
+def ball_chain():
+    return Chain.straight([1.0, 0.9, 0.75, 0.55], JointKind.BALL)
+
+
+@pytest.mark.parametrize("method", ITERATIVE, ids=lambda m: m.name)
+def test_reaches_reachable_targets_within_its_budget(method, ball_chain):
+    targets = race_targets(ball_chain, 60, 0.15, 0.95)
+    result = solve(ball_chain, targets, method, SolveOptions(max_iterations=BUDGET[method], tolerance=1e-4))
+    assert result.count(Status.CONVERGED) == 60
+    assert np.all(result.error <= 1e-4)
+    # The reported error is the real distance of the reported pose.
+    tips = forward_kinematics(ball_chain, result.q).tips
+    np.testing.assert_allclose(np.linalg.norm(tips - targets, axis=1), result.error, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", [Method.CCD, Method.FABRIK, Method.PSEUDO_INVERSE, Method.SDLS], ids=lambda m: m.name)
+def test_unreachable_targets_end_at_the_lower_bound(method, ball_chain):
+    targets = race_targets(ball_chain, 40, 1.05, 1.35, seed=1)
+    result = solve(ball_chain, targets, method, SolveOptions(max_iterations=300, tolerance=1e-6))
+    assert result.count(Status.UNREACHABLE) == 40
+    assert np.all(result.error - result.lower_bound <= 1e-6)
+
+
+@pytest.mark.parametrize("method", ITERATIVE, ids=lambda m: m.name)
+def test_error_never_below_lower_bound_and_lengths_kept_over_the_trajectory(method, ball_chain):
+    targets = np.concatenate([race_targets(ball_chain, 15, 0.1, 0.9), race_targets(ball_chain, 15, 1.0, 1.5, seed=2)])
+    options = SolveOptions(max_iterations=30, tolerance=1e-6, record_trajectory=True)
+    result = solve(ball_chain, targets, method, options)
+    assert np.all(result.error >= result.lower_bound - 1e-12)
+    for q in result.trajectory:
+        pose = forward_kinematics(ball_chain, q)
+        assert bone_length_errors(ball_chain, pose).max() < 1e-13
+        errors = np.linalg.norm(pose.tips - targets, axis=1)
+        assert np.all(errors >= result.lower_bound - 1e-12)
+    assert result.length_error.max() < 1e-13
+
+
+@pytest.mark.parametrize("method", ITERATIVE, ids=lambda m: m.name)
+def test_straight_chain_pointing_past_a_target_in_front_is_stalled(method):
+    chain = Chain.planar([1.0, 1.0])
+    result = solve(chain, [[1.0, 0.0, 0.0]], method, SolveOptions(max_iterations=50, step=0.2 if method is Method.JACOBIAN_TRANSPOSE else None))
+    assert result.status[0] is Status.STALLED
+    assert result.error[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method", ITERATIVE, ids=lambda m: m.name)
+def test_limits_hold_after_every_step(method):
+    lower = np.array([-0.3, -0.2, 0.0, -1.0, -0.5, -0.5])
+    upper = np.array([0.3, 0.4, 0.1, 0.0, 0.5, 0.5])
+    chain = Chain.straight([0.5, 0.4, 0.3], JointKind.UNIVERSAL, lower=lower, upper=upper)
+    targets = race_targets(chain, 20, 0.2, 1.2, seed=3)
+    result = solve(chain, targets, method, SolveOptions(max_iterations=40, record_trajectory=True))
+    for q in result.trajectory:
+        assert np.all(q >= lower - 1e-15) and np.all(q <= upper + 1e-15)
+
+
+@pytest.mark.parametrize("method", [Method.DLS, Method.SDLS, Method.PSEUDO_INVERSE], ids=lambda m: m.name)
+def test_max_step_angle_bounds_every_joint_turn(method):
+    chain = Chain.straight([0.5, 0.4, 0.3], JointKind.HINGE)
+    result = solve(chain, [[-0.5, 0.4, 0.0]], method, SolveOptions(max_iterations=10, max_step_angle=0.1, record_trajectory=True))
+    steps = np.abs(np.diff(result.trajectory, axis=0))
+    assert steps.max() <= 0.1 + 1e-12
+
+
+def test_ball_joints_solve_through_euler_gimbal_lock_poses():
+    chain = Chain.straight([1.0, 0.8], [JointKind.BALL, JointKind.BALL])
+    # Targets straight up/down the y axis ask the root for a 90° turn about z,
+    # which in XYZ Euler would be the gimbal-locked middle angle.
+    targets = np.array([[0.0, 1.5, 0.0], [0.0, -1.5, 0.0], [0.0, 0.0, 1.7], [0.3, 1.2, 0.9]])
+    for method in (Method.DLS, Method.SDLS, Method.PSEUDO_INVERSE):
+        result = solve(chain, targets, method, SolveOptions(max_iterations=100, tolerance=1e-8))
+        assert result.count(Status.CONVERGED) == 4, method
+
+
+def test_fixed_step_too_large_is_reported_as_diverged():
+    chain = Chain.planar([1.0, 1.0])
+    result = solve(
+        chain, [[1.0, 1.0, 0.0]], Method.JACOBIAN_TRANSPOSE,
+        SolveOptions(step=5.0, max_step_angle=None, max_iterations=3), initial=[0.2, 0.4],
+    )
+    assert result.objective_increases[0] > 0
+    assert result.status[0] in (Status.DIVERGED, Status.BUDGET_EXHAUSTED)
+    start = np.linalg.norm(forward_kinematics(chain, [[0.2, 0.4]]).tips[0] - [1.0, 1.0, 0.0])
+    assert (result.status[0] is Status.DIVERGED) == (result.error[0] > start)
+
+
+def test_budget_exhausted_when_still_progressing():
+    chain = Chain.straight([1.0, 0.9, 0.75, 0.55], JointKind.BALL)
+    result = solve(chain, [[0.5, 1.5, 0.3]], Method.JACOBIAN_TRANSPOSE, SolveOptions(max_iterations=2, tolerance=1e-9))
+    assert result.status[0] is Status.BUDGET_EXHAUSTED
+    assert result.iterations[0] == 2
+
+
+def test_stiff_joint_moves_less():
+    free = Chain.straight([1.0, 1.0], JointKind.HINGE)
+    stiff = Chain.straight([1.0, 1.0], JointKind.HINGE, weights=[0.05, 1.0])
+    target = [[1.2, 1.2, 0.0]]
+    a = solve(free, target, Method.DLS, SolveOptions(max_iterations=1, max_step_angle=None))
+    b = solve(stiff, target, Method.DLS, SolveOptions(max_iterations=1, max_step_angle=None))
+    assert abs(b.q[0, 0]) < abs(a.q[0, 0])
+
+
+def test_line_search_transpose_never_raises_the_objective():
+    chain = Chain.straight([1.0, 0.9, 0.75, 0.55], JointKind.BALL)
+    targets = race_targets(chain, 50, 0.1, 1.3)
+    result = solve(chain, targets, Method.JACOBIAN_TRANSPOSE, SolveOptions(step=None, max_iterations=60))
+    assert result.objective_increases.max() == 0
+
+
+def test_sigma_min_reported_for_jacobian_methods_only():
+    chain = Chain.planar([1.0, 1.0])
+    straight = solve(chain, [[1.0, 0.0, 0.0]], Method.DLS)
+    assert straight.sigma_min[0] == pytest.approx(0.0, abs=1e-12)  # a straight planar 2-link is singular
+    assert np.isnan(solve(chain, [[1.0, 1.0, 0.0]], Method.CCD).sigma_min[0])
+
+
+def test_aim_root_first_reaches_the_same_targets_with_fewer_iterations():
+    chain = Chain.straight([0.3] * 10, JointKind.UNIVERSAL)
+    targets = race_targets(chain, 200, 0.15, 0.95)
+    plain = solve(chain, targets, Method.DLS, SolveOptions(max_iterations=100, damping=0.03, max_step_angle=0.8))
+    aimed = solve(chain, targets, Method.DLS, SolveOptions(max_iterations=100, damping=0.03, max_step_angle=0.8, aim_root_first=True))
+    assert aimed.count(Status.CONVERGED) == plain.count(Status.CONVERGED) == 200
+    assert aimed.iterations.mean() < plain.iterations.mean()
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(targets=[[np.nan, 0, 0]]), "targets"),
+        (dict(targets=[[np.inf, 0, 0]]), "targets"),
+        (dict(targets=[[1.0, 1.0]]), "targets"),
+        (dict(targets=[[1.0, 0.0, 0.5]]), "targets"),  # off the planar chain's plane
+        (dict(initial=[np.nan, 0.0]), "initial"),
+        (dict(method="NOPE"), "method"),
+    ],
+)
+def test_solve_validates_before_computing(kwargs, field):
+    args = dict(targets=[[1.0, 1.0, 0.0]], method=Method.DLS)
+    args.update(kwargs)
+    with pytest.raises(IKInputError, match=field):
+        solve(Chain.planar([1.0, 1.0]), args.pop("targets"), args.pop("method"), **args)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(max_iterations=0), "max_iterations"),
+        (dict(tolerance=0.0), "tolerance"),
+        (dict(tolerance=-1.0), "tolerance"),
+        (dict(damping=0.0), "damping"),
+        (dict(step=0.0), "step"),
+        (dict(step=np.nan), "step"),
+        (dict(max_step_angle=0.0), "max_step_angle"),
+    ],
+)
+def test_options_validate(kwargs, field):
+    with pytest.raises(IKInputError, match=field):
+        SolveOptions(**kwargs)
+
+
+@st.composite
+def chains_and_targets(draw):
+    n = draw(st.integers(1, 5))
+    kinds = draw(st.lists(st.sampled_from(list(JointKind)), min_size=n, max_size=n))
+    lengths = draw(st.lists(st.floats(1e-3, 10.0), min_size=n, max_size=n))
+    scale = sum(lengths)
+    targets = draw(
+        st.lists(st.lists(st.floats(-2 * scale, 2 * scale), min_size=3, max_size=3), min_size=1, max_size=5)
+    )
+    return Chain.straight(lengths, kinds), np.array(targets)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chains_and_targets(), st.sampled_from(ITERATIVE))
+def test_random_chains_and_targets_never_give_nan(chain_and_targets, method):
+    chain, targets = chain_and_targets
+    try:
+        result = solve(chain, targets, method, SolveOptions(max_iterations=15))
+    except IKInputError as error:
+        assert error.field == "targets"  # the only refusal possible here: off a planar chain's plane
+        return
+    for array in (result.q, result.positions, result.error, result.rotations):
+        assert np.all(np.isfinite(array))
+    assert np.all(result.error >= result.lower_bound - 1e-9 * chain.reach)
+    assert result.length_error.max() <= 1e-12 * chain.reach
