@@ -194,7 +194,7 @@ def continuous_axis_angles(matrices: np.ndarray, reference: np.ndarray) -> np.nd
     """Axis-angle values ``(N, 4)`` as (angle, x, y, z), continuous from ``reference (4,)``.
 
     The axis keeps the previous frame's hemisphere (a flip negates the angle too) and the angle
-    is unwrapped by whole turns; a zero rotation keeps the previous axis.
+    is unwrapped by whole turns; a zero rotation keeps a neighbouring frame's axis.
     """
     reference = np.asarray(reference, dtype=float)
     rotvecs = rotvecs_from_matrices(matrices)
@@ -204,10 +204,15 @@ def continuous_axis_angles(matrices: np.ndarray, reference: np.ndarray) -> np.nd
     fallback = ref_axis / ref_norm if ref_norm > 0.0 else BONE_AXIS
     has_axis = angle > 0.0
     axis = np.where(has_axis[:, None], rotvecs / np.where(has_axis, angle, 1.0)[:, None], np.nan)
-    # Forward-fill axes of zero rotations from the last defined axis (or the reference's).
+    # A zero rotation has no axis: take the last defined one, leading ones the first defined
+    # one (so a bake's first key does not swing its axis), or the reference's if none is.
     idx = np.where(has_axis, np.arange(angle.size), -1)
     np.maximum.accumulate(idx, out=idx)
-    axis = np.where((idx >= 0)[:, None], axis[np.maximum(idx, 0)], fallback)
+    if has_axis.any():
+        idx[idx < 0] = int(np.argmax(has_axis))
+        axis = axis[idx]
+    else:
+        axis = np.broadcast_to(fallback, axis.shape).copy()
     previous = np.concatenate([fallback[None], axis[:-1]], 0)
     flips = np.einsum("ni,ni->n", axis, previous) < 0.0
     signs = np.where(np.cumsum(flips) % 2 == 1, -1.0, 1.0)

@@ -162,3 +162,25 @@ RIG_BUILDERS = {
     "transformed_arm": (build_transformed_arm, "forearm", 2),
 }
 """name → (builder, tip bone, chain length): the rigs every method is tested on."""
+
+
+FLOAT32_EPS = 2.0**-24
+"""Unit roundoff of Blender's float32 storage (rest matrices, channels, object matrices)."""
+
+
+def float32_slack(obj, bone_names: Sequence[str]) -> float:
+    """How far Blender's evaluated tip may sit from the exact (float64) pose of its own values.
+
+    Every stored number (rest matrix, rotation channel, world matrix) carries a relative rounding
+    error of up to ``FLOAT32_EPS``, and each of the ``n`` bones' matrix products adds one more,
+    acting on lever arms no longer than the tip's distance from the world origin plus the chain's
+    world reach. The bound ``2 · eps · (n + 2) · (|tip| + reach)`` is 3-4× the largest deviation
+    measured over 200 random poses per test rig (arm 2.6e-7 → bound 1.0e-6, 10-bone chain
+    6.8e-7 → 2.2e-6, transformed arm 5.6e-7 → 2.3e-6).
+    """
+    scale = float(np.cbrt(abs(np.linalg.det(np.array(obj.matrix_world)[:3, :3]))))
+    heads = [np.array(obj.data.bones[name].head_local) for name in bone_names]
+    segments = [np.linalg.norm(b - a) for a, b in zip(heads, heads[1:])]
+    reach = (sum(segments) + obj.data.bones[bone_names[-1]].length) * scale
+    tip = float(np.linalg.norm(evaluated_tip(obj, bone_names[-1])))
+    return 2.0 * FLOAT32_EPS * (len(bone_names) + 2) * (tip + reach)

@@ -1,0 +1,198 @@
+"""The sidebar panel View3D › Sidebar › "IK": chain list, method settings, HI section, status (SPEC §6)."""
+
+from __future__ import annotations
+
+import math
+
+import bpy
+
+from .properties import ITERATIVE_METHODS
+
+BAKE_OPERATOR = "ik_solvers.bake"
+
+STEP_METHODS = frozenset({"JACOBIAN_TRANSPOSE", "PSEUDO_INVERSE"})
+DAMPING_METHODS = frozenset({"DLS", "SDLS"})
+
+
+def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
+    obj = context.object
+    return obj if obj is not None and obj.type == "ARMATURE" else None
+
+
+def _active_chain(context: bpy.types.Context):
+    obj = _armature(context)
+    if obj is None:
+        return None
+    settings = obj.ik_solvers
+    if 0 <= settings.active_chain_index < len(settings.chains):
+        return settings.chains[settings.active_chain_index]
+    return None
+
+
+def pole_warning(chain) -> str | None:
+    """The flip warning for the last solve, or None: the EE axis came within the flip threshold of a pole."""
+    if chain.method != "HI" or not chain.last_status:
+        return None
+    if chain.last_pole_distance < chain.flip_threshold:
+        return f"Target axis {math.degrees(chain.last_pole_distance):.1f}° from a pole: the plane may flip"
+    return None
+
+
+class IK_SOLVERS_UL_chains(bpy.types.UIList):
+    """The armature's IK chains."""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0):
+        row = layout.row(align=True)
+        row.prop(item, "enabled", text="")
+        row.prop(item, "name", text="", emboss=False)
+        row.label(text=item.method.replace("_", " ").title())
+
+
+class _SidebarPanel:
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "IK"
+
+
+class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
+    """IK chains of the active armature."""
+
+    bl_label = "IK Solvers"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return _armature(context) is not None
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        obj = _armature(context)
+        settings = obj.ik_solvers
+        row = layout.row()
+        row.template_list("IK_SOLVERS_UL_chains", "", settings, "chains", settings, "active_chain_index", rows=3)
+        buttons = row.column(align=True)
+        buttons.operator("ik_solvers.chain_add", icon="ADD", text="")
+        buttons.operator("ik_solvers.chain_remove", icon="REMOVE", text="")
+        chain = _active_chain(context)
+        if chain is None:
+            layout.label(text="Add a chain: select its tip bone and target Empty first")
+            return
+        layout.use_property_split = True
+        col = layout.column()
+        col.prop_search(chain, "tip_bone", obj.data, "bones")
+        col.prop(chain, "chain_length")
+        col.prop(chain, "target")
+        col.prop(chain, "method")
+        row = layout.row(align=True)
+        row.operator("ik_solvers.solve", icon="CON_KINEMATIC").all_chains = False
+        row.operator("ik_solvers.solve", text="Solve All").all_chains = True
+        row = layout.row(align=True)
+        row.operator(BAKE_OPERATOR, icon="KEYINGSET")
+        row.operator("ik_solvers.capture_preferred_pose", icon="ARMATURE_DATA")
+
+
+class VIEW3D_PT_ik_solvers_method(_SidebarPanel, bpy.types.Panel):
+    """Parameters of the active chain's method."""
+
+    bl_label = "Method Settings"
+    bl_parent_id = "VIEW3D_PT_ik_solvers"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return _active_chain(context) is not None
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        chain = _active_chain(context)
+        method = chain.method
+        col = layout.column()
+        if method in ITERATIVE_METHODS or method == "HI":
+            col.prop(chain, "max_iterations")
+            col.prop(chain, "tolerance")
+            col.prop(chain, "max_step_angle")
+        if method in STEP_METHODS:
+            col.prop(chain, "step")
+        if method in DAMPING_METHODS:
+            col.prop(chain, "damping")
+        if method == "ANALYTIC":
+            col.prop(chain, "pole_target")
+        col.prop(chain, "use_live")
+
+
+class VIEW3D_PT_ik_solvers_hi(_SidebarPanel, bpy.types.Panel):
+    """HI solver: swivel angle, zero-plane map, pole, parent space, flip warning."""
+
+    bl_label = "HI Solver"
+    bl_parent_id = "VIEW3D_PT_ik_solvers"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        chain = _active_chain(context)
+        return chain is not None and chain.method == "HI"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        chain = _active_chain(context)
+        col = layout.column()
+        col.prop(chain, "swivel_angle")
+        col.prop(chain, "zero_plane_map")
+        col.prop(chain, "pole_target")
+        col.prop(chain, "parent_space")
+        col.prop(chain, "flip_threshold")
+        if not chain.has_preferred_pose:
+            col.label(text="No preferred pose: capture one", icon="INFO")
+        warning = pole_warning(chain)
+        if warning is not None:
+            box = layout.box()
+            box.alert = True
+            box.label(text=warning, icon="ERROR")
+
+
+class VIEW3D_PT_ik_solvers_status(_SidebarPanel, bpy.types.Panel):
+    """The last solve's and the last bake's outcome."""
+
+    bl_label = "Status"
+    bl_parent_id = "VIEW3D_PT_ik_solvers"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return _active_chain(context) is not None
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        chain = _active_chain(context)
+        col = layout.column(align=True)
+        if not chain.last_status:
+            col.label(text="Not solved yet")
+        else:
+            col.label(text=f"Status: {chain.last_status.replace('_', ' ').title()}")
+            col.label(text=f"Error: {chain.last_error:.3g}  (lower bound {chain.last_lower_bound:.3g})")
+            col.label(text=f"Iterations: {chain.last_iterations}")
+            if chain.method == "HI":
+                col.label(text=f"Pole distance: {math.degrees(chain.last_pole_distance):.1f}°")
+        if chain.last_message:
+            col.label(text=chain.last_message, icon="ERROR")
+        if chain.bake_frames:
+            box = layout.box()
+            box.label(text=f"Last bake: {chain.bake_frames} frames")
+            counts = (
+                ("Converged", chain.bake_converged), ("Unreachable", chain.bake_unreachable),
+                ("Budget exhausted", chain.bake_budget_exhausted), ("Stalled", chain.bake_stalled),
+                ("Diverged", chain.bake_diverged),
+            )
+            for label, count in counts:
+                if count:
+                    box.label(text=f"{label}: {count}")
+            box.label(text=f"Max error over lower bound: {chain.bake_max_excess:.3g}")
+            if chain.bake_flip_frames:
+                box.label(text=f"Plane flips: {chain.bake_flip_frames} frame(s)", icon="ERROR")
+
+
+classes = (
+    IK_SOLVERS_UL_chains,
+    VIEW3D_PT_ik_solvers,
+    VIEW3D_PT_ik_solvers_method,
+    VIEW3D_PT_ik_solvers_hi,
+    VIEW3D_PT_ik_solvers_status,
+)
