@@ -3,6 +3,19 @@
 from .analytic import TwoBoneSolution, solve_analytic, two_bone_planar, two_link_step_bound
 from .chain import Chain, JointKind
 from .errors import IKInputError
+from .hi_solver import (  # importing hi_solver registers Method.HI
+    FlipReport,
+    HISolveResult,
+    ParentSpace,
+    PreferredPose,
+    SphereFrame,
+    find_flips,
+    pose_plane_normals,
+    preferred_pose,
+    solve_hi,
+    sphere_rotations_for_parent_space,
+    swivel_for_plane,
+)
 from .kinematics import (
     Pose,
     bone_length_errors,
@@ -14,26 +27,40 @@ from .kinematics import (
 )
 from .result import Method, SolveOptions, SolveResult, Status
 from .solve import SOLVERS, register_solver, solve
+from .zero_plane import ZERO_PLANE_MAPS, register_zero_plane_map
 
 __all__ = [
     "Chain",
+    "FlipReport",
+    "HISolveResult",
     "IKInputError",
     "JointKind",
     "Method",
+    "ParentSpace",
     "Pose",
+    "PreferredPose",
     "SOLVERS",
     "SolveOptions",
     "SolveResult",
+    "SphereFrame",
     "Status",
     "TwoBoneSolution",
+    "ZERO_PLANE_MAPS",
     "bone_length_errors",
     "error_lower_bounds",
+    "find_flips",
     "forward_kinematics",
     "jacobian",
+    "pose_plane_normals",
     "position_jacobian",
+    "preferred_pose",
     "register_solver",
+    "register_zero_plane_map",
     "solve",
     "solve_analytic",
+    "solve_hi",
+    "sphere_rotations_for_parent_space",
+    "swivel_for_plane",
     "two_bone_planar",
     "two_link_step_bound",
     "world_axes",

@@ -1,0 +1,739 @@
+"""The history-independent (HI) solver: swivel angle, zero-plane map, parent space, flips (SPEC §5).
+
+Entry point for callers (the Blender layer, the batch baker)
+------------------------------------------------------------
+``solve_hi(chain, targets, preferred, swivel=..., zero_plane_map=..., poles=...,
+sphere_rotations=..., options=...) -> HISolveResult``: one batch of frames;
+``HISolveResult.result`` is the core's ``SolveResult`` (method ``Method.HI``),
+the other fields are the HI extras (EE axes, zero-plane and solver-plane
+normals, pole angles and warnings, map singularities). ``find_flips(...)`` lists
+the frames of a sequence where the solver plane jumps. The plain core entry
+``solve(chain, targets, Method.HI, options, initial=preferred, swivel=...)``
+runs the same solve and returns only the ``SolveResult``.
+
+Coordinates
+-----------
+The *solving frame* is the frame of ``chain.root_position`` / ``root_rotation``
+and of ``targets`` (world for a live solve, or the start joint's parent space
+when baking with an identity root). The chain's root frame is the start joint's
+parent. The sphere's intrinsic frame (``SphereFrame``) is read off the preferred
+pose in that root frame's own coordinates; ``sphere_rotations (N, 3, 3)`` place
+it in the solving frame per frame — the parent space (SPEC §5). By default the
+sphere rides with the root (``START_JOINT``); ``sphere_rotations_for_parent_space``
+computes the rotations for either choice from the parents' world rotations.
+
+History independence
+--------------------
+Every frame is computed from its own target, swivel, pole and sphere rotation
+and the preferred pose alone: two bones in closed form, longer chains by an
+in-plane solve that starts from the preferred angles every time. Solving the
+frames in any order or in any chunks gives bit-identical poses.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .analytic import two_bone_planar
+from .chain import Chain, JointKind
+from .errors import IKInputError
+from .iteration import classify
+from .kinematics import (
+    Pose,
+    bone_length_errors,
+    error_lower_bounds,
+    forward_kinematics,
+    local_quaternions,
+    local_rotations,
+)
+from .result import Method, SolveOptions, SolveResult, Status
+from .rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
+from .solve import register_solver, solve
+from .zero_plane import (
+    ZeroPlaneMap,
+    ZeroPlaneMapFactory,
+    build_zero_plane_map,
+    map_singularities,
+    swivel_angles,
+    swivel_normals,
+    zero_plane_normals,
+)
+
+# A preferred pose whose joints all lie within this fraction of the reach from
+# the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
+# would make the sphere's frame (and every solve) hinge on rounding noise.
+STRAIGHT_TOLERANCE = 1e-6
+# How far from parallel (|cross| of unit vectors) a hinge axis may be from the
+# solver-plane normal and still count as turning in the plane.
+AXIS_PARALLEL_TOLERANCE = 1e-9
+# Orthonormality slack accepted in caller-supplied sphere rotations (as Chain's rotations).
+ROTATION_TOLERANCE = 1e-6
+DEFAULT_WARNING_ANGLE = np.radians(10.0)
+"""Pole-distance warning threshold of SPEC §5 (radians)."""
+DEFAULT_TURN_THRESHOLD = np.radians(30.0)
+"""Solver-normal turn between consecutive frames reported as a flip (radians): well above what a
+target moving a few degrees of EE axis per frame produces away from the poles."""
+
+
+class ParentSpace(enum.Enum):
+    """Which transform the zero-plane sphere rides with (SPEC §5); values are the Blender enum ids."""
+
+    START_JOINT = "START_JOINT"
+    """The start joint's parent: rotate it and the whole chain turns with it."""
+    IK_TARGET = "IK_TARGET"
+    """The target's parent: rotate the start joint's parent and the chain holds still in world."""
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+
+
+def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("...i,...i->...", a, b)
+
+
+# --------------------------------------------------------------- the plane
+def pose_plane_normals(positions: np.ndarray) -> np.ndarray:
+    """Solver-plane normals ``(N, 3)`` of poses given by joint positions ``(N, n + 1, 3)`` (tip last).
+
+    The plane passes through the start joint and the tip (seed rule A) and is
+    the one nearest the other joints (rule B): its in-plane direction ⟂ the EE
+    axis is the principal direction of the joints' offsets from that axis. The
+    normal's sign makes the chain bulge toward ``a × n`` (``a`` the EE axis),
+    so a two-bone chain bends positively about it: ``n ∝ (p1 − p0) × (p2 − p1)``.
+    Rows without a plane (straight chains, tip on the start joint) are NaN.
+    """
+    positions = np.asarray(positions, dtype=float)
+    offsets = positions - positions[:, :1]
+    reach = np.linalg.norm(np.diff(positions, axis=1), axis=-1).sum(axis=1)
+    axis_length = np.linalg.norm(offsets[:, -1], axis=-1)
+    axes = offsets[:, -1] / np.maximum(axis_length, 1e-300)[:, None]
+    inner = offsets[:, 1:-1]
+    across = inner - _dots(inner, axes[:, None])[..., None] * axes[:, None]
+    scatter = np.einsum("nji,njk->nik", across, across)
+    _, vectors = np.linalg.eigh(scatter)
+    side = vectors[..., -1]
+    normals = np.cross(side, axes)
+    bulge = np.cross(inner, offsets[:, -1:]).sum(axis=1)
+    normals = np.where(_dots(normals, bulge)[:, None] < 0.0, -normals, normals)
+    spread = np.linalg.norm(across, axis=-1).max(axis=1, initial=0.0)
+    flat = (spread <= STRAIGHT_TOLERANCE * reach) | (axis_length <= STRAIGHT_TOLERANCE * reach)
+    return np.where(flat[:, None], np.nan, _unit(normals))
+
+
+@dataclass(frozen=True, eq=False)
+class SphereFrame:
+    """The zero-plane sphere's intrinsic frame, read off the preferred pose (SPEC §5).
+
+    Vectors are in the chain root frame's own coordinates (the start joint's parent).
+
+    Attributes
+    ----------
+    a0 : ndarray, shape (3,)
+        EE axis of the preferred pose (start joint → tip, unit): the zero meridian.
+    n0 : ndarray, shape (3,)
+        Solver-plane normal of the preferred pose (unit, ⟂ ``a0``): the poles are ``±n0``
+        and the horizontal plane (equator) is ⟂ ``n0``.
+    """
+
+    a0: np.ndarray
+    n0: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class PreferredPose:
+    """A chain's preferred pose and everything the HI solve derives from it once.
+
+    Attributes
+    ----------
+    chain : Chain
+    q : ndarray, shape (n_dof,)
+        Preferred joint variables.
+    positions : ndarray, shape (n + 1, 3)
+        Preferred joint and tip positions in the solving frame.
+    frames : ndarray, shape (n + 1, 3, 3)
+        Preferred world frames (index 0: the root).
+    sphere : SphereFrame
+    bend_axes : ndarray, shape (n, 3)
+        The solver-plane normal in each joint's preferred frame: the axis an
+        in-plane bend turns that joint about.
+    plane_chain : Chain
+        The chain frozen in its preferred pose with one hinge per joint about
+        ``bend_axes``: its variables are the in-plane bends from the preferred angles.
+    """
+
+    chain: Chain
+    q: np.ndarray
+    positions: np.ndarray
+    frames: np.ndarray
+    sphere: SphereFrame
+    bend_axes: np.ndarray
+    plane_chain: Chain
+
+    @property
+    def start(self) -> np.ndarray:
+        """Start joint position ``(3,)`` (the sphere's centre) in the solving frame."""
+        return self.positions[0]
+
+    @property
+    def a0_world(self) -> np.ndarray:
+        return self.chain.root_rotation @ self.sphere.a0
+
+    @property
+    def n0_world(self) -> np.ndarray:
+        return self.chain.root_rotation @ self.sphere.n0
+
+
+def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
+    """Check a chain and its preferred pose for the HI solve and derive the sphere frame.
+
+    Raises
+    ------
+    IKInputError
+        ``preferred`` mis-shaped or non-finite; the start joint not a ball joint
+        (the swivel turns it freely); a later joint with no variable turning about
+        the solver-plane normal; or a straight preferred pose (no plane).
+    """
+    q = np.asarray(preferred, dtype=float)
+    if q.shape != (chain.n_dof,) or not np.all(np.isfinite(q)):
+        raise IKInputError("preferred", f"expected a finite pose of shape ({chain.n_dof},), got {q.shape}")
+    if chain.kinds[0] is not JointKind.BALL:
+        raise IKInputError("kinds", "the HI solver needs a ball start joint: the swivel turns it about any axis")
+    pose = forward_kinematics(chain, q[None])
+    positions, frames = pose.positions[0], pose.frames[0]
+    n0_world = pose_plane_normals(positions[None])[0]
+    if not np.all(np.isfinite(n0_world)):
+        raise IKInputError(
+            "preferred",
+            "the preferred pose is straight, so it defines no solver plane: bend the chain "
+            "(e.g. the elbow or knee a little in its natural direction) and capture the preferred pose again",
+        )
+    a0_world = _unit(positions[-1] - positions[0])
+    root = chain.root_rotation
+    sphere = SphereFrame(a0=root.T @ a0_world, n0=root.T @ n0_world)
+    bend_axes = np.einsum("nji,j->ni", frames[1:], n0_world)
+    for j, kind in enumerate(chain.kinds[1:], start=1):
+        if kind is JointKind.BALL:
+            continue
+        last = chain.dof_start[j] + kind.value - 1
+        if np.linalg.norm(np.cross(chain.axes[last], bend_axes[j])) > AXIS_PARALLEL_TOLERANCE:
+            raise IKInputError(
+                "kinds",
+                f"joint {j} cannot bend in the solver plane: its last axis is not the plane's normal "
+                "(make it a ball joint, or a hinge about the normal)",
+            )
+    n = chain.n_joints
+    local = local_rotations(chain, q[None])[0]
+    plane_chain = Chain(
+        kinds=(JointKind.HINGE,) * n,
+        offsets=chain.offsets,
+        rest_rotations=chain.rest_rotations @ local,
+        axes=bend_axes,
+        lower=np.full(n, -np.inf),
+        upper=np.full(n, np.inf),
+        weights=np.ones(n),
+        tip_offset=chain.tip_offset,
+        root_position=chain.root_position,
+        root_rotation=chain.root_rotation,
+    )
+    return PreferredPose(chain, q, positions, frames, sphere, bend_axes, plane_chain)
+
+
+# ---------------------------------------------------------- parent space
+def sphere_rotations_for_parent_space(
+    parent_space: ParentSpace | str,
+    start_parent_rotations: np.ndarray,
+    target_parent_rotations: np.ndarray,
+    solving_rotations: np.ndarray | None = None,
+) -> np.ndarray:
+    """Rotations ``(N, 3, 3)`` placing the sphere in the solving frame, per frame.
+
+    The sphere's frame is fixed in the parent space's own coordinates — the same
+    numbers as the preferred pose has in the start joint's parent — so
+    ``sphere_rotations = W_kᵀ P_k`` with ``P_k`` the parent space's world rotation
+    at frame ``k`` and ``W_k`` the solving frame's. No capture-time rotation
+    enters: with ``IK_TARGET`` a start parent already rotated when the solver
+    was assigned tilts the sphere against the chain (the seed's example 2).
+
+    Parameters
+    ----------
+    parent_space : ParentSpace or its name
+    start_parent_rotations, target_parent_rotations : ndarray, shape (N, 3, 3) or (3, 3)
+        World rotations of the start joint's parent (the chain's root) and of the target's parent.
+    solving_rotations : ndarray, shape (N, 3, 3) or (3, 3), optional
+        World rotation of the solving frame; default identity (solving in world). Pass the
+        start parent's rotations when the chain's root is the identity and targets are given in
+        its space (then ``START_JOINT`` yields identities).
+    """
+    try:
+        parent_space = ParentSpace(parent_space)
+    except ValueError:
+        raise IKInputError("parent_space", f"expected one of {[p.value for p in ParentSpace]}, got {parent_space!r}") from None
+    parent = start_parent_rotations if parent_space is ParentSpace.START_JOINT else target_parent_rotations
+    parent = np.asarray(parent, dtype=float)
+    if solving_rotations is None:
+        return np.array(parent if parent.ndim == 3 else parent[None])
+    solving = np.asarray(solving_rotations, dtype=float)
+    return (np.swapaxes(solving, -1, -2) @ parent).reshape(-1, 3, 3)
+
+
+def _check_rotations(rotations: np.ndarray, n_frames: int) -> np.ndarray:
+    rotations = np.asarray(rotations, dtype=float)
+    if rotations.shape == (3, 3):
+        rotations = rotations[None]
+    if rotations.ndim != 3 or rotations.shape[1:] != (3, 3) or rotations.shape[0] not in (1, n_frames):
+        raise IKInputError("sphere_rotations", f"expected shape ({n_frames}, 3, 3) or (3, 3), got {rotations.shape}")
+    if not np.all(np.isfinite(rotations)):
+        raise IKInputError("sphere_rotations", "must be finite")
+    gram = rotations @ np.swapaxes(rotations, 1, 2)
+    if np.abs(gram - np.eye(3)).max() > ROTATION_TOLERANCE or np.any(np.linalg.det(rotations) < 0.0):
+        raise IKInputError("sphere_rotations", "must be proper rotation matrices")
+    return np.broadcast_to(rotations, (n_frames, 3, 3))
+
+
+def _per_frame(value: np.ndarray | float, n_frames: int, field: str) -> np.ndarray:
+    value = np.asarray(value, dtype=float)
+    if value.ndim > 1 or value.size not in (1, n_frames):
+        raise IKInputError(field, f"expected a number or shape ({n_frames},), got {value.shape}")
+    if not np.all(np.isfinite(value)):
+        raise IKInputError(field, "must be finite")
+    return np.broadcast_to(value.reshape(-1), (n_frames,))
+
+
+# ------------------------------------------------------------ the sphere
+@dataclass(frozen=True, eq=False)
+class _Plane:
+    """EE axes and normals of a batch, in the solving frame and in sphere coordinates."""
+
+    r: np.ndarray
+    to_solving: np.ndarray
+    axes: np.ndarray
+    axes_sphere: np.ndarray
+    zero_normals_sphere: np.ndarray
+    normals: np.ndarray
+    swivel: np.ndarray
+    singular: np.ndarray
+
+
+def _check_targets(targets: np.ndarray) -> np.ndarray:
+    targets = np.asarray(targets, dtype=float)
+    if targets.ndim == 1:
+        targets = targets[None]
+    if targets.ndim != 2 or targets.shape[1] != 3 or targets.shape[0] == 0:
+        raise IKInputError("targets", f"expected shape (N, 3) with N ≥ 1, got {targets.shape}")
+    if not np.all(np.isfinite(targets)):
+        raise IKInputError("targets", "must be finite (NaN or inf found)")
+    return targets
+
+
+def _solver_planes(
+    pref: PreferredPose,
+    targets: np.ndarray,
+    swivel: np.ndarray | float,
+    zero_plane_map: str | ZeroPlaneMapFactory,
+    poles: np.ndarray | None,
+    map_data: dict | None,
+    sphere_rotations: np.ndarray | None,
+) -> _Plane:
+    n_frames = targets.shape[0]
+    swivel = _per_frame(swivel, n_frames, "swivel")
+    offsets = targets - pref.start
+    r = np.linalg.norm(offsets, axis=-1)
+    # A target on the start joint has no EE axis; the preferred one stands in (direction_unique is False there).
+    at_centre = r <= 1e-12 * pref.chain.reach
+    axes_local_default = pref.sphere.a0
+    if sphere_rotations is None:
+        root = pref.chain.root_rotation
+        to_solving = np.broadcast_to(root, (n_frames, 3, 3))
+        to_sphere_vectors = lambda vectors: vectors @ root  # noqa: E731  (rows: Rᵀ v)
+        to_solving_vectors = lambda vectors: vectors @ root.T  # noqa: E731
+    else:
+        to_solving = _check_rotations(sphere_rotations, n_frames)
+        to_sphere_vectors = lambda vectors: np.einsum("nji,nj->ni", to_solving, vectors)  # noqa: E731
+        to_solving_vectors = lambda vectors: np.einsum("nij,nj->ni", to_solving, vectors)  # noqa: E731
+    axes = offsets / np.where(at_centre, 1.0, r)[:, None]
+    axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
+    axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
+    data = dict(map_data or {})
+    if poles is not None:
+        poles = np.asarray(poles, dtype=float)
+        poles = np.broadcast_to(poles, targets.shape) if poles.ndim == 1 else poles
+        if poles.shape != targets.shape or not np.all(np.isfinite(poles)):
+            raise IKInputError("poles", f"expected finite pole positions of shape {targets.shape}")
+        data["poles"] = to_sphere_vectors(poles - pref.start)
+    zero_map = build_zero_plane_map(zero_plane_map, pref.sphere.a0, pref.sphere.n0)
+    zero_normals = zero_plane_normals(zero_map, axes_sphere, **data)
+    normals_sphere = swivel_normals(axes_sphere, zero_normals, swivel)
+    normals = to_solving_vectors(normals_sphere)
+    return _Plane(
+        r=r,
+        to_solving=to_solving,
+        axes=axes,
+        axes_sphere=axes_sphere,
+        zero_normals_sphere=zero_normals,
+        normals=normals,
+        swivel=swivel,
+        singular=map_singularities(zero_map, axes_sphere, **data),
+    )
+
+
+def pole_angles(axes_sphere: np.ndarray, n0: np.ndarray) -> np.ndarray:
+    """Angle ``(N,)`` (radians, ``[0, π/2]``) between EE axes in sphere coordinates and the nearer pole ``±n0``."""
+    along = np.abs(axes_sphere @ n0)
+    across = np.linalg.norm(np.cross(axes_sphere, n0), axis=-1)
+    return np.arctan2(across, along)
+
+
+# -------------------------------------------------------- in-plane solve
+@dataclass(frozen=True, eq=False)
+class _InPlane:
+    """A batch of in-plane poses: the preferred pose with each joint bent about ``n0``.
+
+    Attributes
+    ----------
+    bends : ndarray, shape (N, n)
+        Turn of each joint about ``n0`` from its preferred angle (radians).
+    coordinates : ndarray, shape (N, n + 1, 3)
+        Joint and tip positions relative to the start joint in the basis
+        ``(a0, n0, n0 × a0)`` of the preferred plane.
+    tip_turns : ndarray, shape (N,)
+        Angle about ``n0`` from ``a0`` to the bent chain's tip.
+    inner : SolveResult or None
+        The in-plane solve of a longer chain.
+    """
+
+    bends: np.ndarray
+    coordinates: np.ndarray
+    tip_turns: np.ndarray
+    inner: SolveResult | None = None
+
+
+def _plane_basis(pref: PreferredPose) -> np.ndarray:
+    """Rows ``(3, 3)``: ``a0``, ``n0``, ``n0 × a0`` in the solving frame."""
+    return np.stack([pref.a0_world, pref.n0_world, np.cross(pref.n0_world, pref.a0_world)])
+
+
+def _two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> _InPlane:
+    """Closed-form bends putting the tip at distance ``r`` along ``a0``, bending as the preferred pose."""
+    upper, lower = np.diff(pref.positions, axis=0) @ _plane_basis(pref).T
+    shoulder = np.arctan2(upper[2], upper[0])
+    elbow = np.arctan2(upper[0] * lower[2] - upper[2] * lower[0], upper[0] * lower[0] + upper[2] * lower[2])
+    lengths = pref.chain.segment_lengths
+    planar = np.stack([r, np.zeros_like(r)], -1)
+    angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
+    coordinates = np.zeros((r.size, 3, 3))
+    heading = angles[:, 0] + angles[:, 1]
+    coordinates[:, 1, 0] = lengths[0] * np.cos(angles[:, 0])
+    coordinates[:, 1, 2] = lengths[0] * np.sin(angles[:, 0])
+    coordinates[:, 2, 0] = coordinates[:, 1, 0] + lengths[1] * np.cos(heading)
+    coordinates[:, 2, 2] = coordinates[:, 1, 2] + lengths[1] * np.sin(heading)
+    # two_bone_planar puts the tip on the heading of (r, 0): along a0, no tip turn.
+    return _InPlane(angles - np.array([shoulder, elbow]), coordinates, np.zeros_like(r))
+
+
+def _chain_in_plane(pref: PreferredPose, r: np.ndarray, options: SolveOptions, method: Method) -> _InPlane:
+    """Bends from an in-plane solve of the plane chain, from the preferred angles, toward ``r`` along ``a0``."""
+    planar_targets = pref.start + r[:, None] * pref.a0_world
+    initial = np.zeros((r.size, pref.chain.n_joints))
+    inner = solve(pref.plane_chain, planar_targets, method, options, initial=initial)
+    coordinates = (inner.positions - pref.start) @ _plane_basis(pref).T
+    tip_turns = np.arctan2(coordinates[:, -1, 2], coordinates[:, -1, 0])
+    return _InPlane(inner.q, coordinates, tip_turns, inner)
+
+
+def _placed_pose(pref: PreferredPose, plane: _Plane, bent: _InPlane) -> tuple[np.ndarray, np.ndarray]:
+    """Start-joint world frames ``(N, 3, 3)`` and positions ``(N, n + 1, 3)`` of the HI pose.
+
+    The in-plane pose turned rigidly about the start joint so that its tip
+    direction goes onto the EE axis ``a`` and ``n0`` onto the solver normal ``n``:
+    the basis ``(a0, n0, n0 × a0)`` turned by ``−tip_turn`` about ``n0`` maps to
+    ``(a, n, n × a)``.
+    """
+    a, nrm = plane.axes, plane.normals
+    side = np.cross(nrm, a)
+    c, s = np.cos(bent.tip_turns)[:, None], np.sin(bent.tip_turns)[:, None]
+    x, h, y = np.moveaxis(bent.coordinates, -1, 0)
+    along, across = c * x + s * y, c * y - s * x
+    positions = (
+        along[..., None] * a[:, None] + h[..., None] * nrm[:, None] + across[..., None] * side[:, None] + pref.start
+    )
+    # Q0 = G · Rot(n0, bend0) · Q0_pref, and Q0_pref = F · (Fᵀ Q0_pref) with F = [a0, n0, n0 × a0].
+    turn = bent.bends[:, 0] - bent.tip_turns
+    c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
+    columns = np.stack([c * a + s * side, nrm, c * side - s * a], -1)
+    return columns @ (_plane_basis(pref) @ pref.frames[1]), positions
+
+
+def _joint_quaternions(pref: PreferredPose, start_frames: np.ndarray, bends: np.ndarray) -> np.ndarray:
+    """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the HI pose.
+
+    Start joint from its world frame; joint ``j ≥ 1``: ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``.
+    """
+    chain = pref.chain
+    n_frames, n = bends.shape
+    parent = chain.root_rotation @ chain.rest_rotations[0]
+    quats = np.empty((n_frames, n, 4))
+    quats[:, 0] = quaternions_from_matrices(parent.T @ start_frames)
+    if n > 1:
+        pref_quats = local_quaternions(chain, pref.q[None])[0]
+        half = 0.5 * bends[:, 1:]
+        bend_quats = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * pref.bend_axes[1:]], -1)
+        quats[:, 1:] = canonical_quaternions(quaternion_products(pref_quats[1:], bend_quats))
+    return quats
+
+
+def _joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:
+    """Joint variables ``(N, n_dof)``: ball joints from their quaternions, hinge-like joints by adding the bend."""
+    chain = pref.chain
+    q = np.broadcast_to(pref.q, (quats.shape[0], chain.n_dof)).copy()
+    for j, kind in enumerate(chain.kinds):
+        start = chain.dof_start[j]
+        if kind is JointKind.BALL:
+            q[:, start : start + 3] = rotvecs_from_quaternions(quats[:, j])
+        else:
+            last = start + kind.value - 1
+            q[:, last] += np.sign(chain.axes[last] @ pref.bend_axes[j]) * bends[:, j]
+    return q
+
+
+# ---------------------------------------------------------------- solve
+@dataclass(frozen=True, eq=False)
+class HISolveResult:
+    """An HI solve's outcome: the core result plus the swivel-sphere extras, batch axis ``N`` first.
+
+    Attributes
+    ----------
+    result : SolveResult
+        Pose, status, errors (``method`` is ``Method.HI``).
+    ee_axes : ndarray, shape (N, 3)
+        Unit EE axes (start joint → target) in the solving frame.
+    ee_axes_sphere : ndarray, shape (N, 3)
+        The same in the sphere's coordinates (where the zero-plane map works).
+    zero_plane_normals : ndarray, shape (N, 3)
+        Zero-plane normals in the solving frame.
+    solver_normals : ndarray, shape (N, 3)
+        Solver-plane normals in the solving frame (the zero plane turned by the swivel).
+    swivel : ndarray, shape (N,)
+        Swivel angle used per frame (radians).
+    pole_angles : ndarray, shape (N,)
+        Angle between the EE axis and the nearer pole (radians, ``[0, π/2]``).
+    pole_warnings : ndarray of bool, shape (N,)
+        ``pole_angles`` below the warning angle: the solver plane may flip here.
+    map_singular : ndarray of bool, shape (N,)
+        Where the zero-plane map itself says it is singular.
+    sphere : SphereFrame
+    """
+
+    result: SolveResult
+    ee_axes: np.ndarray
+    ee_axes_sphere: np.ndarray
+    zero_plane_normals: np.ndarray
+    solver_normals: np.ndarray
+    swivel: np.ndarray
+    pole_angles: np.ndarray
+    pole_warnings: np.ndarray
+    map_singular: np.ndarray
+    sphere: SphereFrame
+
+
+def solve_hi(
+    chain: Chain,
+    targets: np.ndarray,
+    preferred: np.ndarray | PreferredPose,
+    *,
+    swivel: np.ndarray | float = 0.0,
+    zero_plane_map: str | ZeroPlaneMapFactory = "DEFAULT",
+    poles: np.ndarray | None = None,
+    map_data: dict | None = None,
+    sphere_rotations: np.ndarray | None = None,
+    options: SolveOptions | None = None,
+    warning_angle: float = DEFAULT_WARNING_ANGLE,
+    in_plane_method: Method | str = Method.PSEUDO_INVERSE,
+) -> HISolveResult:
+    """Solve a batch of frames with the HI solver.
+
+    Parameters
+    ----------
+    chain : Chain
+        Ball start joint; later joints ball joints or hinges about the preferred plane's normal.
+    targets : array_like, shape (N, 3)
+        Tip targets in the solving frame (chain units).
+    preferred : array_like, shape (n_dof,), or PreferredPose
+        The preferred pose (joint variables), or one already checked by :func:`preferred_pose`.
+    swivel : float or array_like, shape (N,)
+        Swivel angle ψ per frame, radians: the solver plane is the zero plane turned by ψ
+        about the EE axis (right-handed).
+    zero_plane_map : str or factory
+        A name registered with ``register_zero_plane_map`` or a factory ``(a0, n0) -> map``.
+    poles : array_like, shape (N, 3) or (3,), optional
+        Pole-target positions in the solving frame; passed to the map (as vectors from the
+        start joint in sphere coordinates, keyword ``poles``). ``"POLE_OBJECT"`` needs them.
+    map_data : dict of arrays, optional
+        Further per-frame keywords for a custom map, passed as given.
+    sphere_rotations : array_like, shape (N, 3, 3) or (3, 3), optional
+        The parent space (see :func:`sphere_rotations_for_parent_space`); default the chain's
+        root rotation every frame (``START_JOINT``).
+    options : SolveOptions, optional
+        Tolerance (status) and, for chains longer than two bones, the in-plane solve's budget.
+    warning_angle : float
+        Pole distance (radians) under which ``pole_warnings`` is set; default 10°.
+    in_plane_method : Method
+        Core method of the in-plane solve for longer chains (two bones are closed-form).
+    """
+    options = SolveOptions() if options is None else options
+    pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
+    if pref.chain is not chain:
+        raise IKInputError("preferred", "the PreferredPose was made for another chain")
+    if not np.isfinite(warning_angle) or warning_angle < 0.0:
+        raise IKInputError("warning_angle", f"must be a non-negative angle, got {warning_angle!r}")
+    targets = _check_targets(targets)
+    plane = _solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
+
+    n_frames = targets.shape[0]
+    if chain.n_joints == 2:
+        bent = _two_bone_in_plane(pref, plane.r)
+    else:
+        bent = _chain_in_plane(pref, plane.r, options, Method(in_plane_method))
+    inner = bent.inner
+    start_frames, positions = _placed_pose(pref, plane, bent)
+    quats = _joint_quaternions(pref, start_frames, bent.bends)
+    q = _joint_variables(pref, quats, bent.bends)
+    pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
+    error = np.linalg.norm(pose.tips - targets, axis=-1)
+    lower = error_lower_bounds(chain, targets)
+    status = classify(error, error, lower, np.zeros(n_frames, dtype=bool), options.tolerance)
+    if inner is not None:
+        # The closed form cannot fail; an in-plane solve can stall or run out of budget, and says so.
+        failed = (status != Status.CONVERGED) & (status != Status.UNREACHABLE)
+        status = np.where(failed, inner.status, status)
+    result = SolveResult(
+        method=Method.HI,
+        q=q,
+        rotations=quats,
+        positions=pose.positions,
+        status=status,
+        error=error,
+        lower_bound=lower,
+        iterations=np.ones(n_frames, dtype=int) if inner is None else inner.iterations,
+        length_error=bone_length_errors(chain, pose),
+        objective_increases=np.zeros(n_frames, dtype=int) if inner is None else inner.objective_increases,
+        sigma_min=np.full(n_frames, np.nan) if inner is None else inner.sigma_min,
+        direction_unique=plane.r > 1e-12 * chain.reach,
+    )
+    angles = pole_angles(plane.axes_sphere, pref.sphere.n0)
+    return HISolveResult(
+        result=result,
+        ee_axes=plane.axes,
+        ee_axes_sphere=plane.axes_sphere,
+        zero_plane_normals=np.einsum("nij,nj->ni", plane.to_solving, plane.zero_normals_sphere),
+        solver_normals=plane.normals,
+        swivel=plane.swivel,
+        pole_angles=angles,
+        pole_warnings=angles < warning_angle,
+        map_singular=plane.singular,
+        sphere=pref.sphere,
+    )
+
+
+def _solve_hi_registered(
+    chain: Chain, targets: np.ndarray, q0: np.ndarray, options: SolveOptions, **hi_args: object
+) -> SolveResult:
+    """``solve(..., Method.HI, initial=preferred, **hi_args)``: the initial pose is the preferred pose."""
+    if np.any(q0 != q0[:1]):
+        raise IKInputError("initial", "the HI solver takes one preferred pose for the whole batch (all rows equal)")
+    return solve_hi(chain, targets, q0[0], options=options, **hi_args).result
+
+
+register_solver(Method.HI, _solve_hi_registered)
+
+
+# ------------------------------------------------------- swivel helpers
+def swivel_for_plane(
+    chain: Chain,
+    targets: np.ndarray,
+    preferred: np.ndarray | PreferredPose,
+    plane_normals: np.ndarray,
+    *,
+    zero_plane_map: str | ZeroPlaneMapFactory = "DEFAULT",
+    poles: np.ndarray | None = None,
+    map_data: dict | None = None,
+    sphere_rotations: np.ndarray | None = None,
+) -> np.ndarray:
+    """Swivel angles ``(N,)`` whose solver plane has the given normals ``(N, 3)`` (solving frame).
+
+    Creating a new chain uses this so the solver plane stays where it is in the
+    viewport: pass the current pose's normals (:func:`pose_plane_normals`) and
+    the current tip as the target. (Re-assigning the start joint instead keeps ψ.)
+    Only the part of each normal ⟂ the EE axis counts.
+    """
+    pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
+    targets = _check_targets(targets)
+    normals = np.asarray(plane_normals, dtype=float)
+    normals = np.broadcast_to(normals, targets.shape) if normals.ndim == 1 else normals
+    if normals.shape != targets.shape or not np.all(np.isfinite(normals)):
+        raise IKInputError("plane_normals", f"expected finite normals of shape {targets.shape}")
+    plane = _solver_planes(pref, targets, 0.0, zero_plane_map, poles, map_data, sphere_rotations)
+    return swivel_angles(plane.axes, plane.normals, normals)
+
+
+# ---------------------------------------------------------------- flips
+@dataclass(frozen=True, eq=False)
+class FlipReport:
+    """Frames of a sequence where the solver plane jumps.
+
+    Attributes
+    ----------
+    frames : ndarray of int, shape (F,)
+        Index ``k`` of each flip: the normal turned between frames ``k − 1`` and ``k``.
+    turns : ndarray, shape (F,)
+        The turn (radians, ``[0, π]``) of the solver-plane normal there.
+    pole_crossing : ndarray of bool, shape (F,)
+        True where the EE axis passed within the warning angle of a pole between
+        the two frames (the map's singular point); False for other causes (a
+        swivel key, a parent-space rotation, a custom map's own discontinuity).
+    """
+
+    frames: np.ndarray
+    turns: np.ndarray
+    pole_crossing: np.ndarray
+
+
+def _arc_pole_distances(u: np.ndarray, v: np.ndarray, pole: np.ndarray) -> np.ndarray:
+    """Smallest angle ``(M,)`` between a pole (and its antipode) and the short arcs ``u → v`` on the sphere."""
+    ends = np.minimum(pole_angles(u, pole), pole_angles(v, pole))
+    normal = np.cross(u, v)
+    length = np.linalg.norm(normal, axis=-1)
+    normal = normal / np.maximum(length, 1e-300)[:, None]
+    height = normal @ pole
+    foot = pole - height[:, None] * normal  # nearest point of the great circle (for the antipode: −foot)
+    distance = np.arctan2(np.abs(height), np.linalg.norm(foot, axis=-1))
+    inside = []
+    for point in (foot, -foot):
+        inside.append((_dots(np.cross(u, point), normal) >= 0.0) & (_dots(np.cross(point, v), normal) >= 0.0))
+    on_arc = (inside[0] | inside[1]) & (length > 1e-12)
+    return np.where(on_arc, np.minimum(ends, distance), ends)
+
+
+def find_flips(
+    solved: HISolveResult,
+    turn_threshold: float = DEFAULT_TURN_THRESHOLD,
+    warning_angle: float = DEFAULT_WARNING_ANGLE,
+) -> FlipReport:
+    """Frames where the solver-plane normal turns by more than ``turn_threshold`` from the previous frame.
+
+    The batch order is the sequence order (frame ``k`` follows ``k − 1``); the
+    solve itself never depends on it, this report alone does.
+    """
+    for name, value in (("turn_threshold", turn_threshold), ("warning_angle", warning_angle)):
+        if not np.isfinite(value) or value < 0.0:
+            raise IKInputError(name, f"must be a non-negative angle, got {value!r}")
+    normals = solved.solver_normals
+    before, after = normals[:-1], normals[1:]
+    turns = np.arctan2(np.linalg.norm(np.cross(before, after), axis=-1), _dots(before, after))
+    flips = np.flatnonzero(turns > turn_threshold)
+    axes = solved.ee_axes_sphere
+    closest = _arc_pole_distances(axes[flips], axes[flips + 1], solved.sphere.n0)
+    return FlipReport(frames=flips + 1, turns=turns[flips], pole_crossing=closest <= warning_angle)

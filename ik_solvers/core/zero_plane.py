@@ -1,0 +1,231 @@
+"""Zero-plane maps: the normal of the HI solver's zero plane for each EE-axis direction (SPEC §5).
+
+A zero-plane map is built from the preferred pose's EE axis ``a0`` and solver-plane
+normal ``n0`` (both unit, ``a0 ⟂ n0``, in the sphere's frame) and assigns to
+every EE-axis direction ``a`` a unit normal ``n(a) ⟂ a``: the analogue of 3ds
+Max's ``GetZeroPlaneMap(a0, n0)``. No continuous such field exists on the whole
+sphere, so every map has singular points where the solver plane flips.
+
+Registry
+--------
+``register_zero_plane_map(name, factory)`` makes a map available by name.
+``factory(a0 (3,), n0 (3,))`` returns a callable ``map(axes (N, 3), **data) ->
+normals (N, 3)``; ``data`` holds per-frame extras the map asks for (the
+pole-object map takes ``poles``). A map may also carry a method
+``singular(axes, **data) -> bool (N,)`` saying where it is singular;
+:func:`map_singularities` reports none for maps without one.
+:func:`zero_plane_normals` calls a map and rejects (``IKInputError``) normals
+that are not finite, not unit or not perpendicular to their axis.
+
+Shipped maps: ``"DEFAULT"`` (the seed's rules A and B) and ``"POLE_OBJECT"``
+(the plane through the EE axis and a pole target, as Blender's pole target and
+Maya's pole vector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from .errors import IKInputError
+
+# Normals may miss unit length or perpendicularity by this much (relative) and
+# are then cleaned up exactly; beyond it a map is wrong, not merely rounded.
+NORMAL_TOLERANCE = 1e-6
+# Below this length (of a unit vector's component) a direction is taken as
+# undefined: at 1e-12 a normalised component has lost ~4 of its 16 digits.
+DEGENERATE = 1e-12
+
+
+class ZeroPlaneMap(Protocol):
+    """``map(axes (N, 3), **data) -> normals (N, 3)``: unit normals ⟂ each unit axis."""
+
+    def __call__(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray: ...
+
+
+ZeroPlaneMapFactory = Callable[[np.ndarray, np.ndarray], ZeroPlaneMap]
+"""``factory(a0 (3,), n0 (3,)) -> map``, called once per solve with the preferred pose's frame."""
+
+ZERO_PLANE_MAPS: dict[str, ZeroPlaneMapFactory] = {}
+
+
+def register_zero_plane_map(name: str, factory: ZeroPlaneMapFactory) -> None:
+    """Make ``factory`` available as zero-plane map ``name`` (a later registration replaces an earlier one)."""
+    if not isinstance(name, str) or not name:
+        raise IKInputError("name", "a zero-plane map needs a non-empty string name")
+    if not callable(factory):
+        raise IKInputError("factory", f"zero-plane map {name!r}: the factory must be callable")
+    ZERO_PLANE_MAPS[name] = factory
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+
+
+def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("...i,...i->...", a, b)
+
+
+def check_sphere_frame(a0: np.ndarray, n0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(a0, n0)`` as float arrays after checking they are unit, finite and perpendicular."""
+    a0 = np.asarray(a0, dtype=float)
+    n0 = np.asarray(n0, dtype=float)
+    for name, value in (("a0", a0), ("n0", n0)):
+        if value.shape != (3,) or not np.all(np.isfinite(value)):
+            raise IKInputError(name, f"expected a finite vector of shape (3,), got shape {value.shape}")
+        if abs(np.linalg.norm(value) - 1.0) > NORMAL_TOLERANCE:
+            raise IKInputError(name, f"must be a unit vector, has length {np.linalg.norm(value):.6g}")
+    if abs(a0 @ n0) > NORMAL_TOLERANCE:
+        raise IKInputError("n0", f"must be perpendicular to a0 (a0·n0 = {a0 @ n0:.3g})")
+    return a0, n0
+
+
+class DefaultZeroPlaneMap:
+    """The seed's default map: rule A on the equator, rule B carried along meridians.
+
+    With ``e = unit(a − (a·n0) n0)`` and latitude ``φ`` (``sin φ = a·n0``),
+    ``n(a) = cos φ · n0 − sin φ · e``: the equator normal ``n0`` parallel-transported
+    along the meridian great circle through ``a``. Singular at the poles ``±n0``,
+    where ``e`` is undefined; there the map returns the limit along the zero
+    meridian (``e = a0``), so the exact pole still gets a deterministic normal.
+    """
+
+    def __init__(self, a0: np.ndarray, n0: np.ndarray) -> None:
+        self.a0, self.n0 = check_sphere_frame(a0, n0)
+
+    def _latitude_parts(self, axes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        sin_lat = axes @ self.n0
+        horizontal = axes - sin_lat[:, None] * self.n0
+        cos_lat = np.linalg.norm(horizontal, axis=-1)
+        at_pole = cos_lat <= DEGENERATE
+        meridian = np.where(at_pole[:, None], self.a0, horizontal / np.where(at_pole, 1.0, cos_lat)[:, None])
+        return sin_lat, cos_lat, meridian
+
+    def __call__(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+        sin_lat, cos_lat, meridian = self._latitude_parts(axes)
+        return cos_lat[:, None] * self.n0 - sin_lat[:, None] * meridian
+
+    def singular(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+        """True ``(N,)`` at the poles, where the meridian (and so the normal) is undefined."""
+        return self._latitude_parts(axes)[1] <= DEGENERATE
+
+
+class PoleObjectZeroPlaneMap:
+    """The zero plane contains the EE axis and a pole target; the chain bulges toward the pole.
+
+    ``data["poles"]`` ``(N, 3)``: vectors from the start joint to the pole target, in
+    the sphere's frame. ``n(a) = unit(p × a)`` for the pole vector ``p``: then
+    ``a × n`` — the side toward which a chain bending positively about ``n``
+    bulges — points at the pole. Singular where the pole lies on the EE-axis line;
+    there the default map's normal is used.
+    """
+
+    def __init__(self, a0: np.ndarray, n0: np.ndarray) -> None:
+        self.fallback = DefaultZeroPlaneMap(a0, n0)
+
+    @staticmethod
+    def _poles(axes: np.ndarray, data: dict) -> np.ndarray:
+        if "poles" not in data:
+            raise IKInputError("poles", "the POLE_OBJECT zero-plane map needs pole positions for every frame")
+        poles = np.asarray(data["poles"], dtype=float)
+        poles = np.broadcast_to(poles, axes.shape) if poles.ndim == 1 else poles
+        if poles.shape != axes.shape or not np.all(np.isfinite(poles)):
+            raise IKInputError("poles", f"expected finite pole vectors of shape {axes.shape}, got {poles.shape}")
+        return poles
+
+    def __call__(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+        poles = self._poles(axes, data)
+        normals = np.cross(poles, axes)
+        length = np.linalg.norm(normals, axis=-1)
+        scale = np.linalg.norm(poles, axis=-1)
+        singular = length <= DEGENERATE * np.maximum(scale, 1e-300)
+        normals = normals / np.where(singular, 1.0, length)[:, None]
+        return np.where(singular[:, None], self.fallback(axes), normals)
+
+    def singular(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+        """True ``(N,)`` where the pole lies on the EE-axis line (or on the start joint)."""
+        poles = self._poles(axes, data)
+        length = np.linalg.norm(np.cross(poles, axes), axis=-1)
+        return length <= DEGENERATE * np.maximum(np.linalg.norm(poles, axis=-1), 1e-300)
+
+
+register_zero_plane_map("DEFAULT", DefaultZeroPlaneMap)
+register_zero_plane_map("POLE_OBJECT", PoleObjectZeroPlaneMap)
+
+
+def build_zero_plane_map(name_or_factory: str | ZeroPlaneMapFactory, a0: np.ndarray, n0: np.ndarray) -> ZeroPlaneMap:
+    """The map registered as ``name`` (or made by a factory given directly) for the frame ``(a0, n0)``."""
+    a0, n0 = check_sphere_frame(a0, n0)
+    if isinstance(name_or_factory, str):
+        if name_or_factory not in ZERO_PLANE_MAPS:
+            raise IKInputError(
+                "zero_plane_map", f"unknown zero-plane map {name_or_factory!r}; registered: {sorted(ZERO_PLANE_MAPS)}"
+            )
+        factory = ZERO_PLANE_MAPS[name_or_factory]
+    elif callable(name_or_factory):
+        factory = name_or_factory
+    else:
+        raise IKInputError("zero_plane_map", "expected a registered map name or a factory")
+    zero_map = factory(a0.copy(), n0.copy())
+    if not callable(zero_map):
+        raise IKInputError("zero_plane_map", f"the factory for {name_or_factory!r} did not return a callable map")
+    return zero_map
+
+
+def zero_plane_normals(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+    """Validated normals ``(N, 3)`` of ``zero_map`` for unit ``axes (N, 3)``.
+
+    Normals within ``NORMAL_TOLERANCE`` of unit length and of perpendicularity
+    are cleaned to exactly that (projected off the axis, renormalised); anything
+    further off, non-finite or mis-shaped raises ``IKInputError`` naming the frame.
+    """
+    axes = np.asarray(axes, dtype=float)
+    normals = np.asarray(zero_map(axes, **data), dtype=float)
+    name = getattr(zero_map, "__name__", type(zero_map).__name__)
+    if normals.shape != axes.shape:
+        raise IKInputError("zero_plane_map", f"map {name} returned shape {normals.shape}, expected {axes.shape}")
+    bad = np.flatnonzero(~np.all(np.isfinite(normals), axis=-1))
+    if bad.size:
+        raise IKInputError("zero_plane_map", f"map {name} returned a non-finite normal at frame {int(bad[0])}")
+    length = np.linalg.norm(normals, axis=-1)
+    bad = np.flatnonzero(np.abs(length - 1.0) > NORMAL_TOLERANCE)
+    if bad.size:
+        k = int(bad[0])
+        raise IKInputError("zero_plane_map", f"map {name} returned a non-unit normal at frame {k} (|n| = {length[k]:.6g})")
+    along = _dots(normals, axes)
+    bad = np.flatnonzero(np.abs(along) > NORMAL_TOLERANCE)
+    if bad.size:
+        k = int(bad[0])
+        raise IKInputError(
+            "zero_plane_map", f"map {name} returned a normal not perpendicular to the EE axis at frame {k} (n·a = {along[k]:.3g})"
+        )
+    return _unit(normals - along[:, None] * axes)
+
+
+def map_singularities(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+    """True ``(N,)`` where ``zero_map`` says it is singular (False everywhere for maps that do not say)."""
+    singular = getattr(zero_map, "singular", None)
+    if singular is None:
+        return np.zeros(len(axes), dtype=bool)
+    return np.asarray(singular(np.asarray(axes, dtype=float), **data), dtype=bool)
+
+
+def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarray) -> np.ndarray:
+    """Solver-plane normals ``(N, 3)``: the zero-plane normals turned by ``swivel (N,)`` radians about ``axes``.
+
+    For ``n ⟂ a`` Rodrigues' formula reduces to ``cos ψ · n + sin ψ · (a × n)``.
+    """
+    swivel = np.asarray(swivel, dtype=float)[..., None]
+    return np.cos(swivel) * zero_normals + np.sin(swivel) * np.cross(axes, zero_normals)
+
+
+def swivel_angles(axes: np.ndarray, zero_normals: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """Swivel ``(N,)`` in ``(−π, π]`` turning ``zero_normals`` into ``normals`` about ``axes`` (inverse of :func:`swivel_normals`).
+
+    ``normals`` need not be exactly ⟂ ``axes``: only their part ⟂ the axis counts.
+    """
+    sin = _dots(axes, np.cross(zero_normals, normals))
+    cos = _dots(zero_normals, normals)
+    return np.arctan2(sin, cos)
