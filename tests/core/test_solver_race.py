@@ -40,7 +40,7 @@ def _header(path: Path) -> str:
 @pytest.fixture(scope="module")
 def race_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("race")
-    assert race.main(["--out", str(out), "--samples", str(SAMPLES), "--loop-samples", "1"]) == 0
+    assert race.main(["--out", str(out), "--samples", str(SAMPLES), "--loop-samples", "1", "--repeats", "2"]) == 0
     return out
 
 
@@ -121,7 +121,7 @@ def recorded_run(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(race, "solve", recording_solve)
-        assert race.main(["--out", str(out), "--samples", str(SAMPLES), "--loop-samples", "0"]) == 0
+        assert race.main(["--out", str(out), "--samples", str(SAMPLES), "--loop-samples", "0", "--repeats", "1"]) == 0
     return out, batches
 
 
@@ -195,6 +195,8 @@ def test_joint_deviation_in_degrees():
         (["--tolerance", "nan"], "tolerance"),
         (["--samples", "0"], "--samples"),
         (["--max-step-angle", "-1"], "max_step_angle"),
+        (["--repeats", "0"], "--repeats"),
+        (["--doc", "no/such/file.md"], "is not a file"),
         (["--no-such-option"], "unrecognized arguments"),
     ],
 )
@@ -204,6 +206,25 @@ def test_bad_input_is_refused_with_one_line(tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_doc_block_is_replaced_and_the_rest_kept(race_out, tmp_path):
+    doc = tmp_path / "doc.md"
+    name = race_out.name
+    doc.write_text(f"intro\n<!-- race-table:{name} -->\nstale\n<!-- /race-table:{name} -->\noutro\n")
+    race.paste_into_doc(doc, name, (race_out / "race_table.md").read_text())
+    text = doc.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"<!-- /race-table:{name} -->\noutro\n")
+    assert "stale" not in text
+    assert (race_out / "race_table.md").read_text() in text
+
+
+def test_a_doc_without_the_block_is_refused_before_the_run(tmp_path, capsys):
+    doc = tmp_path / "doc.md"
+    doc.write_text("no markers here\n")
+    assert race.main(["--out", str(tmp_path / "run"), "--doc", str(doc)]) == 1
+    assert "race-table:run" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_help_exits_zero(capsys):
