@@ -1,0 +1,567 @@
+"""The bake (``ik_solvers.bake``) in real Blender: only the chain's rotation channels change, a cancel
+or an error leaves the action exactly as it was, Blender's evaluation of the baked keys equals the
+current-frame solve, F-curve sampling equals Blender's evaluation, no NaN reaches a key, keys stay
+continuous, undo works, and repeated bakes do not grow memory."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+
+import bpy
+import mathutils
+import numpy as np
+import psutil
+import pytest
+
+from conftest import add_empty, build_arm, build_armature, build_long_chain
+from ik_solvers.blender import bake, solving
+from ik_solvers.blender.rig import read_chain
+
+
+@pytest.fixture
+def baking(addon):
+    """The add-on registered, with the bake operator available."""
+    registered_here = not hasattr(bpy.types, "IK_SOLVERS_OT_bake")
+    if registered_here:  # until the package's register() includes the bake module
+        for cls in bake.classes:
+            bpy.utils.register_class(cls)
+    yield addon
+    if registered_here:
+        for cls in reversed(bake.classes):
+            bpy.utils.unregister_class(cls)
+
+
+# --------------------------------------------------------------------------- helpers
+def add_chain(obj, target, tip="forearm", length=2, method="DLS", name="Arm"):
+    chain = obj.ik_solvers.chains.add()
+    chain.name = name
+    chain.tip_bone = tip
+    chain.chain_length = length
+    chain.target = target
+    chain.method = method
+    obj.ik_solvers.active_chain_index = len(obj.ik_solvers.chains) - 1
+    return chain
+
+
+def key_path(obj, frames, positions):
+    """Location keys (Bezier, as an animator sets them) on ``obj``."""
+    for frame, position in zip(frames, positions):
+        obj.location = tuple(position)
+        obj.keyframe_insert("location", frame=int(frame))
+
+
+def circling_target(target, frames, center=(0.3, 0.0, 1.4), radius=0.25, turns=1.0):
+    """Key ``target`` on a tilted circle around ``center`` (reachable from the arm's shoulder)."""
+    angles = 2.0 * math.pi * turns * (np.asarray(frames) - frames[0]) / max(frames[-1] - frames[0], 1)
+    positions = np.array(center) + radius * np.stack(
+        [np.cos(angles), np.sin(angles), 0.3 * np.sin(2 * angles)], 1)
+    key_path(target, frames, positions)
+    return positions
+
+
+def fcurve_state(fcurve) -> tuple:
+    """Everything stored per key, read attribute by attribute (independent of the bake's bulk I/O)."""
+    return tuple(
+        (tuple(k.co), tuple(k.handle_left), tuple(k.handle_right), k.handle_left_type, k.handle_right_type,
+         k.interpolation, k.easing, k.type, k.back, k.amplitude, k.period,
+         k.select_control_point, k.select_left_handle, k.select_right_handle)
+        for k in fcurve.keyframe_points
+    )
+
+
+def action_state(obj) -> dict:
+    """Every F-curve of the object's assigned slot with its group and keys, plus the action itself."""
+    anim_data = obj.animation_data
+    if anim_data is None or anim_data.action is None:
+        return {"action": None, "actions": len(bpy.data.actions)}
+    channelbag = anim_data.action.layers[0].strips[0].channelbag(anim_data.action_slot)
+    return {
+        "action": anim_data.action.name,
+        "slot": anim_data.action_slot.identifier,
+        "actions": len(bpy.data.actions),
+        "groups": [g.name for g in channelbag.groups],
+        "fcurves": {(f.data_path, f.array_index): (f.group.name if f.group else None, fcurve_state(f))
+                    for f in channelbag.fcurves},
+    }
+
+
+def channelbag(obj):
+    anim_data = obj.animation_data
+    return anim_data.action.layers[0].strips[0].channelbag(anim_data.action_slot)
+
+
+def evaluated_bone_matrices(obj, names) -> np.ndarray:
+    bpy.context.view_layer.update()
+    return np.array([np.array(obj.matrix_world @ obj.pose.bones[n].matrix) for n in names])
+
+
+def arm_with_extra_bone():
+    """The 0.30 / 0.28 arm plus an unrelated 'spine' bone whose keys must survive the bake."""
+    return build_armature([
+        {"name": "spine", "head": (0.0, 0.0, 1.0), "tail": (0.0, 0.0, 1.35)},
+        {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "roll": 0.4},
+        {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "roll": -0.7,
+         "parent": "upper_arm"},
+    ])
+
+
+# --------------------------------------------------------------------------- what changes, what does not
+def test_bake_writes_only_the_chains_rotation_channels(baking):
+    scene = baking
+    obj = arm_with_extra_bone()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    circling_target(target, np.arange(1, 101, 9))
+    add_chain(obj, target)
+    forearm, upper, spine = (obj.pose.bones[n] for n in ("forearm", "upper_arm", "spine"))
+    forearm.rotation_mode = "XZY"
+    # Keys the bake must leave alone: constant location keys on a chain bone (they would move the
+    # disconnected upper arm), another bone's rotation, a custom property.
+    for frame in (1, 40, 120):
+        upper.keyframe_insert("location", frame=frame)
+        spine.rotation_quaternion = (math.cos(frame / 100), math.sin(frame / 100), 0.0, 0.0)
+        spine.keyframe_insert("rotation_quaternion", frame=frame)
+        obj["weight"] = frame / 7.0
+        obj.keyframe_insert('["weight"]', frame=frame)
+    # Rotation keys of the chain: those in [20, 80] are replaced, those outside kept.
+    for frame in (5, 30, 70, 95):
+        upper.rotation_quaternion = (1.0, 0.0, 0.0, 0.01 * frame)
+        upper.keyframe_insert("rotation_quaternion", frame=frame)
+    before = action_state(obj)
+    scene.frame_set(50)
+
+    assert bpy.ops.ik_solvers.bake(frame_start=20, frame_end=80, step=1) == {"FINISHED"}
+
+    after = action_state(obj)
+    assert after["action"] == before["action"] and after["actions"] == before["actions"]
+    upper_path = upper.path_from_id("rotation_quaternion")
+    forearm_path = forearm.path_from_id("rotation_euler")
+    baked = {(upper_path, i) for i in range(4)} | {(forearm_path, i) for i in range(3)}
+    for key, (group, keys) in before["fcurves"].items():
+        if key not in baked:
+            assert after["fcurves"][key] == (group, keys), key
+    assert set(after["fcurves"]) == set(before["fcurves"]) | baked
+    for key in baked:
+        group, keys = after["fcurves"][key]
+        assert group == key[0].split('"')[1]
+        frames = [k[0][0] for k in keys]
+        assert frames == sorted(frames)
+        assert [f for f in frames if 20 <= f <= 80] == list(range(20, 81))
+        assert all(k[5] == "LINEAR" for k in keys if 20 <= k[0][0] <= 80)
+        if key[0] == upper_path:  # the kept keys outside the range, co unchanged
+            kept_before = [k[0] for k in before["fcurves"][key][1] if not 20 <= k[0][0] <= 80]
+            assert [k[0] for k in keys if not 20 <= k[0][0] <= 80] == kept_before
+    assert scene.frame_current == 50
+
+
+def test_bake_creates_action_and_slot_once_and_reuses_them(baking):
+    scene = baking
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    circling_target(target, np.arange(1, 31, 5))
+    add_chain(obj, target)
+    assert obj.animation_data is None
+    bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30)
+    action, slot = obj.animation_data.action, obj.animation_data.action_slot
+    assert action is not None and slot is not None and slot.target_id_type == "OBJECT"
+    count = len(bpy.data.actions)
+    state = action_state(obj)
+    bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30)
+    assert obj.animation_data.action == action and len(bpy.data.actions) == count
+    again = action_state(obj)
+    assert {key: len(keys) for key, (_, keys) in again["fcurves"].items()} == {
+        key: len(keys) for key, (_, keys) in state["fcurves"].items()}  # keys replaced, not added
+    assert len(channelbag(obj).fcurves) == 8  # two quaternion bones
+
+
+# --------------------------------------------------------------------------- cancel and errors
+def _prepared_arm(scene, with_action: bool):
+    obj = arm_with_extra_bone()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    circling_target(target, np.arange(1, 61, 7))
+    add_chain(obj, target)
+    if with_action:
+        spine = obj.pose.bones["spine"]
+        for frame in (1, 30):
+            spine.rotation_euler = (0.1 * frame, 0.0, 0.0)
+            spine.keyframe_insert("rotation_euler", frame=frame)
+            obj.pose.bones["upper_arm"].keyframe_insert("rotation_quaternion", frame=frame + 5)
+    return obj, target
+
+
+@pytest.mark.parametrize("with_action", [False, True])
+def test_cancel_after_writing_restores_the_action_exactly(baking, with_action):
+    scene = baking
+    obj, _ = _prepared_arm(scene, with_action)
+    scene.frame_set(12)
+    obj.pose.bones["spine"].location = (0.0, 0.05, 0.0)  # an unkeyed pose edit the bake must not lose
+    edited = tuple(obj.pose.bones["spine"].location)
+    before = action_state(obj)
+    actions = len(bpy.data.actions)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 60, 1, ("Arm",)))
+    assert job.advance()  # sampled, solved and written
+    assert action_state(obj) != before
+    job.cancel()
+    assert action_state(obj) == before
+    assert len(bpy.data.actions) == actions
+    assert (obj.animation_data is None) == (not with_action)
+    assert scene.frame_current == 12
+    assert tuple(obj.pose.bones["spine"].location) == edited
+
+
+def test_cancel_while_sampling_frame_by_frame_restores_everything(baking):
+    scene = baking
+    obj, target = _prepared_arm(scene, with_action=True)
+    target.parent = add_empty("Holder", location=(0.01, 0.0, 0.0))  # forces per-frame evaluation
+    scene.frame_set(3)
+    before = action_state(obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 60, 1, ("Arm",)))
+    assert job.advance(time_budget=0.0) is False  # one frame sampled, nothing written yet
+    assert 0 < job.done_steps < job.total_steps
+    job.cancel()
+    assert action_state(obj) == before
+    assert scene.frame_current == 3
+
+
+def _nan_location_key(target, frame):
+    fcurves = bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
+    fcurve = fcurves.find("location", index=1)
+    point = min(fcurve.keyframe_points, key=lambda k: abs(k.co[0] - frame))
+    point.co = (point.co[0], float("nan"))
+    fcurve.update()
+
+
+@pytest.mark.parametrize("parented", [False, True], ids=["fcurve-sampling", "evaluated"])
+def test_nan_target_is_refused_and_the_action_is_unchanged(baking, parented):
+    scene = baking
+    obj, target = _prepared_arm(scene, with_action=True)
+    if parented:
+        target.parent = add_empty("Holder")
+    _nan_location_key(target, 29)
+    scene.frame_set(1)
+    before = action_state(obj)
+    pose_before = [tuple(b.rotation_quaternion) for b in obj.pose.bones]
+    with pytest.raises(RuntimeError, match="target location is not finite"):
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=60)
+    assert action_state(obj) == before
+    assert [tuple(b.rotation_quaternion) for b in obj.pose.bones] == pose_before
+    assert scene.frame_current == 1
+
+
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        ("no_target", "has no target"),
+        ("deleted_tip", "not found"),
+        ("too_long", "too long"),
+        ("unknown_chain", "no IK chain named"),
+        ("reversed_range", "before the start frame"),
+    ],
+)
+def test_unusable_chains_are_refused_with_the_scene_unchanged(baking, breakage, message):
+    obj, target = _prepared_arm(baking, with_action=True)
+    chain = obj.ik_solvers.chains[0]
+    kwargs = {"frame_start": 1, "frame_end": 20}
+    if breakage == "no_target":
+        chain.target = None
+    elif breakage == "deleted_tip":
+        chain.tip_bone = "gone"
+    elif breakage == "too_long":
+        chain.chain_length = 5
+    elif breakage == "unknown_chain":
+        kwargs["chain"] = "Leg"
+    else:
+        kwargs.update(frame_start=30, frame_end=20)
+    before = action_state(obj)
+    with pytest.raises(RuntimeError, match=message):
+        bpy.ops.ik_solvers.bake(**kwargs)
+    assert action_state(obj) == before
+
+
+# --------------------------------------------------------------------------- baked = solved
+def _live_solve_matrices(obj, frames, names, initial_rotations):
+    """At each frame: reset the chain to the initial pose, run the current-frame solve, read Blender's pose."""
+    scene = bpy.context.scene
+    out = []
+    for frame in frames:
+        scene.frame_set(int(frame))
+        for name, rotation in zip(names, initial_rotations):
+            obj.pose.bones[name].rotation_quaternion = rotation
+        assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+        out.append(evaluated_bone_matrices(obj, names))
+    for name, rotation in zip(names, initial_rotations):
+        obj.pose.bones[name].rotation_quaternion = rotation
+    return np.array(out)
+
+
+@pytest.mark.parametrize("method", ["ANALYTIC", "DLS", "FABRIK"])
+@pytest.mark.parametrize("moving_root", [False, True], ids=["static-root", "animated-root-and-parented-target"])
+def test_baked_keys_evaluate_to_the_current_frame_solve(baking, method, moving_root):
+    scene = baking
+    obj = build_arm()
+    obj.pose.bones["forearm"].rotation_quaternion = (math.cos(0.3), 0.0, 0.0, math.sin(0.3))  # a bend to keep
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    frames = np.arange(1, 41)
+    if moving_root:
+        holder = add_empty("Holder", location=(0.0, 0.0, 0.0))
+        target.parent = holder
+        key_path(holder, [1, 40], [(0.0, 0.0, 0.0), (0.05, -0.03, 0.02)])
+        key_path(obj, [1, 40], [(0.0, 0.0, 0.0), (0.1, 0.05, -0.02)])
+    circling_target(target, frames[::6], center=(0.3, 0.1, 1.3), radius=0.2)
+    add_chain(obj, target, method=method)
+    names = ("upper_arm", "forearm")
+    initial = [tuple(obj.pose.bones[n].rotation_quaternion) for n in names]
+    check_frames = [1, 7, 20, 33, 40]
+    expected = _live_solve_matrices(obj, check_frames, names, initial)
+    scene.frame_set(1)
+
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    report = json.loads(obj.ik_solvers.chains[0].last_bake_report)
+    assert report["sampling"] == ("evaluated" if moving_root else "fcurves")
+
+    for frame, live in zip(check_frames, expected):
+        scene.frame_set(frame)
+        baked = evaluated_bone_matrices(obj, names)
+        np.testing.assert_allclose(baked, live, atol=2e-6, err_msg=f"frame {frame}")
+        tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
+        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6)
+
+
+def test_animated_location_of_a_disconnected_chain_bone_is_followed(baking):
+    """A keyed location of the (disconnected) upper arm changes the chain per frame."""
+    scene = baking
+    obj = build_arm()
+    upper = obj.pose.bones["upper_arm"]
+    key_path(upper, [1, 30], [(0.0, 0.0, 0.0), (0.0, 0.06, 0.03)])
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    frames = np.arange(1, 31)
+    circling_target(target, frames[::5], radius=0.15)
+    add_chain(obj, target)
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30) == {"FINISHED"}
+    for frame in (1, 13, 30):
+        scene.frame_set(frame)
+        tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
+        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6)
+
+
+def test_ten_bone_chain_bake_reaches_every_frames_target(baking):
+    scene = baking
+    obj = build_long_chain()
+    target = add_empty()
+    rig_chain = read_chain(obj, "b9", 10)
+    base = np.array(obj.data.bones["b0"].head_local)
+    frames = np.arange(1, 61)
+    positions = circling_target(target, frames[::10], center=tuple(base + [0.8, 0.2, 0.1]), radius=0.3)
+    add_chain(obj, target, tip="b9", length=10, method="SDLS").max_iterations = 300
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=60) == {"FINISHED"}
+    chain = obj.ik_solvers.chains[0]
+    assert chain.bake_frames == 60 and chain.bake_converged == 60, chain.last_bake_report
+    for frame in (1, 22, 60):
+        scene.frame_set(frame)
+        tip = np.array(obj.matrix_world @ obj.pose.bones["b9"].tail)
+        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=1e-5)
+    assert positions.shape == (6, 3) and rig_chain.chain.n_joints == 10
+
+
+# --------------------------------------------------------------------------- sampling
+def _evaluated_inputs(obj, chain, frames):
+    scene = bpy.context.scene
+    rig_chain = read_chain(obj, chain.tip_bone, chain.chain_length)
+    samples = []
+    for frame in frames:
+        scene.frame_set(int(frame))
+        samples.append(solving.sample_inputs(obj, chain, rig_chain, bpy.context.evaluated_depsgraph_get()))
+    return rig_chain, solving.FrameInputs.stack(samples)
+
+
+def test_fcurve_sampling_equals_blenders_evaluation(baking):
+    scene = baking
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    target.delta_location = (0.01, -0.02, 0.005)
+    frames = np.arange(1, 200, 3)
+    circling_target(target, frames[::8], radius=0.3, turns=1.5)
+    for frame in (1, 100):  # rotation / scale keys cannot move an unparented Empty's origin
+        target.rotation_euler = (0.0, frame * 0.01, 0.0)
+        target.keyframe_insert("rotation_euler", frame=frame)
+    fcurves = bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
+    fcurves.find("location", index=2).modifiers.new("NOISE")
+    chain = add_chain(obj, target, method="DLS")
+    chain.pole_target = add_empty("Pole", location=(0.3, 0.5, 1.4))
+    key_path(chain.pole_target, [1, 150], [(0.3, 0.5, 1.4), (0.2, 0.6, 1.7)])
+    rig_chain, evaluated = _evaluated_inputs(obj, chain, frames)
+
+    assert bake.fcurve_sampling_blockers(scene, obj, rig_chain, chain) == []
+    sampled = bake.sample_fcurves(obj, chain, rig_chain, frames)
+    np.testing.assert_array_equal(sampled.target_world, evaluated.target_world)
+    np.testing.assert_array_equal(sampled.pole_world, evaluated.pole_world)
+    np.testing.assert_array_equal(sampled.root_world, evaluated.root_world)
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ("target_parent", "the target has a parent"),
+        ("target_constraint", "the target has constraints"),
+        ("target_driver", "the target has drivers"),
+        ("delta_location_keys", "the target animates delta_location"),
+        ("armature_moves", "the armature animates location"),
+        ("swivel_keys", "the armature animates ik_solvers"),
+    ],
+)
+def test_fcurve_sampling_is_refused_where_it_would_differ(baking, change, reason):
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    key_path(target, [1, 10], [(0.4, 0.1, 1.3), (0.3, 0.2, 1.3)])
+    chain = add_chain(obj, target)
+    if change == "target_parent":
+        target.parent = add_empty("Holder")
+    elif change == "target_constraint":
+        target.constraints.new("COPY_LOCATION")
+    elif change == "target_driver":
+        target.driver_add("location", 0)
+    elif change == "delta_location_keys":
+        target.keyframe_insert("delta_location", frame=1)
+    elif change == "armature_moves":
+        obj.keyframe_insert("location", frame=1)
+    else:
+        chain.keyframe_insert("swivel_angle", frame=1)
+    rig_chain = read_chain(obj, "forearm", 2)
+    reasons = bake.fcurve_sampling_blockers(bpy.context.scene, obj, rig_chain, chain)
+    assert any(r.startswith(reason) for r in reasons), reasons
+
+
+# --------------------------------------------------------------------------- keys
+def test_keys_are_continuous_euler_and_single_hemisphere_quaternions(baking):
+    scene = baking
+    obj = build_arm()
+    obj.pose.bones["upper_arm"].rotation_mode = "ZYX"
+    target = add_empty()
+    frames = np.arange(1, 121)
+    circling_target(target, frames[::4], center=(0.0, 0.0, 1.4), radius=0.4, turns=2.0)  # round the shoulder twice
+    add_chain(obj, target, method="ANALYTIC")
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=120) == {"FINISHED"}
+    bag = channelbag(obj)
+
+    def values(path, width):
+        return np.array([[k.co[1] for k in bag.fcurves.find(path, index=i).keyframe_points] for i in range(width)]).T
+
+    euler = values(obj.pose.bones["upper_arm"].path_from_id("rotation_euler"), 3)
+    quaternion = values(obj.pose.bones["forearm"].path_from_id("rotation_quaternion"), 4)
+    # Each key is the Euler triple nearest its predecessor among all triples of the same rotation,
+    # with mathutils' own compatible-Euler conversion as the reference.
+    for previous, current in zip(euler[:-1], euler[1:]):
+        nearest = mathutils.Euler(current, "ZYX").to_matrix().to_euler("ZYX", mathutils.Euler(previous, "ZYX"))
+        assert np.abs(current - previous).sum() <= np.abs(np.array(nearest) - previous).sum() + 1e-5
+    assert np.ptp(euler, axis=0).max() > 2 * math.pi  # two full turns, unwrapped rather than wrapped
+    assert np.all(np.einsum("ni,ni->n", quaternion[1:], quaternion[:-1]) > 0.0)
+
+
+def test_baked_block_continues_the_key_kept_before_it(baking):
+    obj = build_arm()
+    upper = obj.pose.bones["upper_arm"]
+    upper.rotation_mode = "XYZ"
+    upper.rotation_euler = (0.0, 0.0, 2 * math.pi)  # a key a whole turn up
+    upper.keyframe_insert("rotation_euler", frame=1)
+    upper.rotation_euler = (0.0, 0.0, 0.0)
+    target = add_empty(location=(0.35, 0.15, 1.35))
+    add_chain(obj, target, method="ANALYTIC")
+    assert bpy.ops.ik_solvers.bake(frame_start=10, frame_end=20) == {"FINISHED"}
+    z = [k.co[1] for k in channelbag(obj).fcurves.find(upper.path_from_id("rotation_euler"), index=2).keyframe_points]
+    assert z[0] == pytest.approx(2 * math.pi, abs=1e-6)
+    assert all(abs(v - 2 * math.pi) < math.pi for v in z[1:])
+
+
+def test_step_keys_every_nth_frame_and_the_end_frame(baking):
+    obj = build_arm()
+    upper = obj.pose.bones["upper_arm"]
+    for frame in (3, 4, 40):
+        upper.keyframe_insert("rotation_quaternion", frame=frame)
+    target = add_empty()
+    circling_target(target, np.arange(1, 41, 10))
+    add_chain(obj, target)
+    assert bpy.ops.ik_solvers.bake(frame_start=2, frame_end=20, step=5) == {"FINISHED"}
+    frames = [k.co[0] for k in channelbag(obj).fcurves.find(upper.path_from_id("rotation_quaternion"), index=0)
+              .keyframe_points]
+    assert frames == [2, 7, 12, 17, 20, 40]
+
+
+# --------------------------------------------------------------------------- report, several chains
+def test_report_counts_unreachable_frames_and_is_stored(baking):
+    obj = build_arm()
+    target = add_empty()
+    key_path(target, [1, 20], [(0.3, 0.1, 1.4), (1.5, 0.0, 1.4)])  # leaves the arm's reach (0.58)
+    add_chain(obj, target, method="ANALYTIC")
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=20) == {"FINISHED"}
+    chain = obj.ik_solvers.chains[0]
+    report = json.loads(chain.last_bake_report)
+    counts = report["status_counts"]
+    assert sum(counts.values()) == 20 == chain.bake_frames
+    assert counts["UNREACHABLE"] == chain.bake_unreachable > 0
+    assert counts["CONVERGED"] == chain.bake_converged > 0
+    assert report["max_excess"] == pytest.approx(chain.bake_max_excess) and report["max_excess"] < 1e-6
+    assert report["flip_frames"] == [] and chain.bake_flip_frames == 0
+
+
+def test_all_chains_bakes_each_enabled_chain(baking):
+    obj = build_armature([
+        {"name": "l_upper", "head": (0.0, 0.2, 1.4), "tail": (0.3, 0.2, 1.4)},
+        {"name": "l_fore", "head": (0.3, 0.2, 1.4), "tail": (0.58, 0.25, 1.4), "parent": "l_upper"},
+        {"name": "r_upper", "head": (0.0, -0.2, 1.4), "tail": (0.3, -0.2, 1.4)},
+        {"name": "r_fore", "head": (0.3, -0.2, 1.4), "tail": (0.58, -0.25, 1.4), "parent": "r_upper"},
+    ])
+    left, right = add_empty("L", (0.4, 0.3, 1.3)), add_empty("R", (0.4, -0.3, 1.5))
+    key_path(left, [1, 10], [(0.4, 0.3, 1.3), (0.3, 0.4, 1.5)])
+    add_chain(obj, left, tip="l_fore", name="Left")
+    add_chain(obj, right, tip="r_fore", name="Right")
+    disabled = add_chain(obj, right, tip="r_fore", name="Off")
+    disabled.enabled = False
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=10, all_chains=True) == {"FINISHED"}
+    groups = sorted(g.name for g in channelbag(obj).groups)
+    assert groups == ["l_fore", "l_upper", "r_fore", "r_upper"]
+    assert [c.bake_frames for c in obj.ik_solvers.chains] == [10, 10, 0]
+
+
+# --------------------------------------------------------------------------- undo, memory
+def test_undo_after_bake_restores_the_action(baking):
+    obj = build_arm()
+    target = add_empty()
+    circling_target(target, np.arange(1, 21, 5))
+    add_chain(obj, target)
+    obj.pose.bones["upper_arm"].keyframe_insert("rotation_quaternion", frame=5)
+    bpy.ops.ed.undo_push(message="before bake")
+    before = action_state(obj)
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=20) == {"FINISHED"}
+    # Called from Python an operator pushes no undo step (the UI pushes one for 'UNDO' operators).
+    bpy.ops.ed.undo_push(message="Bake IK")
+    assert action_state(bpy.data.objects["Rig"]) != before
+    bpy.ops.ed.undo()
+    assert action_state(bpy.data.objects["Rig"]) == before
+
+
+def test_repeated_bakes_do_not_grow_memory(baking):
+    scene = baking
+    obj = build_long_chain()
+    target = add_empty()
+    base = np.array(obj.data.bones["b0"].head_local)
+    circling_target(target, np.arange(1, 1001, 50), center=tuple(base + [0.8, 0.2, 0.1]), radius=0.3)
+    add_chain(obj, target, tip="b9", length=10, method="DLS")
+    process = psutil.Process()
+
+    def bake_once():
+        assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=1000) == {"FINISHED"}
+        gc.collect()
+        return process.memory_info().rss
+
+    bake_once()
+    bake_once()  # warm-up: allocator pools, undo steps
+    start = process.memory_info().rss
+    rss = [bake_once() for _ in range(10)]
+    actions = len(bpy.data.actions)
+    growth = (max(rss) - start) / 1e6
+    # nla.bake grows about 7 MB per bake of this size (a new Action each time); ours replaces keys.
+    assert growth < 5.0, f"RSS grew {growth:.1f} MB over 10 bakes"
+    assert actions == 2  # the armature's and the target's
+    assert len(channelbag(obj).fcurves[0].keyframe_points) == 1000
+    assert scene.frame_current == 1
