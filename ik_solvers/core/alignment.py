@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from .chain import Chain, JointKind
-from .kinematics import apply_increments, local_rotations
+from .kinematics import apply_increments, cross
 from .rotations import matrices_from_axis_angles, minimal_rotation_rotvecs
 
 
 def _hinge_angles(axes: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Angle ``(N,)`` about unit world ``axes (N, 3)`` taking ``u``'s projection onto ``v``'s."""
-    sin = np.einsum("ni,ni->n", axes, np.cross(u, v))
+    sin = np.einsum("ni,ni->n", axes, cross(u, v))
     u_perp = u - np.einsum("ni,ni->n", u, axes)[:, None] * axes
     v_perp = v - np.einsum("ni,ni->n", v, axes)[:, None] * axes
     cos = np.einsum("ni,ni->n", u_perp, v_perp)
@@ -34,6 +34,7 @@ def align_joint(
     q: np.ndarray,
     joint: int,
     parent_frames: np.ndarray,
+    joint_frames: np.ndarray,
     carried: np.ndarray,
     desired: np.ndarray,
     max_angle: float | None = None,
@@ -44,8 +45,9 @@ def align_joint(
     ----------
     q : ndarray, shape (N, n_dof)
         Current variables; only ``joint``'s are changed (a copy is returned).
-    parent_frames : ndarray, shape (N, 3, 3)
-        World frame of the joint's parent (root frame for joint 0).
+    parent_frames, joint_frames : ndarray, shape (N, 3, 3)
+        World frames of the joint's parent (root frame for joint 0) and of the
+        joint itself as posed by ``q``.
     carried, desired : ndarray, shape (N, 3)
         World vectors from the joint's origin: a point the joint carries, and
         where it should point. Ball joints take the shortest arc; hinges the
@@ -55,26 +57,23 @@ def align_joint(
     q = q.copy()
     start = chain.dof_start[joint]
     kind = chain.kinds[joint]
-    frame = parent_frames @ chain.rest_rotations[joint]
     if kind is JointKind.BALL:
-        current = frame @ local_rotations(chain, q, joint)[:, 0]
         world = minimal_rotation_rotvecs(carried, desired)
         angle = np.linalg.norm(world, axis=-1)
         if max_angle is not None:
             world = world * np.minimum(1.0, max_angle / np.maximum(angle, 1e-300))[:, None]
-        delta = np.einsum("nji,nj->ni", current, world)  # Q_jᵀ r: the increment in the joint frame
+        delta = np.einsum("nji,nj->ni", joint_frames, world)  # Q_jᵀ r: the increment in the joint frame
         dq = np.zeros_like(q)
         dq[:, start : start + 3] = delta
         return apply_increments(chain, q, dq)
     if kind is JointKind.UNIVERSAL:
-        current = frame @ local_rotations(chain, q, joint)[:, 0]
-        axis2 = current @ chain.axes[start + 1]
+        axis2 = joint_frames @ chain.axes[start + 1]
         turn2 = _clamp_angle(_hinge_angles(axis2, carried, desired), max_angle)
         before = q[:, start + 1].copy()
         q[:, start + 1] = np.clip(before + turn2, chain.lower[start + 1], chain.upper[start + 1])
         applied = q[:, start + 1] - before
         carried = np.einsum("nij,nj->ni", matrices_from_axis_angles(axis2, applied), carried)
-    axis1 = frame @ chain.axes[start]
+    axis1 = parent_frames @ chain.dof_frame_vectors[start]  # rest rotation already folded in
     turn1 = _clamp_angle(_hinge_angles(axis1, carried, desired), max_angle)
     q[:, start] = np.clip(q[:, start] + turn1, chain.lower[start], chain.upper[start])
     return q

@@ -139,11 +139,12 @@ def _analytic_step(state: StepInput, bend_directions: np.ndarray | None) -> np.n
         q[:, start] = np.clip(q[:, start] + turn, chain.lower[start], chain.upper[start])
 
     # Shoulder: point the (now right-length) shoulder-to-tip vector at the target.
-    bent = forward_kinematics(chain, q).positions
+    bent_pose = forward_kinematics(chain, q)
+    bent = bent_pose.positions
     carried = bent[:, 2] - p0
     desired = state.targets - p0
     if chain.kinds[0] is not JointKind.BALL:
-        return align_joint(chain, q, 0, frames[:, 0], carried, desired)
+        return align_joint(chain, q, 0, frames[:, 0], bent_pose.frames[:, 1], carried, desired)
     swing = matrices_from_rotvecs(minimal_rotation_rotvecs(carried, desired))
     if bend_directions is not None:
         heading = desired / np.maximum(np.linalg.norm(desired, axis=-1, keepdims=True), 1e-300)

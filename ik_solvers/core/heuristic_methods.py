@@ -7,7 +7,8 @@ import numpy as np
 from .alignment import align_joint
 from .chain import Chain
 from .iteration import StepInput
-from .kinematics import local_rotations
+from .kinematics import forward_kinematics
+from .kinematics import joint_local_matrix
 
 
 def ccd_step(state: StepInput) -> np.ndarray:
@@ -19,12 +20,12 @@ def ccd_step(state: StepInput) -> np.ndarray:
         joint_position = positions[:, j]
         old_frame = frames[:, j + 1]
         q = align_joint(
-            chain, q, j, frames[:, j], tips - joint_position, state.targets - joint_position,
+            chain, q, j, frames[:, j], old_frame, tips - joint_position, state.targets - joint_position,
             state.options.max_step_angle,
         )
         # Joints nearer the root are untouched by this one, so their frames stay
         # valid; only the tip moves, by joint j's own turn.
-        new_frame = frames[:, j] @ chain.rest_rotations[j] @ local_rotations(chain, q, j)[:, 0]
+        new_frame = frames[:, j] @ joint_local_matrix(chain, q, j)
         relative = np.einsum("nji,nj->ni", old_frame, tips - joint_position)
         tips = joint_position + np.einsum("nij,nj->ni", new_frame, relative)
     return q
@@ -45,11 +46,13 @@ def pose_from_positions(
     segments = chain.segment_vectors
     parent = np.broadcast_to(chain.root_rotation, (q.shape[0], 3, 3))
     position = np.broadcast_to(chain.root_position + chain.root_rotation @ chain.offsets[0], (q.shape[0], 3))
+    frames = forward_kinematics(chain, q).frames
     for j in range(chain.n_joints):
-        frame = parent @ chain.rest_rotations[j] @ local_rotations(chain, q, j)[:, 0]
+        # Joints before j have moved, so j's world frame is its parent's times its own local turn.
+        frame = parent @ np.swapaxes(frames[:, j], 1, 2) @ frames[:, j + 1]
         carried = frame @ segments[j]
-        q = align_joint(chain, q, j, parent, carried, desired[:, j + 1] - position, max_step_angle)
-        parent = parent @ chain.rest_rotations[j] @ local_rotations(chain, q, j)[:, 0]
+        q = align_joint(chain, q, j, parent, frame, carried, desired[:, j + 1] - position, max_step_angle)
+        parent = parent @ joint_local_matrix(chain, q, j)
         position = position + parent @ segments[j]
     return q
 

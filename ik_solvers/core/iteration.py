@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain import Chain
-from .alignment import align_joint
 from .kinematics import (
     Pose,
     bone_length_errors,
@@ -82,13 +81,17 @@ def run_iterations(
     start_error = np.linalg.norm(pose.tips - targets, axis=-1)
     lower = error_lower_bounds(chain, targets)
     aims = nearest_reachable_points(chain, targets, lower)
-    if options.aim_root_first:
-        q = align_joint(chain, q, 0, pose.frames[:, 0], pose.tips - pose.positions[:, 0], aims - pose.positions[:, 0])
-        pose = forward_kinematics(chain, q)
+    n_batch = q.shape[0]
+    everyone = np.arange(n_batch)
+    if options.warm_start_passes:
+        from .heuristic_methods import fabrik_step  # it builds on this module's StepInput
+
+        for _ in range(options.warm_start_passes):
+            q = fabrik_step(StepInput(chain, q, pose, targets, aims, pose.tips - aims, options, everyone))
+            pose = forward_kinematics(chain, q)
     frames, positions = pose.frames, pose.positions
     error = np.linalg.norm(positions[:, -1] - targets, axis=-1)
-    n_batch = q.shape[0]
-    iterations = np.zeros(n_batch, dtype=int)
+    iterations = np.full(n_batch, options.warm_start_passes, dtype=int)
     increases = np.zeros(n_batch, dtype=int)
     stalled = np.zeros(n_batch, dtype=bool)
     active = ~_finished(error, lower, options.tolerance)

@@ -17,6 +17,9 @@ from .kinematics import apply_increments, clamp_step, forward_kinematics, positi
 PINV_RCOND = 1e-10
 # Armijo constant of the backtracking line search (Nocedal & Wright use 1e-4).
 ARMIJO = 1e-4
+# Below this batch size one LAPACK call beats the thirty array operations of
+# the closed-form 3×3 Cholesky.
+SMALL_BATCH = 32
 # Halvings before the line search gives up and takes no step.
 MAX_BACKTRACKS = 30
 
@@ -162,7 +165,7 @@ def solve_spd3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Closed-form Cholesky: ``numpy.linalg.solve`` pays a LAPACK call per
     matrix, which dominates a batched DLS step at this size.
     """
-    if a.shape[-1] != 3:
+    if a.shape[-1] != 3 or a.shape[0] < SMALL_BATCH:
         return np.linalg.solve(a, b[..., None])[..., 0]
     l00 = np.sqrt(a[:, 0, 0])
     l10 = a[:, 1, 0] / l00

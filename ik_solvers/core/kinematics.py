@@ -141,6 +141,21 @@ def joint_local_matrices(chain: Chain, q: np.ndarray) -> np.ndarray:
     return local
 
 
+def joint_local_matrix(chain: Chain, q: np.ndarray, joint: int) -> np.ndarray:
+    """One joint's ``rest @ R(q)`` as ``(N, 3, 3)`` (cheaper than all joints when only one changed)."""
+    start = chain.dof_start[joint]
+    if chain.kinds[joint] is JointKind.BALL:
+        return chain.rest_rotations[joint] @ matrices_from_rotvecs(q[:, start : start + 3])
+    basis = _angle_joint_basis(chain)
+    row = int(np.searchsorted(basis.joints, joint))
+    a, b = q[:, basis.first[row]], q[:, basis.second[row]]
+    ones = np.ones_like(a)
+    f1 = np.stack([ones, np.cos(a), np.sin(a)], -1)
+    f2 = np.stack([ones, np.cos(b), np.sin(b)], -1)
+    features = (f1[:, :, None] * f2[:, None, :]).reshape(-1, 1, 9)
+    return (features @ basis.basis[row]).reshape(-1, 3, 3)
+
+
 def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
     """World frames and joint / tip positions for joint variables ``q (N, n_dof)``.
 

@@ -58,10 +58,10 @@ class SolveOptions:
         SDLS: damping reached as the smallest singular value falls to 0.
     sigma_threshold : float
         SDLS: singular value σ₀ below which damping starts to grow.
-    aim_root_first : bool
-        Before iterating, turn joint 0 so the tip heads toward the target (one
-        CCD step on the root): a cheap warm start that removes most of the
-        large early iterations from a straight or far-off pose.
+    warm_start_passes : int
+        FABRIK passes run before the method's own iterations (and counted in
+        ``iterations``): a warm start that bends a straight or far-off chain
+        toward the target, where Jacobian steps are small or singular.
     record_trajectory : bool
         Keep the joint variables after every iteration (``SolveResult.trajectory``).
     """
@@ -73,12 +73,14 @@ class SolveOptions:
     damping: float = 0.05
     damping_max: float = 0.5
     sigma_threshold: float = 0.1
-    aim_root_first: bool = False
+    warm_start_passes: int = 0
     record_trajectory: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, (int, np.integer)) or self.max_iterations <= 0:
             raise IKInputError("max_iterations", "must be a positive integer")
+        if not isinstance(self.warm_start_passes, (int, np.integer)) or self.warm_start_passes < 0:
+            raise IKInputError("warm_start_passes", "must be a non-negative integer")
         for name in ("tolerance", "damping_max", "sigma_threshold"):
             value = getattr(self, name)
             if not np.isfinite(value) or value <= 0.0:

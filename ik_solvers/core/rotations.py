@@ -77,17 +77,15 @@ def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
 
 
 def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` from quaternions ``(..., 4)`` ``(w, x, y, z)`` (normalised here)."""
+    """Rotation matrices ``(..., 3, 3)`` from quaternions ``(..., 4)`` ``(w, x, y, z)`` (normalised here).
+
+    ``R = (w² − v·v) I + 2 v vᵀ + 2 w [v]×``.
+    """
     q = quaternions / np.linalg.norm(quaternions, axis=-1, keepdims=True)
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
+    w = q[..., 0, None, None]
+    v = q[..., 1:]
+    outer = v[..., :, None] * v[..., None, :]
+    return (w * w - (v * v).sum(-1)[..., None, None]) * np.eye(3) + 2.0 * outer + 2.0 * w * skew(v)
 
 
 def rotvecs_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
@@ -138,19 +136,19 @@ def minimal_rotation_rotvecs(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.where(valid[..., None], unit * angle[..., None], 0.0)
 
 
+# Hamilton product a * b as a matrix acting on b: L(a)[i, j] = SIGNS[i, j] * a[GATHER[i, j]].
+_PRODUCT_GATHER = np.array([[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]])
+_PRODUCT_SIGNS = np.array([[1.0, -1, -1, -1], [1, 1, -1, 1], [1, 1, 1, -1], [1, -1, 1, 1]])
+
+
 def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton products ``a * b`` of quaternions ``(..., 4)`` ``(w, x, y, z)``."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        -1,
-    )
+    """Hamilton products ``a * b`` of quaternions ``(..., 4)`` ``(w, x, y, z)``.
+
+    Written as ``L(a) @ b``: three array operations whatever the batch size,
+    which matters for the per-target (batch of one) solves.
+    """
+    left = a[..., _PRODUCT_GATHER] * _PRODUCT_SIGNS
+    return (left @ b[..., None])[..., 0]
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:
