@@ -91,8 +91,9 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
     def execute(self, context: bpy.types.Context) -> set[str]:
         obj = _armature(context)
         settings = obj.ik_solvers
+        name = _unique_chain_name(settings, "Chain")
         chain = settings.chains.add()
-        chain.name = _unique_chain_name(settings, "Chain")
+        chain.name = name
         bone = obj.data.bones.active
         if bone is not None:
             chain.tip_bone = bone.name

@@ -16,6 +16,10 @@ from ..core.kinematics import forward_kinematics
 from .rig import RigChain, RigError, read_chain, root_matrices_world, uniform_scale, world_to_root
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""Blender stores an infinite location as ±FLT_MAX: a coordinate that large stands for infinity."""
+
+
 @dataclass(frozen=True, eq=False)
 class FrameInputs:
     """Everything a solve reads from the evaluated scene, for N frames (world space).
@@ -170,8 +174,9 @@ def prepare_solve(
     name = chain_settings.name
     target_world = np.asarray(inputs.target_world, dtype=float).reshape(-1, 3)
     n = target_world.shape[0]
-    if not np.all(np.isfinite(target_world)):
-        bad = int(np.flatnonzero(~np.all(np.isfinite(target_world), axis=1))[0])
+    finite = np.all(np.isfinite(target_world) & (np.abs(target_world) < FLOAT32_MAX), axis=1)
+    if not np.all(finite):
+        bad = int(np.flatnonzero(~finite)[0])
         raise RigError(f"Chain '{name}': the target location is not finite (frame {bad} of the batch).")
     root_world = np.broadcast_to(np.asarray(inputs.root_world, dtype=float), (n, 4, 4))
     if not np.all(np.isfinite(root_world)):
