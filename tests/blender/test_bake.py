@@ -22,15 +22,8 @@ from ik_solvers.blender.rig import read_chain
 
 @pytest.fixture
 def baking(addon):
-    """The add-on registered, with the bake operator available."""
-    registered_here = not hasattr(bpy.types, "IK_SOLVERS_OT_bake")
-    if registered_here:  # until the package's register() includes the bake module
-        for cls in bake.classes:
-            bpy.utils.register_class(cls)
-    yield addon
-    if registered_here:
-        for cls in reversed(bake.classes):
-            bpy.utils.unregister_class(cls)
+    """The add-on registered (the bake operator with it)."""
+    return addon
 
 
 # --------------------------------------------------------------------------- helpers

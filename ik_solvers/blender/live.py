@@ -1,0 +1,222 @@
+"""Live mode: re-solve the chains marked Live whenever their inputs move or the frame changes.
+
+Two handlers drive it: ``frame_change_post`` re-solves every live chain (the frame change may have
+reset keyed bones), ``depsgraph_update_post`` re-solves a live chain only when what it reads changed
+(target, pole, root frame, swivel, settings). Our own pose writes trigger depsgraph updates too;
+they change none of those inputs, so they never cause another solve, and a busy flag keeps a
+handler that fires while we are writing from re-entering. The handlers are persistent (they
+outlive a file load) and hold no reference to scene data across a load: ``load_pre`` forgets
+everything and pauses live mode until ``load_post``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+from bpy.app.handlers import persistent
+
+from . import solving
+from .rig import RigError, read_chain, write_pose
+
+SOLVE_SETTINGS = (
+    "tip_bone", "chain_length", "method", "max_iterations", "tolerance", "step", "damping", "max_step_angle",
+    "swivel_angle", "zero_plane_map", "parent_space", "has_preferred_pose",
+)
+"""Chain settings whose change re-solves a live chain."""
+
+
+@dataclass
+class LiveState:
+    """Live mode's memory between handler calls (no Blender data: it must survive a file load).
+
+    Attributes
+    ----------
+    signatures : dict
+        (armature ``session_uid``, chain name) → bytes of the inputs of its last live solve.
+    busy : bool
+        Set while live mode itself writes, so handlers fired by those writes return at once.
+    loading : bool
+        Between ``load_pre`` and ``load_post``.
+    solves : int
+        Chain solves run by live mode since registration (read by tests and the benchmark).
+    """
+
+    signatures: dict = field(default_factory=dict)
+    busy: bool = False
+    loading: bool = False
+    solves: int = 0
+
+    def reset(self) -> None:
+        self.signatures.clear()
+        self.busy = False
+        self.loading = False
+
+
+state = LiveState()
+
+
+def _inputs_signature(chain, inputs: solving.FrameInputs) -> bytes:
+    arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world)
+    settings = repr(tuple(getattr(chain, name) for name in SOLVE_SETTINGS)).encode()
+    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + settings
+
+
+def _set_outcome(chain, status: str, message: str, result=None, prepared=None) -> None:
+    """Store a live solve's outcome on the chain, writing only what changed (each write is an update)."""
+    values = {"last_status": status, "last_message": message}
+    if result is not None:
+        error, lower_bound = solving.world_errors(prepared, result)
+        values.update(last_error=float(error[0]), last_lower_bound=float(lower_bound[0]),
+                      last_iterations=int(result.iterations[0]))
+    for name, value in values.items():
+        if getattr(chain, name) != value:
+            setattr(chain, name, value)
+
+
+def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
+    """Armatures of ``scene`` with their chains marked Live, in list order."""
+    found = []
+    for obj in scene.objects:
+        if obj.type != "ARMATURE" or obj.mode == "EDIT":
+            continue
+        chains = [chain for chain in obj.ik_solvers.chains if chain.use_live]
+        if chains:
+            found.append((obj, chains))
+    return found
+
+
+def update_live_chains(scene, depsgraph, *, force: bool) -> int:
+    """Re-solve the live chains whose inputs changed since their last live solve (all if ``force``).
+
+    Returns how many chains were solved. A chain that cannot be solved (no target, a bone gone)
+    keeps its pose and shows the reason in its status; nothing is raised into Blender's handler loop.
+    """
+    if state.busy or state.loading:
+        return 0
+    state.busy = True
+    solved = 0
+    try:
+        for obj, chains in live_chains(scene):
+            for chain in chains:
+                key = (obj.session_uid, chain.name)
+                try:
+                    rig = read_chain(obj, chain.tip_bone, chain.chain_length)
+                    inputs = solving.sample_inputs(obj, chain, rig, depsgraph)
+                    signature = _inputs_signature(chain, inputs)
+                    if not force and state.signatures.get(key) == signature:
+                        continue
+                    prepared = solving.prepare_solve(obj, chain, inputs, rig=rig)
+                    result = solving.run_solve(prepared)
+                    write_pose(obj, rig, result.q[0])
+                except RigError as error:
+                    state.signatures.pop(key, None)
+                    _set_outcome(chain, "ERROR", str(error))
+                    continue
+                state.signatures[key] = signature
+                state.solves += 1
+                solved += 1
+                _set_outcome(chain, result.status[0].value, "", result, prepared)
+    finally:
+        state.busy = False
+    return solved
+
+
+# --------------------------------------------------------------------------- handlers
+@persistent
+def on_frame_change(scene, depsgraph=None) -> None:
+    update_live_chains(scene, depsgraph, force=True)
+
+
+@persistent
+def on_depsgraph_update(scene, depsgraph) -> None:
+    if state.busy or state.loading:
+        return
+    moved = any(update.is_updated_transform and isinstance(update.id, bpy.types.Object)
+                for update in depsgraph.updates)
+    settings_changed = any(isinstance(update.id, bpy.types.Object) and update.id.type == "ARMATURE"
+                           for update in depsgraph.updates)
+    if moved or settings_changed:
+        update_live_chains(scene, depsgraph, force=False)
+
+
+@persistent
+def on_load_pre(*_args) -> None:
+    state.reset()
+    state.loading = True
+
+
+@persistent
+def on_load_post(*_args) -> None:
+    state.loading = False
+
+
+HANDLERS = (
+    ("frame_change_post", on_frame_change),
+    ("depsgraph_update_post", on_depsgraph_update),
+    ("load_pre", on_load_pre),
+    ("load_post", on_load_post),
+    ("load_post_fail", on_load_post),
+)
+
+
+# --------------------------------------------------------------------------- operator
+class IK_SOLVERS_OT_live_toggle(bpy.types.Operator):
+    """Turn live mode on or off for the active chain: re-solve whenever its target moves or the frame changes"""
+
+    bl_idname = "ik_solvers.live_toggle"
+    bl_label = "Toggle Live IK"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context) -> bool:
+        obj = context.object
+        if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
+            cls.poll_message_set("Select an armature (not in Edit Mode)")
+            return False
+        if obj.ik_solvers.active_chain is None:
+            cls.poll_message_set("The armature has no IK chain")
+            return False
+        return True
+
+    def execute(self, context):
+        chain = context.object.ik_solvers.active_chain
+        if chain.use_live:
+            chain.use_live = False
+            state.signatures.pop((context.object.session_uid, chain.name), None)
+            self.report({"INFO"}, f"Live IK off for '{chain.name}'.")
+            return {"FINISHED"}
+        try:
+            rig = read_chain(context.object, chain.tip_bone, chain.chain_length)
+            solving.prepare_solve(context.object, chain, rig=rig)  # refuse a chain that cannot solve now
+        except RigError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
+        chain.use_live = True
+        update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=True)
+        self.report({"INFO"}, f"Live IK on for '{chain.name}'.")
+        return {"FINISHED"}
+
+
+classes = (IK_SOLVERS_OT_live_toggle,)
+
+
+def register() -> None:
+    for cls in classes:
+        bpy.utils.register_class(cls)
+    state.reset()
+    for name, handler in HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        if handler not in handlers:
+            handlers.append(handler)
+
+
+def unregister() -> None:
+    for name, handler in HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        while handler in handlers:
+            handlers.remove(handler)
+    state.reset()
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)
