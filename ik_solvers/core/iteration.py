@@ -49,6 +49,8 @@ class StepInput:
         ``tip − aim``.
     rows : ndarray of int, shape (M,)
         Where these targets sit in the whole batch (to pick per-target extras).
+    target_rotations : ndarray, shape (M, 3, 3), or None
+        World orientations wanted for the tip frame (weighted by ``options.orientation_weight``).
     """
 
     chain: Chain
@@ -59,6 +61,7 @@ class StepInput:
     residuals: np.ndarray
     options: SolveOptions
     rows: np.ndarray
+    target_rotations: np.ndarray | None = None
 
 
 StepFunction = Callable[[StepInput], np.ndarray]
@@ -74,6 +77,7 @@ def run_iterations(
     step: StepFunction,
     *,
     has_jacobian: bool = False,
+    target_rotations: np.ndarray | None = None,
 ) -> SolveResult:
     """Iterate ``step`` from ``q0 (N, n_dof)`` toward ``targets (N, 3)`` and classify each outcome."""
     q = np.array(q0, dtype=float)
@@ -106,7 +110,10 @@ def run_iterations(
         sub_pose = Pose(frames=frames, positions=positions) if everyone else Pose(frames=frames[idx], positions=positions[idx])
         sub_aims = aims if everyone else aims[idx]
         q_new = step(
-            StepInput(chain, q[idx], sub_pose, sub_targets, sub_aims, sub_pose.tips - sub_aims, options, idx)
+            StepInput(
+                chain, q[idx], sub_pose, sub_targets, sub_aims, sub_pose.tips - sub_aims, options, idx,
+                None if target_rotations is None else target_rotations[idx],
+            )
         )
         moved = np.abs(q_new - q[idx]).max(axis=1) > STALL_STEP
         new_pose = forward_kinematics(chain, q_new)

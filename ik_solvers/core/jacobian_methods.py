@@ -10,7 +10,8 @@ import numpy as np
 
 from .chain import Chain
 from .iteration import StepInput
-from .kinematics import apply_increments, clamp_step, forward_kinematics, position_jacobian
+from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
+from .rotations import rotvecs_from_matrices
 
 # Singular values below this fraction of the largest are treated as zero by
 # the pseudo-inverse (the usual rank cut-off, in the spirit of numpy.linalg.pinv's rcond).
@@ -24,9 +25,22 @@ SMALL_BATCH = 32
 MAX_BACKTRACKS = 30
 
 
-def _scaled_jacobian(state: StepInput) -> tuple[np.ndarray, np.ndarray]:
+def _scaled_problem(state: StepInput, residuals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weight-scaled Jacobian ``(M, r, n_dof)``, residual ``(M, r)`` and ``sqrt(W)``.
+
+    ``r = 3``, or 6 with the tip-orientation rows: the world axes as angular
+    Jacobian and the rotation vector of ``Q_tip R_targetᵀ`` as residual, both
+    times ``orientation_weight``.
+    """
     root_w = np.sqrt(state.chain.weights)
-    return position_jacobian(state.chain, state.pose) * root_w, root_w
+    weight = state.options.orientation_weight
+    if state.target_rotations is None or weight == 0.0:
+        return position_jacobian(state.chain, state.pose) * root_w, residuals, root_w
+    j = jacobian(state.chain, state.pose, orientation=True)
+    j[:, 3:] *= weight
+    tip_frames = state.pose.frames[:, -1]
+    angular = rotvecs_from_matrices(tip_frames @ np.swapaxes(state.target_rotations, 1, 2))
+    return j * root_w, np.concatenate([residuals, weight * angular], 1), root_w
 
 
 def _finish(state: StepInput, dq: np.ndarray) -> np.ndarray:
@@ -40,8 +54,7 @@ def transpose_step(state: StepInput) -> np.ndarray:
     The gradient of ``F = ½|p − t|²`` toward the real target (not the shell
     aim the other Jacobian methods use), so a line search on F is a true descent.
     """
-    j, root_w = _scaled_jacobian(state)
-    residuals = state.pose.tips - state.targets
+    j, residuals, root_w = _scaled_problem(state, state.pose.tips - state.targets)
     gradient = np.einsum("nid,ni->nd", j, residuals)  # in scaled variables
     if state.options.step is not None:
         return _finish(state, -state.options.step * gradient * root_w)
@@ -55,7 +68,7 @@ def _line_search(
     jg = np.einsum("nid,nd->ni", j, gradient)
     g2 = np.einsum("nd,nd->n", gradient, gradient)
     alpha = g2 / np.maximum(np.einsum("ni,ni->n", jg, jg), 1e-300)
-    f0 = 0.5 * np.einsum("ni,ni->n", residuals, residuals)
+    f0 = 0.5 * np.einsum("ni,ni->n", residuals[:, :3], residuals[:, :3])
     q_out = state.q.copy()
     pending = np.flatnonzero(g2 > 0.0)
     for _ in range(MAX_BACKTRACKS):
@@ -74,32 +87,34 @@ def _line_search(
 
 def pseudo_inverse_step(state: StepInput) -> np.ndarray:
     """Gauss–Newton ``Δq = −α J⁺ e`` through the SVD (never an explicit inverse)."""
-    j, root_w = _scaled_jacobian(state)
+    j, residuals, root_w = _scaled_problem(state, state.residuals)
     u, s, vt = np.linalg.svd(j, full_matrices=False)
     inverse_s = np.where(s > PINV_RCOND * s[:, :1], 1.0 / np.maximum(s, 1e-300), 0.0)
-    y = -np.einsum("nkd,nk,nik,ni->nd", vt, inverse_s, u, state.residuals)
+    y = -np.einsum("nkd,nk,nik,ni->nd", vt, inverse_s, u, residuals)
     alpha = 1.0 if state.options.step is None else state.options.step
     return _finish(state, alpha * y * root_w)
 
 
-def _damped_step(state: StepInput, j: np.ndarray, root_w: np.ndarray, damping_squared: np.ndarray | float) -> np.ndarray:
+def _damped_step(
+    state: StepInput, j: np.ndarray, residuals: np.ndarray, root_w: np.ndarray, damping_squared: np.ndarray | float
+) -> np.ndarray:
     """``Δq = −W Jᵀ (J W Jᵀ + λ² I)⁻¹ e`` (wide form) or ``−W (W Jᵀ J + λ² I)⁻¹ Jᵀ e`` (tall form)."""
     lam2 = np.broadcast_to(np.asarray(damping_squared, float), j.shape[:1])[:, None, None]
     rows, cols = j.shape[1], j.shape[2]
     if cols >= rows:
         system = j @ np.swapaxes(j, 1, 2) + lam2 * np.eye(rows)
-        x = solve_spd3(system, state.residuals)
+        x = solve_spd3(system, residuals)
         y = -np.einsum("nid,ni->nd", j, x)
     else:
         system = np.swapaxes(j, 1, 2) @ j + lam2 * np.eye(cols)
-        y = -np.linalg.solve(system, np.einsum("nid,ni->nd", j, state.residuals)[..., None])[..., 0]
+        y = -np.linalg.solve(system, np.einsum("nid,ni->nd", j, residuals)[..., None])[..., 0]
     return _finish(state, y * root_w)
 
 
 def dls_step(state: StepInput) -> np.ndarray:
     """Damped least squares with the fixed damping ``λ = options.damping``, solved as a linear system."""
-    j, root_w = _scaled_jacobian(state)
-    return _damped_step(state, j, root_w, state.options.damping**2)
+    j, residuals, root_w = _scaled_problem(state, state.residuals)
+    return _damped_step(state, j, residuals, root_w, state.options.damping**2)
 
 
 def sdls_damping(
@@ -120,15 +135,15 @@ def sdls_damping(
 
 def sdls_step(state: StepInput) -> np.ndarray:
     """DLS with the damping chosen per target from the Jacobian's smallest singular value."""
-    j, root_w = _scaled_jacobian(state)
+    j, residuals, root_w = _scaled_problem(state, state.residuals)
     gram = j @ np.swapaxes(j, 1, 2) if j.shape[2] >= j.shape[1] else np.swapaxes(j, 1, 2) @ j
     eig = smallest_eigenvalues(gram)
     opts = state.options
-    error = np.linalg.norm(state.residuals, axis=-1)
+    error = np.linalg.norm(residuals, axis=-1)
     lam = sdls_damping(np.sqrt(np.maximum(eig, 0.0)), opts.damping, opts.damping_max, opts.sigma_threshold, error)
     # Keep the system positive definite where both σ_min and the error vanish.
     floor = (PINV_RCOND * np.trace(gram, axis1=1, axis2=2)) ** 2 + 1e-300
-    return _damped_step(state, j, root_w, np.maximum(lam**2, floor))
+    return _damped_step(state, j, residuals, root_w, np.maximum(lam**2, floor))
 
 
 def smallest_eigenvalues(gram: np.ndarray) -> np.ndarray:

@@ -58,6 +58,10 @@ class SolveOptions:
         SDLS: damping reached as the smallest singular value falls to 0.
     sigma_threshold : float
         SDLS: singular value σ₀ below which damping starts to grow.
+    orientation_weight : float
+        Weight (chain units per radian) of the tip-orientation error when
+        target rotations are given; Jacobian methods stack the angular rows.
+        The stop test stays on the position error.
     warm_start_passes : int
         FABRIK passes run before the method's own iterations (and counted in
         ``iterations``): a warm start that bends a straight or far-off chain
@@ -73,12 +77,15 @@ class SolveOptions:
     damping: float = 0.05
     damping_max: float = 0.5
     sigma_threshold: float = 0.1
+    orientation_weight: float = 0.0
     warm_start_passes: int = 0
     record_trajectory: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, (int, np.integer)) or self.max_iterations <= 0:
             raise IKInputError("max_iterations", "must be a positive integer")
+        if not np.isfinite(self.orientation_weight) or self.orientation_weight < 0.0:
+            raise IKInputError("orientation_weight", "must be finite and non-negative")
         if not isinstance(self.warm_start_passes, (int, np.integer)) or self.warm_start_passes < 0:
             raise IKInputError("warm_start_passes", "must be a non-negative integer")
         for name in ("tolerance", "damping_max", "sigma_threshold"):

@@ -27,8 +27,23 @@ def register_solver(method: Method, solver: SolverFunction) -> None:
 
 
 def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> SolverFunction:
-    def solver(chain: Chain, targets: np.ndarray, q0: np.ndarray, options: SolveOptions) -> SolveResult:
-        return run_iterations(method, chain, targets, q0, options, step, has_jacobian=has_jacobian)
+    def solver(
+        chain: Chain,
+        targets: np.ndarray,
+        q0: np.ndarray,
+        options: SolveOptions,
+        *,
+        target_rotations: np.ndarray | None = None,
+    ) -> SolveResult:
+        if target_rotations is not None:
+            if not has_jacobian:
+                raise IKInputError("target_rotations", f"{method.value} solves for the tip position only")
+            target_rotations = np.broadcast_to(np.asarray(target_rotations, float), (targets.shape[0], 3, 3))
+            if not np.all(np.isfinite(target_rotations)):
+                raise IKInputError("target_rotations", "must be finite")
+        return run_iterations(
+            method, chain, targets, q0, options, step, has_jacobian=has_jacobian, target_rotations=target_rotations
+        )
 
     solver.__name__ = f"solve_{method.value.lower()}"
     return solver
@@ -64,7 +79,9 @@ def solve(
     initial : array_like, shape (N, n_dof) or (n_dof,), optional
         Starting joint variables; default the rest pose.
     **method_args
-        Extras a method takes (e.g. ``bend_directions`` for ANALYTIC).
+        Extras a method takes: ``bend_directions (N, 3)`` for ANALYTIC;
+        ``target_rotations (N, 3, 3)`` (tip orientation, weighted by
+        ``options.orientation_weight``) for the Jacobian methods.
 
     Raises
     ------

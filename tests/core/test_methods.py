@@ -227,3 +227,28 @@ def test_random_chains_and_targets_never_give_nan(chain_and_targets, method):
         assert np.all(np.isfinite(array))
     assert np.all(result.error >= result.lower_bound - 1e-9 * chain.reach)
     assert result.length_error.max() <= 1e-12 * chain.reach
+
+
+@pytest.mark.parametrize("method", [Method.DLS, Method.SDLS, Method.PSEUDO_INVERSE], ids=lambda m: m.name)
+def test_orientation_rows_turn_the_tip_frame_to_the_target_rotation(method):
+    from ik_solvers.core.rotations import matrices_from_rotvecs, rotvecs_from_matrices
+
+    chain = Chain.straight([0.5, 0.4, 0.3, 0.2], JointKind.BALL)
+    wanted_q = np.random.default_rng(7).normal(size=(5, chain.n_dof)) * 0.4
+    wanted = forward_kinematics(chain, wanted_q)
+    options = SolveOptions(max_iterations=200, tolerance=1e-9, orientation_weight=0.5)
+    result = solve(chain, wanted.tips, method, options, target_rotations=wanted.frames[:, -1])
+    assert np.all(result.error < 1e-6)
+    reached = forward_kinematics(chain, result.q).frames[:, -1]
+    angle = np.linalg.norm(rotvecs_from_matrices(reached @ np.swapaxes(wanted.frames[:, -1], 1, 2)), axis=1)
+    assert angle.max() < 1e-5
+    # Without the orientation rows the tip frame ends wherever the position solve leaves it.
+    loose = solve(chain, wanted.tips, method, SolveOptions(max_iterations=200, tolerance=1e-9))
+    loose_frames = forward_kinematics(chain, loose.q).frames[:, -1]
+    assert np.linalg.norm(rotvecs_from_matrices(loose_frames @ np.swapaxes(wanted.frames[:, -1], 1, 2)), axis=1).max() > 0.05
+
+
+def test_orientation_targets_are_refused_by_position_only_methods():
+    chain = Chain.straight([0.5, 0.4], JointKind.BALL)
+    with pytest.raises(IKInputError, match="target_rotations"):
+        solve(chain, [[0.5, 0.2, 0.0]], Method.CCD, target_rotations=np.eye(3))
