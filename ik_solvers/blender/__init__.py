@@ -5,10 +5,10 @@ Submodules register in a fixed order (settings first, panels last) and unregiste
 
 import bpy
 
-from . import operators, panel, properties
+from . import bake, live, operators, panel, properties
 
 # Each module exposes ``register()``/``unregister()`` or a ``classes`` tuple.
-_modules = (properties, operators, panel)
+_modules = (properties, operators, bake, live, panel)
 
 
 def _register_module(module) -> None:

@@ -161,22 +161,25 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
         except RigError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        for chain, (status, error, lower_bound, iterations) in zip(chains, outcomes):
+        for chain, (status, error, lower_bound, iterations, pole_distance) in zip(chains, outcomes):
             chain.last_status = status
             chain.last_error = error
             chain.last_lower_bound = lower_bound
             chain.last_iterations = iterations
             chain.last_message = ""
+            if pole_distance is not None:
+                chain.last_pole_distance = pole_distance
         summary = ", ".join(f"{c.name}: {o[0]}" for c, o in zip(chains, outcomes))
         self.report({"INFO"}, f"Solved {summary}.")
         return {"FINISHED"}
 
 
-def solve_chains(obj, chains, view_layer) -> list[tuple[str, float, float, int]]:
+def solve_chains(obj, chains, view_layer) -> list[tuple[str, float, float, int, float | None]]:
     """Solve and write ``chains`` one after another (each sees the ones before it posed).
 
-    Returns per chain (status, error, lower bound, iterations), errors in scene units. On a
-    RigError every rotation written so far is put back exactly before it propagates.
+    Returns per chain (status, error, lower bound, iterations, pole distance or None), errors in
+    scene units, the pole distance (radians) for HI chains. On a RigError every rotation written
+    so far is put back exactly before it propagates.
     """
     bone_names = []
     for chain in chains:
@@ -191,10 +194,13 @@ def solve_chains(obj, chains, view_layer) -> list[tuple[str, float, float, int]]
             if index:
                 view_layer.update()  # the next chain reads its root from the pose just written
             prepared = solving.prepare_solve(obj, chain)
-            result = solving.run_solve(prepared)
+            outcome = solving.run_solve_full(prepared)
+            result = outcome.result
             write_pose(obj, prepared.rig, result.q[0])
             error, lower_bound = solving.world_errors(prepared, result)
-            outcomes.append((result.status[0].value, float(error[0]), float(lower_bound[0]), int(result.iterations[0])))
+            pole_distance = None if outcome.hi is None else float(outcome.hi.pole_angles[0])
+            outcomes.append((result.status[0].value, float(error[0]), float(lower_bound[0]),
+                             int(result.iterations[0]), pole_distance))
     except RigError:
         restore_rotations(obj, snapshot)
         view_layer.update()

@@ -6,12 +6,14 @@ import math
 
 import bpy
 
-from .properties import ITERATIVE_METHODS
+from .properties import ITERATIVE_METHODS, METHOD_ITEMS
 
 BAKE_OPERATOR = "ik_solvers.bake"
+LIVE_OPERATOR = "ik_solvers.live_toggle"
 
 STEP_METHODS = frozenset({"JACOBIAN_TRANSPOSE", "PSEUDO_INVERSE"})
 DAMPING_METHODS = frozenset({"DLS", "SDLS"})
+METHOD_NAMES = {identifier: name for identifier, name, _ in METHOD_ITEMS}
 
 
 def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
@@ -45,7 +47,7 @@ class IK_SOLVERS_UL_chains(bpy.types.UIList):
         row = layout.row(align=True)
         row.prop(item, "enabled", text="")
         row.prop(item, "name", text="", emboss=False)
-        row.label(text=item.method.replace("_", " ").title())
+        row.label(text=METHOD_NAMES.get(item.method, item.method))
 
 
 class _SidebarPanel:
@@ -87,6 +89,7 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         row.operator("ik_solvers.solve", text="Solve All").all_chains = True
         row = layout.row(align=True)
         row.operator(BAKE_OPERATOR, icon="KEYINGSET")
+        row.operator(LIVE_OPERATOR, text="Live", icon="PLAY", depress=chain.use_live)
         row.operator("ik_solvers.capture_preferred_pose", icon="ARMATURE_DATA")
 
 
@@ -116,7 +119,6 @@ class VIEW3D_PT_ik_solvers_method(_SidebarPanel, bpy.types.Panel):
             col.prop(chain, "damping")
         if method == "ANALYTIC":
             col.prop(chain, "pole_target")
-        col.prop(chain, "use_live")
 
 
 class VIEW3D_PT_ik_solvers_hi(_SidebarPanel, bpy.types.Panel):

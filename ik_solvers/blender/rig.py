@@ -391,6 +391,24 @@ def _joint_variables(rotation: np.ndarray, free: list[int]) -> np.ndarray:
     return angles[free]
 
 
+def joint_variables_from_rotations(rig: RigChain, rotations: dict[str, np.ndarray]) -> np.ndarray:
+    """Joint variables ``(n_dof,)`` of the chain for basis rotations ``(3, 3)`` per joint bone.
+
+    Each joint reads its bone's rotation the way :func:`read_chain` reads the current pose (ball:
+    rotation vector, hinge: angle about its axis, universal: its two angles). RigError if a joint
+    bone is missing from ``rotations``.
+    """
+    chain = rig.chain
+    q = []
+    for joint, name in enumerate(rig.joint_bones):
+        if name not in rotations:
+            raise RigError(f"No rotation given for bone '{name}'.")
+        start, kind = chain.dof_start[joint], chain.kinds[joint]
+        free = [int(np.argmax(np.abs(chain.axes[start + k]))) for k in range(kind.value)]
+        q.extend(_joint_variables(np.asarray(rotations[name], dtype=float), free))
+    return np.array(q, dtype=float)
+
+
 def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
     """Read the chain of ``chain_length`` bones ending at ``tip_bone`` from armature ``obj``.
 

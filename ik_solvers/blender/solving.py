@@ -12,8 +12,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import IKInputError, Method, SolveOptions, SolveResult, solve
+from ..core.hi_solver import HISolveResult, solve_hi, sphere_rotations_for_parent_space
 from ..core.kinematics import forward_kinematics
-from .rig import RigChain, RigError, read_chain, root_matrices_world, uniform_scale, world_to_root
+from ..core.rotations import matrices_from_quaternions
+from .rig import (
+    RigChain,
+    RigError,
+    joint_variables_from_rotations,
+    read_chain,
+    root_matrices_world,
+    uniform_scale,
+    world_to_root,
+)
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -77,7 +87,9 @@ class PreparedSolve:
     initial : ndarray, shape (N, n_dof)
         Starting joint variables (the pose at read time unless given).
     method_args : dict
-        Extra keyword arguments of the method (e.g. ``bend_directions`` for ANALYTIC).
+        Extra keyword arguments of the method (``bend_directions`` for ANALYTIC; for HI the
+        keyword arguments of ``core.hi_solver.solve_hi``: ``preferred``, ``swivel``,
+        ``zero_plane_map``, ``poles``, ``sphere_rotations``, ``warning_angle``).
     world_scale : ndarray, shape (N,)
         Scene units per root-space unit, per frame (the root frame's uniform scale).
     """
@@ -188,9 +200,11 @@ def prepare_solve(
     except ValueError:
         raise RigError(f"Chain '{name}': unknown method '{chain_settings.method}'.") from None
     options = options_from_settings(chain_settings, float(world_scale.max()))
+    method_args = _method_args(method, chain_settings, rig, inputs, root_world, world_scale, targets)
+    if method is Method.HI:
+        initial = method_args["preferred"]  # history independent: every frame starts from it
     q0 = rig.q if initial is None else np.asarray(initial, dtype=float)
     q0 = np.broadcast_to(q0, (n, rig.chain.n_dof)).copy()
-    method_args = _method_args(method, chain_settings, rig, inputs, root_world, targets)
     return PreparedSolve(
         rig=rig, inputs=inputs, targets=targets, method=method, options=options, initial=q0,
         method_args=method_args, world_scale=world_scale,
@@ -211,8 +225,59 @@ def _joint0_root(rig: RigChain) -> np.ndarray:
     return rig.chain.root_position + rig.chain.root_rotation @ rig.chain.offsets[0]
 
 
+def preferred_q(chain_settings, rig: RigChain) -> np.ndarray:
+    """The chain's captured preferred pose as joint variables ``(n_dof,)`` of ``rig``."""
+    name = chain_settings.name
+    if not chain_settings.has_preferred_pose:
+        raise RigError(f"Chain '{name}' has no preferred pose; capture one first.")
+    stored = {item.bone_name: np.array(item.rotation, dtype=float) for item in chain_settings.preferred_pose}
+    missing = [bone for bone in rig.joint_bones if bone not in stored]
+    if missing:
+        raise RigError(f"Chain '{name}': the preferred pose lacks bone '{missing[0]}'; capture it again.")
+    rotations = {bone: matrices_from_quaternions(stored[bone]) for bone in rig.joint_bones}
+    return joint_variables_from_rotations(rig, rotations)
+
+
+def _rotations(matrices: np.ndarray) -> np.ndarray:
+    """Rotation parts ``(N, 3, 3)`` of (possibly scaled) transforms ``(N, 4, 4)`` (polar factor)."""
+    u, _, vt = np.linalg.svd(np.asarray(matrices, dtype=float)[:, :3, :3])
+    return u @ vt
+
+
+def _hi_args(chain_settings, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict:
+    name = chain_settings.name
+    n = root_world.shape[0]
+    args = {
+        "preferred": preferred_q(chain_settings, rig),
+        "swivel": (np.full(n, float(chain_settings.swivel_angle)) if inputs.swivel_angle is None
+                   else np.asarray(inputs.swivel_angle, dtype=float).reshape(-1)),
+        "zero_plane_map": chain_settings.zero_plane_map,
+        "warning_angle": float(chain_settings.flip_threshold),
+    }
+    if not np.all(np.isfinite(args["swivel"])):
+        raise RigError(f"Chain '{name}': the swivel angle is not finite.")
+    if inputs.pole_world is not None:
+        poles = world_to_root(np.asarray(inputs.pole_world, float).reshape(-1, 3), root_world)
+        if not np.all(np.isfinite(poles)):
+            raise RigError(f"Chain '{name}': the pole target location is not finite.")
+        args["poles"] = poles
+    elif chain_settings.zero_plane_map == "POLE_OBJECT":
+        raise RigError(f"Chain '{name}': the Pole Object zero-plane map needs a pole target.")
+    if chain_settings.parent_space == "IK_TARGET":
+        if inputs.target_parent_world is None:
+            raise RigError(f"Chain '{name}': the IK Target parent space needs the target's parent frames.")
+        root_rotations = _rotations(root_world)
+        target_parent = np.broadcast_to(np.asarray(inputs.target_parent_world, float), (n, 4, 4))
+        args["sphere_rotations"] = sphere_rotations_for_parent_space(
+            "IK_TARGET", root_rotations, _rotations(target_parent), solving_rotations=root_rotations,
+        )
+    return args
+
+
 def _method_args(method: Method, chain_settings, rig: RigChain, inputs: FrameInputs,
-                 root_world: np.ndarray, targets: np.ndarray) -> dict:
+                 root_world: np.ndarray, world_scale: np.ndarray, targets: np.ndarray) -> dict:
+    if method is Method.HI:
+        return _hi_args(chain_settings, rig, inputs, root_world)
     if method is Method.ANALYTIC:
         if rig.chain.n_joints != 2:
             raise RigError(
@@ -229,18 +294,36 @@ def _method_args(method: Method, chain_settings, rig: RigChain, inputs: FrameInp
 
 
 # --------------------------------------------------------------------------- solving
-def run_solve(prepared: PreparedSolve) -> SolveResult:
-    """Solve the prepared batch; RigError for input the core refuses or a non-finite answer."""
+@dataclass(frozen=True, eq=False)
+class SolveOutcome:
+    """A solve's result plus, for the HI method, its extras (pole angles, normals, swivel)."""
+
+    result: SolveResult
+    hi: HISolveResult | None = None
+
+
+def run_solve_full(prepared: PreparedSolve) -> SolveOutcome:
+    """Solve the prepared batch, keeping the HI extras; RigError for refused input or a non-finite answer."""
+    hi = None
     try:
-        result = solve(
-            prepared.rig.chain, prepared.targets, prepared.method, prepared.options,
-            initial=prepared.initial, **prepared.method_args,
-        )
+        if prepared.method is Method.HI:
+            hi = solve_hi(prepared.rig.chain, prepared.targets, options=prepared.options, **prepared.method_args)
+            result = hi.result
+        else:
+            result = solve(
+                prepared.rig.chain, prepared.targets, prepared.method, prepared.options,
+                initial=prepared.initial, **prepared.method_args,
+            )
     except IKInputError as error:
         raise RigError(f"The solver refused the input: {error}.") from None
     if not np.all(np.isfinite(result.q)):
         raise RigError("The solver produced non-finite joint values; nothing was changed.")
-    return result
+    return SolveOutcome(result=result, hi=hi)
+
+
+def run_solve(prepared: PreparedSolve) -> SolveResult:
+    """Solve the prepared batch; RigError for input the core refuses or a non-finite answer."""
+    return run_solve_full(prepared).result
 
 
 def world_errors(prepared: PreparedSolve, result: SolveResult) -> tuple[np.ndarray, np.ndarray]:
