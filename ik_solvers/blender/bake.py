@@ -19,7 +19,7 @@ import numpy as np
 from bpy.props import BoolProperty, IntProperty, StringProperty
 from bpy_extras import anim_utils
 
-from ..core import Method, Status
+from ..core import Status, find_flips
 from . import solving
 from .rig import RigError, read_chain, rotation_channel_values
 
@@ -523,33 +523,40 @@ class BakeJob:
         return True
 
     def _solve(self, chain: _ChainBake):
-        """Solve all frames as one batch (one per distinct chain geometry); (q, status, error, bound)."""
+        """Solve all frames as one batch (one per distinct chain geometry).
+
+        Returns q ``(N, n_dof)``, statuses, errors and lower bounds ``(N,)`` (scene units), and the
+        flips found in HI solves.
+        """
         name = chain.settings.name
         inputs = chain.inputs
-        keys = chain.frame_keys or [next(iter(chain.rigs))] * inputs.frame_count
         n = inputs.frame_count
+        keys = np.array(chain.frame_keys or [next(iter(chain.rigs))] * n, dtype=object)
         q = np.empty((n, chain.rig.chain.n_dof))
         status = np.empty(n, dtype=object)
         error, bound = np.empty(n), np.empty(n)
-        key_array = np.array(keys, dtype=object)
-        hi_results = []
+        flips = []
         for key, rig in chain.rigs.items():
-            rows = np.flatnonzero(key_array == key)
+            rows = np.flatnonzero(keys == key)
             if rows.size == 0:
                 continue
             subset = inputs if rows.size == n else _select(inputs, rows)
             try:
                 prepared = solving.prepare_solve(self.obj, chain.settings, subset, rig=rig, initial=chain.rig.q)
-                result = solving.run_solve(prepared)
+                outcome = solving.run_solve_full(prepared)
             except RigError as error_:
-                frame = int(self.frames[rows[0]])
-                message = str(error_).replace("(frame ", "(frame index ")
-                raise BakeError(f"Chain '{name}', frames from {frame}: {message}") from None
+                raise BakeError(f"Chain '{name}', frames from {int(self.frames[rows[0]])}: {error_}") from None
+            result = outcome.result
             q[rows] = result.q
             status[rows] = result.status
             error[rows], bound[rows] = solving.world_errors(prepared, result)
-            hi_results.append((rows, prepared, result))
-        return q, status, error, bound, hi_results
+            if outcome.hi is not None:
+                # Flips are a property of the sequence: found within each run of one geometry.
+                report = find_flips(outcome.hi, warning_angle=float(chain.settings.flip_threshold))
+                flips += [{"frame": int(self.frames[rows[k]]), "turn_degrees": float(np.degrees(turn)),
+                           "pole_crossing": bool(pole)}
+                          for k, turn, pole in zip(report.frames, report.turns, report.pole_crossing)]
+        return q, status, error, bound, sorted(flips, key=lambda flip: flip["frame"])
 
     def _solve_and_write(self, chain: _ChainBake) -> None:
         started = time.perf_counter()
@@ -558,7 +565,7 @@ class BakeJob:
         bad = np.flatnonzero(~np.all(np.isfinite(target_world), axis=1))
         if bad.size:
             raise BakeError(f"Chain '{name}': the target location is not finite at frame {int(self.frames[bad[0]])}.")
-        q, status, error, bound, solved = self._solve(chain)
+        q, status, error, bound, flips = self._solve(chain)
         try:
             values = rotation_channel_values(self.obj, chain.rig, q)
         except RigError as error_:
@@ -568,7 +575,7 @@ class BakeJob:
             if bad.size:
                 raise BakeError(f"Chain '{name}': bone '{bone}' got a non-finite rotation at frame {int(self.frames[bad[0]])}.")
         self._write(values)
-        self.reports.append(self._report(chain, status, error, bound, solved, time.perf_counter() - started))
+        self.reports.append(self._report(chain, status, error, bound, flips, time.perf_counter() - started))
 
     def _write(self, values: dict[str, np.ndarray]) -> None:
         channelbag = self.action.channelbag()
@@ -587,11 +594,10 @@ class BakeJob:
                     fcurve = channelbag.fcurves.new(path, index=index, group_name=bone)
                 replace_keys_in_range(fcurve, frames, channel[:, index], start, end)
 
-    def _report(self, chain: _ChainBake, status, error, bound, solved, seconds: float) -> dict:
+    def _report(self, chain: _ChainBake, status, error, bound, flips: list[dict], seconds: float) -> dict:
         counts = Counter(s.value for s in status)
         excess = np.maximum(error - bound, 0.0)
         worst = int(np.argmax(excess))
-        flips = self._flips(chain, solved)
         report = {
             "chain": chain.settings.name,
             "method": chain.settings.method,
@@ -610,21 +616,6 @@ class BakeJob:
             "seconds": seconds,
         }
         return report
-
-    def _flips(self, chain: _ChainBake, solved) -> list[dict]:
-        """Solver-plane flips of an HI bake: [{frame, turn_degrees, pole_crossing}]."""
-        if chain.settings.method != Method.HI.value:
-            return []
-        flip_source = getattr(solving, "hi_flips", None)
-        if flip_source is None:
-            return []
-        flips = []
-        for rows, prepared, result in solved:
-            report = flip_source(prepared, result)
-            for k, turn, pole in zip(report.frames, report.turns, report.pole_crossing):
-                flips.append({"frame": int(self.frames[rows[k]]), "turn_degrees": float(np.degrees(turn)),
-                              "pole_crossing": bool(pole)})
-        return sorted(flips, key=lambda flip: flip["frame"])
 
     # ------------------------------------------------------------------ ending
     def _restore_frame(self) -> None:

@@ -288,7 +288,7 @@ def _live_solve_matrices(obj, frames, names, initial_rotations):
     return np.array(out)
 
 
-@pytest.mark.parametrize("method", ["ANALYTIC", "DLS", "FABRIK"])
+@pytest.mark.parametrize("method", ["ANALYTIC", "DLS", "FABRIK", "HI"])
 @pytest.mark.parametrize("moving_root", [False, True], ids=["static-root", "animated-root-and-parented-target"])
 def test_baked_keys_evaluate_to_the_current_frame_solve(baking, method, moving_root):
     scene = baking
@@ -303,6 +303,8 @@ def test_baked_keys_evaluate_to_the_current_frame_solve(baking, method, moving_r
         key_path(obj, [1, 40], [(0.0, 0.0, 0.0), (0.1, 0.05, -0.02)])
     circling_target(target, frames[::6], center=(0.3, 0.1, 1.3), radius=0.2)
     add_chain(obj, target, method=method)
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}  # HI's reference; others ignore it
     names = ("upper_arm", "forearm")
     initial = [tuple(obj.pose.bones[n].rotation_quaternion) for n in names]
     check_frames = [1, 7, 20, 33, 40]
@@ -558,3 +560,28 @@ def test_repeated_bakes_do_not_grow_memory(baking):
     assert actions == 2  # the armature's and the target's
     assert len(channelbag(obj).fcurves[0].keyframe_points) == 1000
     assert scene.frame_current == 1
+
+
+def test_hi_bake_reports_the_flip_where_the_target_crosses_the_pole(baking):
+    obj = build_arm()
+    target = add_empty()
+    chain = add_chain(obj, target, method="HI")
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    # The rest pose's plane through shoulder (0, 0, 1.4), elbow (0.3, 0, 1.4) and tip
+    # (0.57, 0.08, 1.39) has normal n0 ∝ (0, 0.003, 0.024): the target passes 0.4 from the
+    # shoulder along n0 at frame 21, sweeping across the pole.
+    n0 = np.array([0.0, 0.003, 0.024]) / np.linalg.norm([0.0, 0.003, 0.024])
+    pole_point = np.array([0.0, 0.0, 1.4]) + 0.4 * n0
+    key_path(target, [1, 41], [pole_point - (0.2, 0, 0), pole_point + (0.2, 0, 0)])
+    for point in bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
+        point.interpolation = "LINEAR"
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=41) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    flips = report["flip_frames"]
+    # Frame 21 sits on the pole itself (the map's singular point): the plane may jump into and out of it.
+    assert flips and {flip["frame"] for flip in flips} <= {21, 22}
+    assert all(flip["pole_crossing"] for flip in flips)
+    assert sum(flip["turn_degrees"] for flip in flips) > 90
+    assert chain.bake_flip_frames == len(flips)
+    assert report["status_counts"]["CONVERGED"] == 41
