@@ -342,3 +342,116 @@ def test_operators_are_searchable_and_undoable(addon):
         assert rna.name and rna.description  # F3 search shows the label, the tooltip the docstring
         cls = bpy.types.Operator.bl_rna_get_subclass_py(f"IK_SOLVERS_OT_{idname}")
         assert {"REGISTER", "UNDO"} <= set(cls.bl_options)
+
+
+# --------------------------------------------------------------------------- HI solver
+def _hi_arm(**armature):
+    """An arm with an HI chain whose preferred pose is the (bent) rest pose; returns obj, chain, target."""
+    obj = build_arm(**armature)
+    target = add_empty()
+    chain = add_chain(obj, "forearm", 2, target, "HI")
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    return obj, chain, target
+
+
+def _plane_normal(obj):
+    """Unit normal of the plane through Blender's evaluated shoulder, elbow and wrist."""
+    p0, p1 = evaluated_head(obj, "upper_arm"), evaluated_head(obj, "forearm")
+    p2 = evaluated_tip(obj, "forearm")
+    n = np.cross(p1 - p0, p2 - p1)
+    return n / np.linalg.norm(n)
+
+
+def test_hi_reaches_with_the_pole_distance_of_the_preferred_plane(addon):
+    obj, chain, target = _hi_arm()
+    n0 = _plane_normal(obj)
+    shoulder = evaluated_head(obj, "upper_arm")
+    for offset in ([0.2, 0.3, 0.1], [0.1, -0.2, 0.35], [0.45, 0.05, 0.0]):
+        target.location = shoulder + np.array(offset)
+        bpy.context.view_layer.update()
+        assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+        assert chain.last_status == "CONVERGED"
+        assert np.linalg.norm(evaluated_tip(obj, "forearm") - np.array(target.location)) <= (
+            chain.tolerance + float32_slack(obj, ["upper_arm", "forearm"]))
+        axis = np.array(offset) / np.linalg.norm(offset)
+        assert chain.last_pole_distance == pytest.approx(math.acos(abs(axis @ n0)), abs=1e-5)
+
+
+def test_hi_swivel_turns_the_solver_plane_about_the_target_axis(addon):
+    obj, chain, target = _hi_arm()
+    shoulder = evaluated_head(obj, "upper_arm")
+    n0 = _plane_normal(obj)
+    # On the preferred EE axis the zero plane is the preferred plane itself (rule A).
+    target.location = shoulder + 0.9 * (evaluated_tip(obj, "forearm") - shoulder)
+    bpy.context.view_layer.update()
+    bpy.ops.ik_solvers.solve()
+    zero = _plane_normal(obj)
+    np.testing.assert_allclose(zero, n0, atol=1e-5)
+    chain.swivel_angle = 0.5
+    bpy.ops.ik_solvers.solve()
+    turned = _plane_normal(obj)
+    axis = np.array(target.location) - shoulder
+    axis /= np.linalg.norm(axis)
+    assert math.atan2(axis @ np.cross(zero, turned), zero @ turned) == pytest.approx(0.5, abs=1e-5)
+
+
+@pytest.mark.parametrize("parent_space", ["START_JOINT", "IK_TARGET"])
+def test_hi_parent_space_decides_what_the_plane_rides_with(addon, parent_space):
+    obj, chain, target = _hi_arm()
+    chain.parent_space = parent_space
+    shoulder = evaluated_head(obj, "upper_arm")
+    offset = np.array([0.2, 0.3, -0.1])
+    target.location = shoulder + offset
+    bpy.context.view_layer.update()
+    bpy.ops.ik_solvers.solve()
+    before = _plane_normal(obj)
+    turn = mathutils.Matrix.Rotation(0.6, 3, "Z")
+    obj.rotation_euler = (0.0, 0.0, 0.6)  # rotate the start joint's parent (the armature)
+    bpy.context.view_layer.update()
+    moved_shoulder = evaluated_head(obj, "upper_arm")
+    if parent_space == "START_JOINT":
+        # Target carried along: the whole solved chain turns with the armature.
+        target.location = moved_shoulder + np.array(turn @ mathutils.Vector(offset))
+        expected = np.array(turn @ mathutils.Vector(before))
+    else:
+        # Target kept at the same place relative to the shoulder: the chain holds still in world.
+        target.location = moved_shoulder + offset
+        expected = before
+    bpy.context.view_layer.update()
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    np.testing.assert_allclose(_plane_normal(obj), expected, atol=1e-5)
+
+
+def test_hi_without_preferred_pose_or_with_a_hinge_start_is_refused(addon):
+    obj = build_arm()
+    chain = add_chain(obj, "forearm", 2, add_empty(location=(0.3, 0.2, 1.3)), "HI")
+    before = pose_snapshot(obj)
+    with pytest.raises(RuntimeError, match="no preferred pose; capture one first"):
+        bpy.ops.ik_solvers.solve()
+    bpy.ops.ik_solvers.capture_preferred_pose()
+    obj.pose.bones["upper_arm"].lock_ik_x = obj.pose.bones["upper_arm"].lock_ik_y = True
+    with pytest.raises(RuntimeError, match="ball start joint"):
+        bpy.ops.ik_solvers.solve()
+    assert pose_snapshot(obj) == before
+    chain.zero_plane_map = "POLE_OBJECT"
+    obj.pose.bones["upper_arm"].lock_ik_x = obj.pose.bones["upper_arm"].lock_ik_y = False
+    with pytest.raises(RuntimeError, match="needs a pole target"):
+        bpy.ops.ik_solvers.solve()
+    assert pose_snapshot(obj) == before
+
+
+def test_hi_pole_object_map_bends_the_elbow_toward_the_pole(addon):
+    obj, chain, target = _hi_arm()
+    shoulder = evaluated_head(obj, "upper_arm")
+    target.location = shoulder + np.array([0.35, 0.2, -0.15])
+    pole = add_empty("Pole", location=shoulder + np.array([0.2, -0.1, 0.5]))
+    chain.zero_plane_map, chain.pole_target = "POLE_OBJECT", pole
+    bpy.context.view_layer.update()
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    axis = np.array(target.location) - shoulder
+    to_pole = np.array(pole.location) - shoulder
+    expected = np.cross(axis, to_pole)
+    assert abs(_plane_normal(obj) @ expected / np.linalg.norm(expected)) == pytest.approx(1.0, abs=1e-6)
+    elbow = evaluated_head(obj, "forearm") - shoulder
+    unit = axis / np.linalg.norm(axis)
+    assert (elbow - (elbow @ unit) * unit) @ (to_pole - (to_pole @ unit) * unit) > 0.0
