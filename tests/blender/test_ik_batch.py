@@ -1,0 +1,284 @@
+"""scripts/ik_batch.py (SPEC §7): argument parsing of both invocation styles, and real headless runs
+of the bpy-module style as a subprocess: --jobs N equals --jobs 1 bit for bit, the input is never
+touched, bad files exit 2 while the good ones are still baked, the report's numbers match the keys."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import bpy
+import numpy as np
+import pytest
+
+from conftest import add_empty, build_armature, evaluated_tip
+from ik_solvers.blender.operators import capture_preferred_pose
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "ik_batch.py"
+
+_spec = importlib.util.spec_from_file_location("ik_batch", SCRIPT)
+ik_batch = importlib.util.module_from_spec(_spec)
+sys.modules["ik_batch"] = ik_batch  # dataclasses look their module up while the class is built
+_spec.loader.exec_module(ik_batch)
+
+FRAMES = (1, 90)
+
+
+# --------------------------------------------------------------------------- scene files
+def _key_circle(target, center, radius, phase=0.0):
+    for frame in range(FRAMES[0], FRAMES[1] + 1, 8):
+        angle = 2.0 * math.pi * (frame - FRAMES[0]) / (FRAMES[1] - FRAMES[0]) + phase
+        target.location = (center[0] + radius * math.cos(angle), center[1] + radius * math.sin(angle),
+                           center[2] + 0.3 * radius * math.sin(2 * angle))
+        target.keyframe_insert("location", frame=frame)
+
+
+def build_scene_file(path: Path, arm_method: str = "DLS", leg_target: bool = True) -> Path:
+    """A saved scene: one armature with an arm chain (``arm_method``) and a 3-bone leg chain (HI),
+    both reaching for keyed Empties that leave the arm's reach for part of the circle."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    scene = bpy.context.scene
+    obj = build_armature([
+        {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "roll": 0.4},
+        {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "roll": -0.7, "parent": "upper_arm"},
+        {"name": "thigh", "head": (0.1, 0.0, 0.95), "tail": (0.1, -0.03, 0.52)},
+        {"name": "shin", "head": (0.1, -0.03, 0.52), "tail": (0.1, 0.0, 0.1), "parent": "thigh"},
+        {"name": "foot", "head": (0.1, 0.0, 0.1), "tail": (0.1, -0.14, 0.03), "parent": "shin"},
+    ])
+    hand, foot = add_empty("HandTarget"), add_empty("FootTarget")
+    _key_circle(hand, (0.35, 0.0, 1.4), 0.35)  # reaches 0.70 from the shoulder: beyond 0.58 at one side
+    _key_circle(foot, (0.1, -0.2, 0.35), 0.2, phase=1.0)
+    for name, tip, length, target, method in (("Arm", "forearm", 2, hand, arm_method),
+                                              ("Leg", "foot", 3, foot if leg_target else None, "HI")):
+        chain = obj.ik_solvers.chains.add()
+        chain.name, chain.tip_bone, chain.chain_length, chain.method = name, tip, length, method
+        chain.target = target
+        capture_preferred_pose(obj, chain, scene)
+    scene.frame_start, scene.frame_end = FRAMES
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path
+
+
+@pytest.fixture
+def scene_file(addon, tmp_path) -> Path:
+    return build_scene_file(tmp_path / "shot.blend")
+
+
+def run_batch(*args, check_rc: int | None = 0) -> subprocess.CompletedProcess:
+    """The bpy-module style, as CI and a pipeline run it: the venv's python on the script."""
+    process = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                             env=dict(os.environ), timeout=300)
+    if check_rc is not None:
+        assert process.returncode == check_rc, process.stderr
+    return process
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def baked_keys(path: Path) -> dict[tuple[str, int], np.ndarray]:
+    """Every F-curve of every armature action in ``path``: (data path, index) → keyframe co (K, 2) float32."""
+    bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
+    keys = {}
+    for obj in bpy.data.objects:
+        if obj.type != "ARMATURE" or obj.animation_data is None or obj.animation_data.action is None:
+            continue
+        channelbag = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot)
+        for fcurve in channelbag.fcurves:
+            co = np.empty(2 * len(fcurve.keyframe_points), dtype=np.float32)
+            fcurve.keyframe_points.foreach_get("co", co)
+            keys[(fcurve.data_path, fcurve.array_index)] = co.reshape(-1, 2)
+    return keys
+
+
+# --------------------------------------------------------------------------- argument parsing
+def test_blender_style_takes_the_arguments_after_the_double_dash():
+    argv = ["/opt/blender/blender", "-b", "shot.blend", "--python", "scripts/ik_batch.py", "--",
+            "--jobs", "3", "--output", "out", "other.blend"]
+    assert ik_batch.script_args(argv) == ["--jobs", "3", "--output", "out", "other.blend"]
+    options = ik_batch.parse_options(ik_batch.script_args(argv), opened_file=Path("shot.blend"))
+    assert options.files == (Path("shot.blend"), Path("other.blend"))  # the opened file first
+    assert options.jobs == 3 and options.output == Path("out")
+    assert options.output_path(Path("shot.blend")) == Path("out/shot.blend")
+
+
+def test_blender_style_without_script_arguments_bakes_the_opened_file():
+    argv = ["blender", "-b", "/data/shot.blend", "--python", "ik_batch.py", "--", "--in-place"]
+    options = ik_batch.parse_options(ik_batch.script_args(argv), opened_file=Path("/data/shot.blend"))
+    assert options.files == (Path("/data/shot.blend"),)
+    assert options.output_path(Path("/data/shot.blend")) == Path("/data/shot.blend")
+
+
+def test_module_style_takes_everything_after_the_script():
+    argv = ["scripts/ik_batch.py", "a.blend", "b.blend", "--chain", "Rig:Arm", "--chain", "Leg",
+            "--frames", "5", "40", "--step", "2", "--method", "hi", "--output", "baked", "--report", "r.json"]
+    options = ik_batch.parse_options(ik_batch.script_args(argv))
+    assert options.files == (Path("a.blend"), Path("b.blend"))
+    assert [str(c) for c in options.chains] == ["Rig:Arm", "Leg"]
+    assert options.chains[0].armature == "Rig" and options.chains[1].armature is None
+    assert options.frames == (5, 40) and options.step == 2 and options.method == "HI"
+    assert options.output_path(Path("x/b.blend")) == Path("baked/b.blend")
+    assert options.report == Path("r.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["a.blend"], "say where to save"),
+        (["a.blend", "--output", "a.blend"], "would overwrite the input"),
+        (["a.blend", "--output", "x.blend", "--in-place"], "not allowed with"),
+        (["a.blend", "--dry-run", "--frames", "9", "3"], "before the start frame"),
+        (["a.blend", "--dry-run", "--jobs", "0"], "--jobs must be at least 1"),
+        (["a.blend", "--dry-run", "--step", "0"], "--step must be at least 1"),
+        (["a.blend", "b.blend", "--output", "x.blend"], "must be a directory"),
+        (["a.blend", "--dry-run", "--method", "NEWTON"], "invalid choice"),
+        (["a.blend", "--dry-run", "--bogus"], "unrecognized arguments"),
+        (["--dry-run"], "no input file"),
+        (["d1/a.blend", "d2/a.blend", "--output", "out"], "share a file name"),
+    ],
+)
+def test_usage_errors(args, message):
+    with pytest.raises(ik_batch.UsageError, match=message):
+        ik_batch.parse_options(args)
+
+
+def test_chunks_depend_on_the_frames_alone():
+    frames = np.arange(1, 251)
+    chunks = ik_batch.plan_chunks(frames, 100)
+    assert [c[0] for c in chunks] == [1, 101, 201] and [len(c) for c in chunks] == [100, 100, 50]
+    assert np.array_equal(np.concatenate(chunks), frames)
+    assert ik_batch.assign_chunks(5, 2) == [[0, 2, 4], [1, 3]]
+    assert ik_batch.assign_chunks(2, 8) == [[0], [1]]
+
+
+def test_usage_error_exits_1_with_one_line(tmp_path):
+    process = run_batch(tmp_path / "a.blend", "--frames", "3", check_rc=1)
+    assert process.stderr.count("\n") == 1 and process.stderr.startswith("ik_batch: ")
+    assert not (tmp_path / "a.blend").exists()
+
+
+# --------------------------------------------------------------------------- real runs
+def test_jobs_2_equals_jobs_1_bit_for_bit_and_input_is_untouched(scene_file, tmp_path):
+    before = sha256(scene_file)
+    one, two = tmp_path / "one.blend", tmp_path / "two.blend"
+    run_batch(scene_file, "--output", one, "--chunk-size", "20", "--report", tmp_path / "one.json")
+    run_batch(scene_file, "--output", two, "--chunk-size", "20", "--jobs", "2", "--report", tmp_path / "two.json")
+    assert sha256(scene_file) == before
+
+    keys_one, keys_two = baked_keys(one), baked_keys(two)
+    bones = {"upper_arm", "forearm", "thigh", "shin", "foot"}
+    baked_paths = {path for path, _index in keys_one}
+    assert baked_paths == {f'pose.bones["{b}"].rotation_quaternion' for b in bones}
+    assert keys_one.keys() == keys_two.keys()
+    for channel, co in keys_one.items():
+        assert co.shape == (FRAMES[1] - FRAMES[0] + 1, 2)
+        assert co[:, 1].tobytes() == keys_two[channel][:, 1].tobytes(), channel
+    assert baked_keys(scene_file) == {}  # the input still has no bone keys
+
+    report_one = json.loads((tmp_path / "one.json").read_text())
+    report_two = json.loads((tmp_path / "two.json").read_text())
+    for a, b in zip(report_one["files"][0]["chains"], report_two["files"][0]["chains"]):
+        for field in ("status_counts", "max_error", "median_error", "max_error_over_lower_bound", "flips"):
+            assert a[field] == b[field], field
+
+
+def test_baked_keys_put_blenders_own_tip_on_the_target(scene_file, tmp_path):
+    out = tmp_path / "baked.blend"
+    run_batch(scene_file, "--output", out, "--report", tmp_path / "r.json", "--chain", "Arm", "--method", "ANALYTIC")
+    report = json.loads((tmp_path / "r.json").read_text())["files"][0]
+    (arm,) = report["chains"]
+    assert arm["method"] == "ANALYTIC" and arm["frames"] == 90
+    counts = arm["status_counts"]
+    assert counts["CONVERGED"] > 0 and counts["UNREACHABLE"] > 0  # the circle leaves the reach
+    assert counts["CONVERGED"] + counts["UNREACHABLE"] == 90
+    bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    obj, target = bpy.data.objects["Rig"], bpy.data.objects["HandTarget"]
+    assert obj.ik_solvers.chains["Arm"].method == "DLS"  # the override is not saved into the file
+    errors = []
+    for frame in range(FRAMES[0], FRAMES[1] + 1, 7):
+        bpy.context.scene.frame_set(frame)
+        tip = evaluated_tip(obj, "forearm")
+        goal = np.array(target.matrix_world.translation)
+        reach = 0.3 + np.linalg.norm(np.array([0.27, 0.08, -0.01]))
+        shoulder = np.array([0.0, 0.0, 1.4])
+        bound = max(0.0, np.linalg.norm(goal - shoulder) - reach)
+        errors.append(np.linalg.norm(tip - goal) - bound)
+    # Keys are float32 and evaluated in float32: a few 1e-7 of slack on a 0.6 reach.
+    assert max(errors) < 2e-6
+    assert arm["max_error_over_lower_bound"] < 1e-9
+
+
+def test_bad_files_exit_2_and_the_good_one_is_still_baked(scene_file, tmp_path):
+    missing = tmp_path / "missing.blend"
+    text = tmp_path / "notes.blend"
+    text.write_text("not a blend file\n")
+    corrupt = tmp_path / "corrupt.blend"
+    corrupt.write_bytes(scene_file.read_bytes()[:400])
+    out = tmp_path / "out"
+    process = run_batch(missing, text, scene_file, corrupt, "--output", out, "--report", tmp_path / "r.json",
+                        check_rc=2)
+    problems = [line for line in process.stderr.splitlines() if line.startswith("ik_batch: ")]
+    assert len(problems) == 3
+    assert "missing.blend: no such file" in problems[0]
+    assert "notes.blend: not a .blend file" in problems[1]
+    assert "corrupt.blend: cannot be opened" in problems[2]
+    assert (out / "shot.blend").is_file() and not (out / "corrupt.blend").exists()
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [f["ok"] for f in report["files"]] == [False, False, True, False]
+    assert [c["chain"] for c in report["files"][2]["chains"]] == ["Arm", "Leg"]
+    assert len(baked_keys(out / "shot.blend")) == 5 * 4
+
+
+def test_missing_chain_and_missing_target_exit_2(addon, tmp_path):
+    good = build_scene_file(tmp_path / "good.blend")
+    no_target = build_scene_file(tmp_path / "no_target.blend", leg_target=False)
+    process = run_batch(good, "--chain", "Spine", "--dry-run", check_rc=2)
+    assert process.stderr.strip() == f"ik_batch: {good}: no IK chain 'Spine'"
+    process = run_batch(no_target, good, "--output", tmp_path / "out", check_rc=2)
+    assert process.stderr.strip() == f"ik_batch: {no_target}: chain 'Rig:Leg' has no target"
+    assert (tmp_path / "out" / "good.blend").is_file() and not (tmp_path / "out" / "no_target.blend").exists()
+
+
+def test_in_place_rewrites_the_input(scene_file, tmp_path):
+    before = sha256(scene_file)
+    run_batch(scene_file, "--in-place", "--chain", "Rig:Leg", "--frames", "10", "20")
+    assert sha256(scene_file) != before
+    keys = baked_keys(scene_file)
+    assert {path for path, _ in keys} == {f'pose.bones["{b}"].rotation_quaternion' for b in ("thigh", "shin", "foot")}
+    assert all(co[0, 0] == 10 and co[-1, 0] == 20 and len(co) == 11 for co in keys.values())
+
+
+def test_hi_report_lists_flips_with_pole_distances(addon, tmp_path):
+    """A target swinging straight through the HI arm's pole (the preferred plane's normal) flips the
+    solver plane there: the report names the frame, its pole distance and the warning."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    scene = bpy.context.scene
+    obj = build_armature([
+        {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4)},
+        {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.5, 0.2, 1.4), "parent": "upper_arm"},
+    ])  # bent in the xy plane: the poles are ±z from the shoulder
+    target = add_empty("Target")
+    for frame, x in ((1, 0.3), (41, -0.3)):  # a line passing right above the shoulder, through +z
+        target.location = (x, 0.0, 1.8)
+        target.keyframe_insert("location", frame=frame)
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.method, chain.target = "Arm", "forearm", 2, "HI", target
+    capture_preferred_pose(obj, chain, scene)
+    scene.frame_start, scene.frame_end = 1, 41
+    path = tmp_path / "flip.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    run_batch(path, "--dry-run", "--report", tmp_path / "r.json", "--chunk-size", "7", "--jobs", "2")
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["files"][0]["chains"]
+    assert len(entry["flips"]) == 1
+    (flip,) = entry["flips"]
+    assert flip["frame"] in (21, 22) and flip["pole_crossing"] and flip["warned"]
+    assert flip["turn_degrees"] > 90.0 and flip["pole_distance_degrees"] < 10.0
+    assert entry["pole_warning_frames"] > 0
