@@ -113,42 +113,64 @@ def write_keyframes(fcurve, keys: dict[str, np.ndarray]) -> None:
         points.foreach_set(name, keys[name].ravel())
 
 
-def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float) -> None:
+def replace_keys_in_range(
+    fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float,
+    old: dict[str, np.ndarray] | None = None,
+) -> None:
     """Key ``values (N,)`` at ``frames (N,)`` with linear interpolation, dropping the curve's keys in
-    ``[start, end]`` and keeping every key outside it with all its data."""
-    count = len(frames)
+    ``[start, end]`` and keeping every key outside it with all its data.
+
+    ``old`` is the curve's current keys if already read (``read_keyframes``), to save a second read.
+    """
     points = fcurve.keyframe_points
-    if len(points) == 0:
-        points.add(count)
-        points.foreach_set("co", np.column_stack([frames, values]).astype(np.float32).ravel())
-        points.foreach_set("interpolation", np.full(count, LINEAR, dtype=np.int32))
-        fcurve.update()
-        return
-    old = read_keyframes(fcurve)
-    x = old["co"][:, 0]
+    if old is None:
+        x = np.empty(2 * len(points), dtype=np.float32)
+        points.foreach_get("co", x)
+        x = x[0::2]
+    else:
+        x = old["co"][:, 0]
     before, after = x < start, x > end
-    n_before = int(before.sum())
+    n_before, n_after, count = int(before.sum()), int(after.sum()), len(frames)
+    if (n_before or n_after) and old is None:
+        old = read_keyframes(fcurve)
     points.clear()
-    points.add(n_before + count + int(after.sum()))
-    merged = read_keyframes(fcurve)  # Blender's defaults for the new keys
+    points.add(n_before + count + n_after)  # fresh keys carry Blender's defaults
+    co = np.column_stack([frames, values]).astype(np.float32)
+    linear = np.full(count, LINEAR, dtype=np.int32)
+    if n_before == n_after == 0:
+        points.foreach_set("co", co.ravel())
+        points.foreach_set("interpolation", linear)
+        # Sorted, unique, linear keys need no fcurve.update() (as bpy_extras.anim_utils' bake notes).
+        return
     new = slice(n_before, n_before + count)
-    for name, _dtype, _width in KEYFRAME_ATTRIBUTES:
-        merged[name][:n_before] = old[name][before]
-        merged[name][new.stop:] = old[name][after]
-    merged["co"][new, 0] = frames
-    merged["co"][new, 1] = values
-    merged["interpolation"][new] = LINEAR
-    for name, _dtype, _width in KEYFRAME_ATTRIBUTES:
-        points.foreach_set(name, merged[name].ravel())
+    probe = points[n_before]
+    for name, dtype, width in KEYFRAME_ATTRIBUTES:
+        merged = np.empty((n_before + count + n_after, width), dtype=dtype)
+        merged[:n_before] = old[name][before].reshape(-1, width)
+        merged[new] = np.array(_stored_value(probe, name), dtype=dtype).reshape(-1, width)
+        merged[new.stop:] = old[name][after].reshape(-1, width)
+        if name == "co":
+            merged[new] = co
+        elif name == "interpolation":
+            merged[new, 0] = linear
+        points.foreach_set(name, merged.ravel())
     fcurve.update()  # handles of the new keys and of their kept neighbours
+
+
+def _stored_value(keyframe, name: str):
+    """A keyframe attribute as ``foreach_get`` gives it (enum identifiers as their integer values)."""
+    value = getattr(keyframe, name)
+    if isinstance(value, str):
+        return bpy.types.Keyframe.bl_rna.properties[name].enum_items[value].value
+    return tuple(value) if not isinstance(value, (bool, int, float)) else value
 
 
 @dataclass
 class _ChannelSnapshot:
     data_path: str
     index: int
-    keys: dict[str, np.ndarray] | None
-    """None: the F-curve did not exist before the bake."""
+    backup: str | None
+    """Data path of the F-curve's copy in the backup action; None: the F-curve did not exist."""
 
 
 @dataclass
@@ -162,6 +184,10 @@ class ActionSnapshot:
     assigned_slot: bool = False
     channels: list[_ChannelSnapshot] = field(default_factory=list)
     created_groups: list[str] = field(default_factory=list)
+    backup: bpy.types.Action | None = None
+    """Holds copies of the F-curves before their first change (copied in C: the snapshot of
+    thousands of keys costs next to nothing); removed when the bake ends either way."""
+    _backup_channelbag: object = None
     _seen: set = field(default_factory=set)
 
     def channelbag(self):
@@ -187,14 +213,30 @@ class ActionSnapshot:
         return anim_utils.action_ensure_channelbag_for_slot(action, anim_data.action_slot)
 
     def remember(self, channelbag, data_path: str, index: int, group: str) -> None:
-        """Record a channel's keys before its first change in this bake."""
+        """Copy a channel's F-curve before its first change in this bake."""
         if (data_path, index) in self._seen:
             return
         self._seen.add((data_path, index))
         fcurve = channelbag.fcurves.find(data_path, index=index)
-        self.channels.append(_ChannelSnapshot(data_path, index, None if fcurve is None else read_keyframes(fcurve)))
+        backup = None
+        if fcurve is not None:
+            if self.backup is None:
+                self.backup = bpy.data.actions.new("IK Solvers bake backup")
+                slot = self.backup.slots.new(self.obj.id_type, "backup")
+                self._backup_channelbag = anim_utils.action_ensure_channelbag_for_slot(self.backup, slot)
+            backup = str(len(self.channels))
+            self._backup_channelbag.fcurves.new_from_fcurve(fcurve, data_path=backup)
+        self.channels.append(_ChannelSnapshot(data_path, index, backup))
         if channelbag.groups.get(group) is None and group not in self.created_groups:
             self.created_groups.append(group)
+
+    def release(self) -> None:
+        """Forget the snapshot (the bake is kept): drop the backup action."""
+        if self.backup is not None:
+            bpy.data.actions.remove(self.backup)
+        self.backup = self._backup_channelbag = None
+        self.channels.clear()
+        self._seen.clear()
 
     def restore(self) -> None:
         """Put the animation data back as it was before the bake."""
@@ -204,11 +246,11 @@ class ActionSnapshot:
         if channelbag is not None:
             for snapshot in reversed(self.channels):
                 fcurve = channelbag.fcurves.find(snapshot.data_path, index=snapshot.index)
-                if snapshot.keys is None:
+                if snapshot.backup is None:
                     if fcurve is not None:
                         channelbag.fcurves.remove(fcurve)
                 elif fcurve is not None:
-                    write_keyframes(fcurve, snapshot.keys)
+                    write_keyframes(fcurve, read_keyframes(self._backup_channelbag.fcurves.find(snapshot.backup, index=snapshot.index)))
             for name in self.created_groups:
                 group = channelbag.groups.get(name)
                 if group is not None and len(group.channels) == 0:
@@ -225,8 +267,7 @@ class ActionSnapshot:
                 obj.animation_data_clear()
         if obj.animation_data is not None and obj.animation_data.action is not None:
             obj.animation_data.action.update_tag()
-        self.channels.clear()
-        self._seen.clear()
+        self.release()
 
 
 def rotation_data_path(pose_bone) -> str:
@@ -632,7 +673,7 @@ class BakeJob:
         for chain, report in zip(self._chains, self.reports):
             _store_report(chain.settings, report)
         self._finished = True
-        self.action.channels.clear()
+        self.action.release()
         return self.reports
 
     def cancel(self) -> None:
@@ -647,7 +688,7 @@ class BakeJob:
 
 
 def _reached(status: np.ndarray) -> np.ndarray:
-    return np.array([s in (Status.CONVERGED, Status.UNREACHABLE) for s in status], dtype=bool)
+    return (status == Status.CONVERGED) | (status == Status.UNREACHABLE)
 
 
 def _select(inputs: solving.FrameInputs, rows: np.ndarray) -> solving.FrameInputs:

@@ -1,0 +1,341 @@
+"""Bake benchmark (issue 5): Blender's IK constraint + ``nla.bake`` against ``ik_solvers.bake``, side by side.
+
+Both bake the same rigs (the 0.30/0.28 two-bone arm and a 10-bone disconnected chain) over the same
+animated target (keyed at every frame) in one run. Blender's side: an IK constraint on the tip bone,
+then ``nla.bake`` with visual keying and clear constraints (its own bake of the constraint's pose).
+Ours: ``ik_solvers.bake``, which reads the target, solves all frames in one batch and writes the
+rotation keys. Both wall times include everything from the operator call to its return. Also
+measured: how far Blender's evaluation of each baked action puts the tip from the target, memory
+and Action count over repeated bakes, and our live single-frame solve of the arm.
+
+Prints a table and writes ``DIR/bench_bake.csv``, ``DIR/bench_bake.json`` and ``DIR/bench_bake.png``.
+
+    python scripts/bench_bake.py [--out DIR] [--frames N] [--repeats R] [--live-solves K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+GOAL_RATIO = 5.0
+STRETCH_RATIO = 10.0
+LIVE_GOAL_US = 1000.0
+ACCURACY_SAMPLES = 200
+"""Frames (evenly spread) at which Blender's evaluated tip is compared with the target."""
+
+
+# --------------------------------------------------------------------------- scene building
+def build_armature(bpy, specs, name="Rig"):
+    """An armature from bone specs ``(name, head, tail, parent or None, connected)``; object mode."""
+    data = bpy.data.armatures.new(name)
+    obj = bpy.data.objects.new(name, data)
+    bpy.context.scene.collection.objects.link(obj)
+    bpy.context.view_layer.objects.active = obj
+    obj.select_set(True)
+    bpy.ops.object.mode_set(mode="EDIT")
+    for bone_name, head, tail, parent, connected in specs:
+        bone = data.edit_bones.new(bone_name)
+        bone.head, bone.tail = head, tail
+        if parent:
+            bone.parent = data.edit_bones[parent]
+            bone.use_connect = connected
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return obj
+
+
+def arm_specs():
+    return [("upper_arm", (0.0, 0.0, 1.4), (0.3, 0.0, 1.4), None, False),
+            ("forearm", (0.3, 0.0, 1.4), (0.57, 0.08, 1.39), "upper_arm", True)]
+
+
+def chain10_specs():
+    rng = np.random.default_rng(0)
+    specs, head = [], np.zeros(3)
+    for index in range(10):
+        direction = np.array([1.0, 0.0, 0.0]) + 0.3 * rng.normal(size=3)
+        tail = head + 0.12 * direction / np.linalg.norm(direction)
+        specs.append((f"b{index}", tuple(head), tuple(tail), f"b{index - 1}" if index else None, False))
+        head = tail + 0.02 * rng.normal(size=3)
+    return specs
+
+
+RIGS = {
+    # name: (bone specs, tip bone, chain length, path centre, path radius)
+    "arm (2 bones)": (arm_specs, "forearm", 2, (0.3, 0.1, 1.3), 0.2),
+    "chain (10 bones)": (chain10_specs, "b9", 10, (0.8, 0.2, 0.1), 0.3),
+}
+
+
+def target_path(frames: int, centre, radius) -> np.ndarray:
+    """A closed 3D Lissajous path ``(frames, 3)`` around ``centre``, inside reach."""
+    t = np.linspace(0.0, 2.0 * np.pi, frames, endpoint=False)
+    offsets = np.stack([np.cos(3 * t), np.sin(2 * t), 0.4 * np.sin(5 * t)], 1)
+    return np.asarray(centre) + radius * offsets
+
+
+def key_every_frame(bpy, obj, positions: np.ndarray) -> None:
+    """Linear location keys on ``obj`` at frames 1..N, in bulk."""
+    from bpy_extras import anim_utils
+
+    obj.animation_data_create()
+    action = bpy.data.actions.new(f"{obj.name}Path")
+    obj.animation_data.action = action
+    slot = action.slots.new(obj.id_type, obj.name)
+    obj.animation_data.action_slot = slot
+    channelbag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    n = len(positions)
+    frames = np.arange(1, n + 1, dtype=np.float32)
+    for axis in range(3):
+        fcurve = channelbag.fcurves.new("location", index=axis)
+        fcurve.keyframe_points.add(n)
+        fcurve.keyframe_points.foreach_set("co", np.column_stack([frames, positions[:, axis]]).astype(np.float32).ravel())
+        fcurve.keyframe_points.foreach_set("interpolation", np.ones(n, dtype=np.int32))  # LINEAR
+        fcurve.update()
+
+
+def fresh_scene(bpy, rig_name: str, frames: int):
+    """Empty scene with the rig, an Empty target keyed along the path, scene range 1..frames."""
+    bpy.ops.wm.read_homefile(use_empty=True)
+    specs, tip, length, centre, radius = RIGS[rig_name]
+    obj = build_armature(bpy, specs())
+    target = bpy.data.objects.new("Target", None)
+    bpy.context.scene.collection.objects.link(target)
+    key_every_frame(bpy, target, target_path(frames, centre, radius))
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    scene.frame_set(1)
+    return obj, target, tip, length
+
+
+def tip_errors(bpy, obj, target, tip: str, frames: int) -> np.ndarray:
+    """Blender's evaluated tip-to-target distance at ``ACCURACY_SAMPLES`` frames of the baked action."""
+    scene = bpy.context.scene
+    errors = []
+    for frame in np.linspace(1, frames, min(ACCURACY_SAMPLES, frames)).astype(int):
+        scene.frame_set(int(frame))
+        tail = np.array(obj.matrix_world @ obj.pose.bones[tip].tail)
+        errors.append(np.linalg.norm(tail - np.array(target.matrix_world.translation)))
+    scene.frame_set(1)
+    return np.array(errors)
+
+
+def rss_mb() -> float:
+    import psutil
+
+    gc.collect()
+    return psutil.Process().memory_info().rss / 1e6
+
+
+# --------------------------------------------------------------------------- the two bakes
+def blender_bake(bpy, rig_name: str, frames: int, repeats: int) -> dict:
+    """Blender's IK constraint baked with ``nla.bake`` (visual keying, clear constraints)."""
+    obj, target, tip, length = fresh_scene(bpy, rig_name, frames)
+    times, memory = [], [rss_mb()]
+    actions_before = len(bpy.data.actions)
+    for _ in range(repeats):
+        constraint = obj.pose.bones[tip].constraints.new("IK")
+        constraint.target, constraint.chain_count = target, length
+        bpy.context.view_layer.objects.active = obj
+        bpy.ops.object.mode_set(mode="POSE")
+        for pose_bone in obj.pose.bones:
+            pose_bone.select = True
+        started = time.perf_counter()
+        result = bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=True, visual_keying=True,
+                                  clear_constraints=True, bake_types={"POSE"})
+        times.append(time.perf_counter() - started)
+        bpy.ops.object.mode_set(mode="OBJECT")
+        assert result == {"FINISHED"}, result
+        memory.append(rss_mb())
+    errors = tip_errors(bpy, obj, target, tip, frames)
+    return {
+        "system": "Blender IK + nla.bake", "method": "IK constraint (standard)", "seconds": min(times),
+        "tip_error_median": float(np.median(errors)), "tip_error_max": float(errors.max()),
+        "rss_growth_mb_per_bake": (memory[-1] - memory[1]) / max(repeats - 1, 1),
+        "actions_added": len(bpy.data.actions) - actions_before,
+    }
+
+
+def our_bake(bpy, rig_name: str, frames: int, repeats: int, method: str, evaluated: bool) -> dict:
+    """``ik_solvers.bake`` of the same rig and target path; ``evaluated`` parents the target to a
+    still Empty, which forces per-frame evaluation of the target instead of F-curve sampling."""
+    obj, target, tip, length = fresh_scene(bpy, rig_name, frames)
+    if evaluated:
+        holder = bpy.data.objects.new("Holder", None)
+        bpy.context.scene.collection.objects.link(holder)
+        target.parent = holder
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Chain", tip, length, target, method
+    bpy.context.view_layer.objects.active = obj
+    if method == "HI":
+        bpy.ops.ik_solvers.capture_preferred_pose()
+    times, memory = [], [rss_mb()]
+    actions_before = len(bpy.data.actions)
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = bpy.ops.ik_solvers.bake(frame_start=1, frame_end=frames)
+        times.append(time.perf_counter() - started)
+        assert result == {"FINISHED"}, result
+        memory.append(rss_mb())
+    report = json.loads(chain.last_bake_report)
+    errors = tip_errors(bpy, obj, target, tip, frames)
+    counts = {k: v for k, v in report["status_counts"].items() if v}
+    return {
+        "system": "ik_solvers.bake" + (" (evaluated target)" if evaluated else ""), "method": method,
+        "seconds": min(times), "tip_error_median": float(np.median(errors)), "tip_error_max": float(errors.max()),
+        "rss_growth_mb_per_bake": (memory[-1] - memory[1]) / max(repeats - 1, 1),
+        "actions_added": len(bpy.data.actions) - actions_before, "sampling": report["sampling"],
+        "statuses": ";".join(f"{k}={v}" for k, v in counts.items()),
+    }
+
+
+def live_solve(bpy, count: int) -> dict:
+    """Our live single-frame solve of the arm: the handler's work, and a whole target move + update."""
+    from ik_solvers.blender import live
+
+    obj, target, tip, length = fresh_scene(bpy, "arm (2 bones)", 2)
+    target.animation_data_clear()
+    target.location = (0.4, 0.1, 1.3)
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Arm", tip, length, target, "ANALYTIC"
+    bpy.context.view_layer.objects.active = obj
+    bpy.ops.ik_solvers.live_toggle()
+    scene, view_layer = bpy.context.scene, bpy.context.view_layer
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    path = target_path(count, (0.3, 0.1, 1.3), 0.2)
+    handler_us, update_us, errors = [], [], []
+    for position in path:
+        target.location = tuple(position)
+        view_layer.update()  # the handler solves here; timed again below in isolation
+        started = time.perf_counter()
+        live.update_live_chains(scene, depsgraph, force=True)
+        handler_us.append((time.perf_counter() - started) * 1e6)
+    for position in path[::-1]:
+        started = time.perf_counter()
+        target.location = tuple(position)
+        view_layer.update()
+        update_us.append((time.perf_counter() - started) * 1e6)
+        errors.append(np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[tip].tail) - position))
+    bpy.ops.ik_solvers.live_toggle()
+    return {
+        "live_solve_us_median": statistics.median(handler_us),
+        "live_solve_us_p95": float(np.percentile(handler_us, 95)),
+        "move_and_update_us_median": statistics.median(update_us),
+        "live_tip_error_max": float(max(errors)),
+    }
+
+
+# --------------------------------------------------------------------------- output
+def write_outputs(out: Path, rows: list[dict], live: dict, meta: dict) -> None:
+    fields = ["rig", "system", "method", "frames", "seconds", "us_per_frame", "speedup_vs_blender",
+              "tip_error_median", "tip_error_max", "rss_growth_mb_per_bake", "actions_added", "sampling", "statuses"]
+    with open(out / "bench_bake.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "bench_bake.json").write_text(json.dumps({"meta": meta, "bakes": rows, "live": live}, indent=1))
+    plot(out / "bench_bake.png", rows, live)
+
+
+def plot(path: Path, rows: list[dict], live: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rigs = list(dict.fromkeys(row["rig"] for row in rows))
+    fig, axes = plt.subplots(1, len(rigs), figsize=(6 * len(rigs), 4.5))
+    for ax, rig in zip(np.atleast_1d(axes), rigs):
+        mine = [row for row in rows if row["rig"] == rig]
+        labels = [("Blender IK\n+ nla.bake" if row["system"].startswith("Blender") else
+                   f"ours {row['method']}" + ("\n(evaluated)" if "evaluated" in row["system"] else ""))
+                  for row in mine]
+        values = [row["us_per_frame"] for row in mine]
+        colours = ["tab:gray" if row["system"].startswith("Blender") else "tab:orange" for row in mine]
+        bars = ax.bar(range(len(mine)), values, color=colours)
+        for bar, row in zip(bars, mine):
+            text = f"{row['us_per_frame']:.1f} µs"
+            if row.get("speedup_vs_blender"):
+                text += f"\n{row['speedup_vs_blender']:.1f}×"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                        fontsize=8)
+        ax.set_xticks(range(len(mine)), labels, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("µs per frame (log)")
+        ax.set_title(f"{rig}: bake of {mine[0]['frames']} frames")
+    fig.suptitle(f"Bake cost per frame, same run; live arm solve {live['live_solve_us_median']:.0f} µs")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def print_table(rows: list[dict], live: dict) -> None:
+    header = f"{'rig':<18}{'system':<38}{'method':<10}{'µs/frame':>10}{'speedup':>9}{'tip err max':>13}{'MB/bake':>9}{'+actions':>9}"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        speedup = f"{row['speedup_vs_blender']:.1f}×" if row.get("speedup_vs_blender") else ""
+        print(f"{row['rig']:<18}{row['system']:<38}{row['method']:<10}{row['us_per_frame']:>10.1f}{speedup:>9}"
+              f"{row['tip_error_max']:>13.2e}{row['rss_growth_mb_per_bake']:>9.2f}{row['actions_added']:>9}")
+    print(f"live single-frame solve of the arm: {live['live_solve_us_median']:.0f} µs median "
+          f"(p95 {live['live_solve_us_p95']:.0f} µs); target move + depsgraph update incl. solve "
+          f"{live['move_and_update_us_median']:.0f} µs; goal < {LIVE_GOAL_US:.0f} µs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("out/bench_bake"))
+    parser.add_argument("--frames", type=int, default=5000, help="animated target frames baked per rig")
+    parser.add_argument("--repeats", type=int, default=3, help="bakes per case; the fastest counts")
+    parser.add_argument("--live-solves", type=int, default=500, help="live solves timed")
+    args = parser.parse_args(argv)
+    if args.frames < 2 or args.repeats < 1 or args.live_solves < 1:
+        print("bench_bake: --frames needs at least 2, --repeats and --live-solves at least 1", file=sys.stderr)
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    # Keep Blender away from the user's configuration (set before the first import of bpy).
+    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="ik_solvers_bench_"))
+    import bpy
+
+    import ik_solvers
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    ik_solvers.register()
+    try:
+        rows = []
+        for rig_name in RIGS:
+            reference = blender_bake(bpy, rig_name, args.frames, args.repeats)
+            cases = [("ANALYTIC", False), ("HI", False), ("DLS", False), ("DLS", True)] if "arm" in rig_name else \
+                [("DLS", False), ("SDLS", False), ("HI", False), ("DLS", True)]
+            rig_rows = [reference] + [our_bake(bpy, rig_name, args.frames, args.repeats, m, e) for m, e in cases]
+            for row in rig_rows:
+                row.update(rig=rig_name, frames=args.frames, us_per_frame=row["seconds"] / args.frames * 1e6)
+                if row is not reference:
+                    row["speedup_vs_blender"] = reference["us_per_frame"] / row["us_per_frame"]
+            rows += rig_rows
+        live_numbers = live_solve(bpy, args.live_solves)
+    finally:
+        ik_solvers.unregister()
+    meta = {"blender": bpy.app.version_string, "frames": args.frames, "repeats": args.repeats,
+            "goal_ratio": GOAL_RATIO, "stretch_ratio": STRETCH_RATIO, "live_goal_us": LIVE_GOAL_US,
+            "accuracy_samples": ACCURACY_SAMPLES}
+    print_table(rows, live_numbers)
+    write_outputs(args.out, rows, live_numbers, meta)
+    print(f"wrote {args.out / 'bench_bake.csv'}, {args.out / 'bench_bake.json'}, {args.out / 'bench_bake.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
