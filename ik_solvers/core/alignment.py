@@ -9,16 +9,17 @@ from __future__ import annotations
 import numpy as np
 
 from .chain import Chain, JointKind
-from .kinematics import apply_increments, cross
+from .kinematics import apply_increments
+from .vectors import cross, dot, matvec, norm, tmatvec
 from .rotations import matrices_from_axis_angles, minimal_rotation_rotvecs
 
 
 def _hinge_angles(axes: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Angle ``(N,)`` about unit world ``axes (N, 3)`` taking ``u``'s projection onto ``v``'s."""
-    sin = np.einsum("ni,ni->n", axes, cross(u, v))
-    u_perp = u - np.einsum("ni,ni->n", u, axes)[:, None] * axes
-    v_perp = v - np.einsum("ni,ni->n", v, axes)[:, None] * axes
-    cos = np.einsum("ni,ni->n", u_perp, v_perp)
+    sin = dot(axes, cross(u, v))
+    u_perp = u - dot(u, axes)[:, None] * axes
+    v_perp = v - dot(v, axes)[:, None] * axes
+    cos = dot(u_perp, v_perp)
     # Zero projections leave the angle undefined: do not turn.
     return np.where((sin == 0.0) & (cos == 0.0), 0.0, np.arctan2(sin, cos))
 
@@ -59,21 +60,21 @@ def align_joint(
     kind = chain.kinds[joint]
     if kind is JointKind.BALL:
         world = minimal_rotation_rotvecs(carried, desired)
-        angle = np.linalg.norm(world, axis=-1)
+        angle = norm(world)
         if max_angle is not None:
             world = world * np.minimum(1.0, max_angle / np.maximum(angle, 1e-300))[:, None]
-        delta = np.einsum("nji,nj->ni", joint_frames, world)  # Q_jᵀ r: the increment in the joint frame
+        delta = tmatvec(joint_frames, world)  # Q_jᵀ r: the increment in the joint frame
         dq = np.zeros_like(q)
         dq[:, start : start + 3] = delta
         return apply_increments(chain, q, dq)
     if kind is JointKind.UNIVERSAL:
-        axis2 = joint_frames @ chain.axes[start + 1]
+        axis2 = matvec(joint_frames, chain.axes[start + 1])
         turn2 = _clamp_angle(_hinge_angles(axis2, carried, desired), max_angle)
         before = q[:, start + 1].copy()
         q[:, start + 1] = np.clip(before + turn2, chain.lower[start + 1], chain.upper[start + 1])
         applied = q[:, start + 1] - before
-        carried = np.einsum("nij,nj->ni", matrices_from_axis_angles(axis2, applied), carried)
-    axis1 = parent_frames @ chain.dof_frame_vectors[start]  # rest rotation already folded in
+        carried = matvec(matrices_from_axis_angles(axis2, applied), carried)
+    axis1 = matvec(parent_frames, chain.dof_frame_vectors[start])  # rest rotation already folded in
     turn1 = _clamp_angle(_hinge_angles(axis1, carried, desired), max_angle)
     q[:, start] = np.clip(q[:, start] + turn1, chain.lower[start], chain.upper[start])
     return q

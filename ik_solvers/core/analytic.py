@@ -12,6 +12,7 @@ from .errors import IKInputError
 from .iteration import StepInput, run_iterations
 from .kinematics import apply_increments, forward_kinematics, root_joint_positions
 from .result import Method, SolveOptions, SolveResult
+from .vectors import cross, dot, matvec, norm, tmatvec
 from .rotations import matrices_from_rotvecs, minimal_rotation_rotvecs, rotvecs_from_matrices
 
 
@@ -94,12 +95,12 @@ def _elbow_turns(u: np.ndarray, w: np.ndarray, axis: np.ndarray, distance: np.nd
 
     ``|u + w(Δ)|² = A + C cos Δ + S sin Δ``, so ``Δ = atan2(S, C) ± acos((d² − A)/√(C² + S²))``.
     """
-    w_par = np.einsum("ni,ni->n", w, axis)[:, None] * axis
+    w_par = dot(w, axis)[:, None] * axis
     w_perp = w - w_par
     fixed = u + w_par
-    c = 2.0 * np.einsum("ni,ni->n", fixed, w_perp)
-    s = 2.0 * np.einsum("ni,ni->n", fixed, np.cross(axis, w_perp))
-    a = np.einsum("ni,ni->n", fixed, fixed) + np.einsum("ni,ni->n", w_perp, w_perp)
+    c = 2.0 * dot(fixed, w_perp)
+    s = 2.0 * dot(fixed, cross(axis, w_perp))
+    a = dot(fixed, fixed) + dot(w_perp, w_perp)
     amplitude = np.hypot(c, s)
     spread = np.arccos(np.clip((distance**2 - a) / np.maximum(amplitude, 1e-300), -1.0, 1.0))
     centre = np.arctan2(s, c)
@@ -111,7 +112,7 @@ def _analytic_step(state: StepInput, bend_directions: np.ndarray | None) -> np.n
     frames, positions = state.pose.frames, state.pose.positions
     p0 = positions[:, 0]
     lengths = chain.segment_lengths
-    r = np.linalg.norm(state.targets - p0, axis=-1)
+    r = norm(state.targets - p0)
     distance = np.clip(r, abs(lengths[0] - lengths[1]), lengths.sum())
 
     # Elbow: the turn that gives the shoulder-to-tip distance, the smaller of
@@ -120,20 +121,20 @@ def _analytic_step(state: StepInput, bend_directions: np.ndarray | None) -> np.n
     w = positions[:, 2] - positions[:, 1]
     start = chain.dof_start[1]
     if chain.kinds[1] is JointKind.BALL:
-        normal = np.cross(u, w)
+        normal = cross(u, w)
         if bend_directions is not None:
-            normal = np.where(np.linalg.norm(normal, axis=-1, keepdims=True) > 1e-12, normal, np.cross(u, bend_directions))
-        fallback = np.cross(u, np.where(np.abs(u[:, :1]) < 0.9 * np.linalg.norm(u, axis=-1, keepdims=True), [1.0, 0, 0], [0, 1.0, 0]))
-        normal = np.where(np.linalg.norm(normal, axis=-1, keepdims=True) > 1e-12, normal, fallback)
-        axis = normal / np.linalg.norm(normal, axis=-1, keepdims=True)
+            normal = np.where(norm(normal)[:, None] > 1e-12, normal, cross(u, bend_directions))
+        fallback = cross(u, np.where(np.abs(u[:, :1]) < 0.9 * norm(u)[:, None], [1.0, 0, 0], [0, 1.0, 0]))
+        normal = np.where(norm(normal)[:, None] > 1e-12, normal, fallback)
+        axis = normal / norm(normal)[:, None]
     else:
-        axis = frames[:, 1] @ chain.rest_rotations[1] @ chain.axes[start]
+        axis = matvec(frames[:, 1], chain.dof_frame_vectors[start])
     turns = _elbow_turns(u, w, axis, distance)
     turns = np.angle(np.exp(1j * turns))
     turn = np.where(np.abs(turns[:, 0]) <= np.abs(turns[:, 1]), turns[:, 0], turns[:, 1])
     if chain.kinds[1] is JointKind.BALL:
         dq = np.zeros_like(q)
-        dq[:, start : start + 3] = np.einsum("nji,nj->ni", frames[:, 2], axis * turn[:, None])
+        dq[:, start : start + 3] = tmatvec(frames[:, 2], axis * turn[:, None])
         q = apply_increments(chain, q, dq)
     else:
         q[:, start] = np.clip(q[:, start] + turn, chain.lower[start], chain.upper[start])
@@ -147,8 +148,8 @@ def _analytic_step(state: StepInput, bend_directions: np.ndarray | None) -> np.n
         return align_joint(chain, q, 0, frames[:, 0], bent_pose.frames[:, 1], carried, desired)
     swing = matrices_from_rotvecs(minimal_rotation_rotvecs(carried, desired))
     if bend_directions is not None:
-        heading = desired / np.maximum(np.linalg.norm(desired, axis=-1, keepdims=True), 1e-300)
-        elbow = np.einsum("nij,nj->ni", swing, bent[:, 1] - p0)
+        heading = desired / np.maximum(norm(desired), 1e-300)[:, None]
+        elbow = matvec(swing, bent[:, 1] - p0)
         twist = _hinge_angles(heading, elbow, bend_directions) * (r > 0.0)
         swing = matrices_from_rotvecs(heading * twist[:, None]) @ swing
     frame0 = frames[:, 1]
@@ -185,5 +186,5 @@ def solve_analytic(
     result = run_iterations(
         Method.ANALYTIC, chain, targets, q0, one_step, lambda state: _analytic_step(state, None if bend_directions is None else bend_directions[state.rows])
     )
-    r = np.linalg.norm(targets - root_joint_positions(chain), axis=-1)
+    r = norm(targets - root_joint_positions(chain))
     return replace(result, direction_unique=r > 1e-12 * chain.reach)

@@ -211,9 +211,9 @@ class Chain:
         return vectors, column
 
     @cached_property
-    def dof_membership(self) -> np.ndarray:
-        """0/1 matrix ``(n_dof, n)``: variable ``k`` belongs to joint ``j``."""
-        return (self.dof_joint[:, None] == np.arange(self.n_joints)[None, :]).astype(float)
+    def root_weights(self) -> np.ndarray | None:
+        """``sqrt(weights) (n_dof,)``, or None when every weight is 1 (nothing to scale)."""
+        return None if np.all(self.weights == 1.0) else np.sqrt(self.weights)
 
     @cached_property
     def ball_joints(self) -> np.ndarray:

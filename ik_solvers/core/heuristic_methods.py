@@ -8,6 +8,7 @@ from .alignment import align_joint
 from .chain import Chain
 from .iteration import StepInput
 from .kinematics import forward_kinematics
+from .vectors import matvec, norm, tmatvec
 from .kinematics import joint_local_matrix
 
 
@@ -26,8 +27,8 @@ def ccd_step(state: StepInput) -> np.ndarray:
         # Joints nearer the root are untouched by this one, so their frames stay
         # valid; only the tip moves, by joint j's own turn.
         new_frame = frames[:, j] @ joint_local_matrix(chain, q, j)
-        relative = np.einsum("nji,nj->ni", old_frame, tips - joint_position)
-        tips = joint_position + np.einsum("nij,nj->ni", new_frame, relative)
+        relative = tmatvec(old_frame, tips - joint_position)
+        tips = joint_position + matvec(new_frame, relative)
     return q
 
 
@@ -50,17 +51,17 @@ def pose_from_positions(
     for j in range(chain.n_joints):
         # Joints before j have moved, so j's world frame is its parent's times its own local turn.
         frame = parent @ np.swapaxes(frames[:, j], 1, 2) @ frames[:, j + 1]
-        carried = frame @ segments[j]
+        carried = matvec(frame, segments[j])
         q = align_joint(chain, q, j, parent, frame, carried, desired[:, j + 1] - position, max_step_angle)
         parent = parent @ joint_local_matrix(chain, q, j)
-        position = position + parent @ segments[j]
+        position = position + matvec(parent, segments[j])
     return q
 
 
 def _directions(vectors: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """Unit vectors; where a vector vanishes, the unit ``fallback`` direction instead."""
-    norm = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return np.where(norm > 1e-300, vectors / np.maximum(norm, 1e-300), fallback)
+    length = norm(vectors)[..., None]
+    return np.where(length > 1e-300, vectors / np.maximum(length, 1e-300), fallback)
 
 
 def fabrik_step(state: StepInput) -> np.ndarray:

@@ -23,6 +23,7 @@ from .kinematics import (
 )
 from .result import Method, SolveOptions, SolveResult, Status
 from .rotations import canonical_quaternions
+from .vectors import norm
 
 # A step that moves no joint variable by more than this (radians) is no
 # progress: the gradient vanished or the heuristic found no direction.
@@ -82,7 +83,7 @@ def run_iterations(
     """Iterate ``step`` from ``q0 (N, n_dof)`` toward ``targets (N, 3)`` and classify each outcome."""
     q = np.array(q0, dtype=float)
     pose = forward_kinematics(chain, q)
-    start_error = np.linalg.norm(pose.tips - targets, axis=-1)
+    start_error = norm(pose.tips - targets)
     lower = error_lower_bounds(chain, targets)
     aims = nearest_reachable_points(chain, targets, lower)
     n_batch = q.shape[0]
@@ -94,35 +95,51 @@ def run_iterations(
             q = fabrik_step(StepInput(chain, q, pose, targets, aims, pose.tips - aims, options, everyone))
             pose = forward_kinematics(chain, q)
     frames, positions = pose.frames, pose.positions
-    error = np.linalg.norm(positions[:, -1] - targets, axis=-1)
+    error = norm(positions[:, -1] - targets)
     iterations = np.full(n_batch, options.warm_start_passes, dtype=int)
     increases = np.zeros(n_batch, dtype=int)
     stalled = np.zeros(n_batch, dtype=bool)
-    active = ~_finished(error, lower, options.tolerance)
+    done_below = finish_levels(lower, options.tolerance)
+    active = error > done_below
     trajectory = [q.copy()] if options.record_trajectory else None
 
     for _ in range(options.max_iterations):
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        everyone = idx.size == n_batch  # plain views: no copies while the whole batch is active
-        sub_targets = targets if everyone else targets[idx]
-        sub_pose = Pose(frames=frames, positions=positions) if everyone else Pose(frames=frames[idx], positions=positions[idx])
-        sub_aims = aims if everyone else aims[idx]
-        q_new = step(
-            StepInput(
-                chain, q[idx], sub_pose, sub_targets, sub_aims, sub_pose.tips - sub_aims, options, idx,
+        if idx.size == n_batch:
+            # The whole batch is active: plain arrays, no gathers or scatters.
+            q_old = q
+            state = StepInput(chain, q, pose, targets, aims, pose.tips - aims, options, idx, target_rotations)
+        else:
+            q_old = q[idx]
+            sub_pose = Pose(frames=frames[idx], positions=positions[idx])
+            sub_aims = aims[idx]
+            state = StepInput(
+                chain, q_old, sub_pose, targets[idx], sub_aims, sub_pose.tips - sub_aims, options, idx,
                 None if target_rotations is None else target_rotations[idx],
             )
-        )
-        moved = np.abs(q_new - q[idx]).max(axis=1) > STALL_STEP
+        q_new = step(state)
+        moved = np.abs(q_new - q_old).max(axis=1) > STALL_STEP
         new_pose = forward_kinematics(chain, q_new)
-        new_error = np.linalg.norm(new_pose.tips - sub_targets, axis=-1)
-        increases[idx] += 0.5 * new_error**2 > 0.5 * error[idx] ** 2 + OBJECTIVE_RISE
-        q[idx], frames[idx], positions[idx], error[idx] = q_new, new_pose.frames, new_pose.positions, new_error
-        iterations[idx] += 1
-        stalled[idx] = ~moved
-        active[idx] = moved & ~_finished(new_error, lower[idx], options.tolerance)
+        new_error = norm(new_pose.tips - state.targets)
+        # F = ½e² rose by more than OBJECTIVE_RISE  ⇔  e² rose by more than twice that.
+        rose = new_error * new_error > error[idx] ** 2 + 2.0 * OBJECTIVE_RISE
+        still = moved & (new_error > done_below[idx])
+        if idx.size == n_batch:
+            q, pose, error = q_new, new_pose, new_error
+            frames, positions = pose.frames, pose.positions
+            increases += rose
+            iterations += 1
+            stalled = ~moved
+            active = still
+        else:
+            q[idx], frames[idx], positions[idx], error[idx] = q_new, new_pose.frames, new_pose.positions, new_error
+            pose = Pose(frames=frames, positions=positions)
+            increases[idx] += rose
+            iterations[idx] += 1
+            stalled[idx] = ~moved
+            active[idx] = still
         if trajectory is not None:
             trajectory.append(q.copy())
 
@@ -154,17 +171,21 @@ def nearest_reachable_points(chain: Chain, targets: np.ndarray, lower: np.ndarra
     """
     root = root_joint_positions(chain)
     offset = targets - root
-    r = np.linalg.norm(offset, axis=-1)
+    r = norm(offset)
     lengths = chain.segment_lengths
     radius = np.where(r > lengths.sum(), lengths.sum(), max(0.0, 2.0 * lengths.max() - lengths.sum()))
     moved = root + offset * (radius / np.maximum(r, 1e-300))[:, None]
     return np.where(((lower > 0.0) & (r > 0.0))[:, None], moved, targets)
 
 
-def _finished(error: np.ndarray, lower: np.ndarray, tolerance: float) -> np.ndarray:
-    # Out of reach, nothing better than the bound exists: stop once there
-    # (to a small fraction of the tolerance, so UNREACHABLE means "at the bound").
-    return (error <= tolerance) | ((lower > 0.0) & (error - lower <= 1e-3 * tolerance))
+def finish_levels(lower: np.ndarray, tolerance: float) -> np.ndarray:
+    """Error ``(N,)`` at or below which a target needs no more iterations.
+
+    The tolerance; or, out of reach, the lower bound plus a small fraction of
+    the tolerance, since nothing better than the bound exists (so that
+    UNREACHABLE means "at the bound").
+    """
+    return np.where(lower > 0.0, np.maximum(tolerance, lower + 1e-3 * tolerance), tolerance)
 
 
 def classify(

@@ -12,15 +12,13 @@ from .chain import Chain
 from .iteration import StepInput
 from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
 from .rotations import rotvecs_from_matrices
+from .vectors import dot, matvec, norm, tmatvec
 
 # Singular values below this fraction of the largest are treated as zero by
 # the pseudo-inverse (the usual rank cut-off, in the spirit of numpy.linalg.pinv's rcond).
 PINV_RCOND = 1e-10
 # Armijo constant of the backtracking line search (Nocedal & Wright use 1e-4).
 ARMIJO = 1e-4
-# Below this batch size one LAPACK call beats the thirty array operations of
-# the closed-form 3×3 Cholesky.
-SMALL_BATCH = 32
 # Halvings before the line search gives up and takes no step.
 MAX_BACKTRACKS = 30
 
@@ -32,18 +30,22 @@ def _scaled_problem(state: StepInput, residuals: np.ndarray) -> tuple[np.ndarray
     Jacobian and the rotation vector of ``Q_tip R_targetᵀ`` as residual, both
     times ``orientation_weight``.
     """
-    root_w = np.sqrt(state.chain.weights)
+    root_w = state.chain.root_weights
     weight = state.options.orientation_weight
     if state.target_rotations is None or weight == 0.0:
-        return position_jacobian(state.chain, state.pose) * root_w, residuals, root_w
-    j = jacobian(state.chain, state.pose, orientation=True)
-    j[:, 3:] *= weight
-    tip_frames = state.pose.frames[:, -1]
-    angular = rotvecs_from_matrices(tip_frames @ np.swapaxes(state.target_rotations, 1, 2))
-    return j * root_w, np.concatenate([residuals, weight * angular], 1), root_w
+        j = position_jacobian(state.chain, state.pose)
+    else:
+        j = jacobian(state.chain, state.pose, orientation=True)
+        j[:, 3:] *= weight
+        tip_frames = state.pose.frames[:, -1]
+        angular = rotvecs_from_matrices(tip_frames @ np.swapaxes(state.target_rotations, 1, 2))
+        residuals = np.concatenate([residuals, weight * angular], 1)
+    return (j if root_w is None else j * root_w), residuals, root_w
 
 
-def _finish(state: StepInput, dq: np.ndarray) -> np.ndarray:
+def _finish(state: StepInput, y: np.ndarray, root_w: np.ndarray | None) -> np.ndarray:
+    """Clamp and apply a step given in weight-scaled variables ``y``."""
+    dq = y if root_w is None else y * root_w
     dq = clamp_step(state.chain, dq, state.options.max_step_angle)
     return apply_increments(state.chain, state.q, dq)
 
@@ -55,9 +57,9 @@ def transpose_step(state: StepInput) -> np.ndarray:
     aim the other Jacobian methods use), so a line search on F is a true descent.
     """
     j, residuals, root_w = _scaled_problem(state, state.pose.tips - state.targets)
-    gradient = np.einsum("nid,ni->nd", j, residuals)  # in scaled variables
+    gradient = tmatvec(j, residuals)  # in scaled variables
     if state.options.step is not None:
-        return _finish(state, -state.options.step * gradient * root_w)
+        return _finish(state, -state.options.step * gradient, root_w)
     return _line_search(state, j, residuals, gradient, root_w)
 
 
@@ -65,19 +67,21 @@ def _line_search(
     state: StepInput, j: np.ndarray, residuals: np.ndarray, gradient: np.ndarray, root_w: np.ndarray
 ) -> np.ndarray:
     """Backtracking on ``F = ½|p − t|²`` from the step that is exact for the linear model."""
-    jg = np.einsum("nid,nd->ni", j, gradient)
-    g2 = np.einsum("nd,nd->n", gradient, gradient)
-    alpha = g2 / np.maximum(np.einsum("ni,ni->n", jg, jg), 1e-300)
-    f0 = 0.5 * np.einsum("ni,ni->n", residuals[:, :3], residuals[:, :3])
+    jg = matvec(j, gradient)
+    g2 = dot(gradient, gradient)
+    alpha = g2 / np.maximum(dot(jg, jg), 1e-300)
+    f0 = 0.5 * dot(residuals[:, :3], residuals[:, :3])
     q_out = state.q.copy()
     pending = np.flatnonzero(g2 > 0.0)
     for _ in range(MAX_BACKTRACKS):
         if pending.size == 0:
             break
-        dq = clamp_step(state.chain, -alpha[pending, None] * gradient[pending] * root_w, state.options.max_step_angle)
+        scaled = -alpha[pending, None] * gradient[pending]
+        dq = clamp_step(state.chain, scaled if root_w is None else scaled * root_w, state.options.max_step_angle)
         trial = apply_increments(state.chain, state.q[pending], dq)
         tips = forward_kinematics(state.chain, trial).tips
-        f = 0.5 * np.sum((tips - state.targets[pending]) ** 2, axis=-1)
+        miss = tips - state.targets[pending]
+        f = 0.5 * dot(miss, miss)
         ok = f <= f0[pending] - ARMIJO * alpha[pending] * g2[pending]
         q_out[pending[ok]] = trial[ok]
         pending = pending[~ok]
@@ -90,25 +94,25 @@ def pseudo_inverse_step(state: StepInput) -> np.ndarray:
     j, residuals, root_w = _scaled_problem(state, state.residuals)
     u, s, vt = np.linalg.svd(j, full_matrices=False)
     inverse_s = np.where(s > PINV_RCOND * s[:, :1], 1.0 / np.maximum(s, 1e-300), 0.0)
-    y = -np.einsum("nkd,nk,nik,ni->nd", vt, inverse_s, u, residuals)
+    y = -tmatvec(vt, inverse_s * tmatvec(u, residuals))
     alpha = 1.0 if state.options.step is None else state.options.step
-    return _finish(state, alpha * y * root_w)
+    return _finish(state, alpha * y, root_w)
 
 
 def _damped_step(
     state: StepInput, j: np.ndarray, residuals: np.ndarray, root_w: np.ndarray, damping_squared: np.ndarray | float
 ) -> np.ndarray:
     """``Δq = −W Jᵀ (J W Jᵀ + λ² I)⁻¹ e`` (wide form) or ``−W (W Jᵀ J + λ² I)⁻¹ Jᵀ e`` (tall form)."""
-    lam2 = np.broadcast_to(np.asarray(damping_squared, float), j.shape[:1])[:, None, None]
+    lam2 = damping_squared if np.isscalar(damping_squared) else damping_squared[:, None, None]
     rows, cols = j.shape[1], j.shape[2]
     if cols >= rows:
         system = j @ np.swapaxes(j, 1, 2) + lam2 * np.eye(rows)
         x = solve_spd3(system, residuals)
-        y = -np.einsum("nid,ni->nd", j, x)
+        y = -tmatvec(j, x)
     else:
         system = np.swapaxes(j, 1, 2) @ j + lam2 * np.eye(cols)
-        y = -np.linalg.solve(system, np.einsum("nid,ni->nd", j, residuals)[..., None])[..., 0]
-    return _finish(state, y * root_w)
+        y = -np.linalg.solve(system, tmatvec(j, residuals)[..., None])[..., 0]
+    return _finish(state, y, root_w)
 
 
 def dls_step(state: StepInput) -> np.ndarray:
@@ -139,7 +143,7 @@ def sdls_step(state: StepInput) -> np.ndarray:
     gram = j @ np.swapaxes(j, 1, 2) if j.shape[2] >= j.shape[1] else np.swapaxes(j, 1, 2) @ j
     eig = smallest_eigenvalues(gram)
     opts = state.options
-    error = np.linalg.norm(residuals, axis=-1)
+    error = norm(residuals)
     lam = sdls_damping(np.sqrt(np.maximum(eig, 0.0)), opts.damping, opts.damping_max, opts.sigma_threshold, error)
     # Keep the system positive definite where both σ_min and the error vanish.
     floor = (PINV_RCOND * np.trace(gram, axis1=1, axis2=2)) ** 2 + 1e-300
@@ -178,9 +182,11 @@ def solve_spd3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Solve batched symmetric positive definite 3×3 systems ``a (N, 3, 3) x = b (N, 3)``.
 
     Closed-form Cholesky: ``numpy.linalg.solve`` pays a LAPACK call per
-    matrix, which dominates a batched DLS step at this size.
+    matrix, which dominates a batched DLS step at this size. One code path
+    for every batch size, so a target's result never depends on its batch
+    (history independence and ``--jobs`` chunking are bit-exact).
     """
-    if a.shape[-1] != 3 or a.shape[0] < SMALL_BATCH:
+    if a.shape[-1] != 3:
         return np.linalg.solve(a, b[..., None])[..., 0]
     l00 = np.sqrt(a[:, 0, 0])
     l10 = a[:, 1, 0] / l00

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain import Chain, JointKind
+from .vectors import cross, norm
 from .rotations import (
     matrices_from_quaternions,
     matrices_from_rotvecs,
@@ -121,20 +122,28 @@ def _angle_joint_basis(chain: Chain) -> _AngleJointBasis | None:
     return basis
 
 
+def _angle_features(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The nine products of ``(1, cos a, sin a)`` and ``(1, cos b, sin b)``, shape ``first.shape + (9,)``."""
+    f1 = np.empty(first.shape + (3, 1))
+    f1[..., 0, 0] = 1.0
+    np.cos(first, out=f1[..., 1, 0])
+    np.sin(first, out=f1[..., 2, 0])
+    f2 = np.empty(second.shape + (1, 3))
+    f2[..., 0, 0] = 1.0
+    np.cos(second, out=f2[..., 0, 1])
+    np.sin(second, out=f2[..., 0, 2])
+    return (f1 * f2).reshape(first.shape + (9,))
+
+
 def joint_local_matrices(chain: Chain, q: np.ndarray) -> np.ndarray:
     """Each joint's rotation relative to its parent, ``rest_i @ R_i(q)``, as ``(N, n, 3, 3)``."""
     n_batch = q.shape[0]
     local = np.empty((n_batch, chain.n_joints, 3, 3))
     basis = _angle_joint_basis(chain)
     if basis is not None:
-        c1, s1 = np.cos(q[:, basis.first]), np.sin(q[:, basis.first])
-        c2, s2 = np.cos(q[:, basis.second]), np.sin(q[:, basis.second])
-        ones = np.ones_like(c1)
-        f1 = np.stack([ones, c1, s1], -1)
-        f2 = np.stack([ones, c2, s2], -1)
-        features = (f1[..., :, None] * f2[..., None, :]).reshape(n_batch, -1, 1, 9)
-        local[:, basis.joints] = (features @ basis.basis).reshape(n_batch, -1, 3, 3)
-    balls = np.flatnonzero(chain.dof_stride_joints == JointKind.BALL.value)
+        features = _angle_features(q[:, basis.first], q[:, basis.second])
+        local[:, basis.joints] = (features[:, :, None, :] @ basis.basis).reshape(n_batch, -1, 3, 3)
+    balls = chain.ball_joints
     if balls.size:
         idx = chain.dof_start[balls][:, None] + np.arange(3)
         local[:, balls] = chain.rest_rotations[balls] @ matrices_from_rotvecs(q[:, idx])
@@ -148,12 +157,9 @@ def joint_local_matrix(chain: Chain, q: np.ndarray, joint: int) -> np.ndarray:
         return chain.rest_rotations[joint] @ matrices_from_rotvecs(q[:, start : start + 3])
     basis = _angle_joint_basis(chain)
     row = int(np.searchsorted(basis.joints, joint))
-    a, b = q[:, basis.first[row]], q[:, basis.second[row]]
-    ones = np.ones_like(a)
-    f1 = np.stack([ones, np.cos(a), np.sin(a)], -1)
-    f2 = np.stack([ones, np.cos(b), np.sin(b)], -1)
-    features = (f1[:, :, None] * f2[:, None, :]).reshape(-1, 1, 9)
-    return (features @ basis.basis[row]).reshape(-1, 3, 3)
+    features = _angle_features(q[:, basis.first[row]], q[:, basis.second[row]])
+    # (N, 1, 9) stacked products, not one (N, 9) BLAS product: the result must not depend on N.
+    return (features[:, None, :] @ basis.basis[row]).reshape(-1, 3, 3)
 
 
 def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
@@ -192,7 +198,9 @@ def position_jacobian(chain: Chain, pose: Pose, axes: np.ndarray | None = None) 
     if axes is None:
         axes = world_axes(chain, pose)
     lever = pose.tips[:, None, :] - pose.positions[:, chain.dof_joint]
-    return np.swapaxes(cross(axes, lever), 1, 2)
+    # Contiguous on purpose: products of strided stacks go through copies whose
+    # alignment, and so BLAS's summation order, varies with the batch size.
+    return np.ascontiguousarray(np.swapaxes(cross(axes, lever), 1, 2))
 
 
 def jacobian(
@@ -227,7 +235,9 @@ def jacobian(
 
 def joint_step_angles(chain: Chain, dq: np.ndarray) -> np.ndarray:
     """Rotation angle ``(N, n)`` each joint turns by under increments ``dq (N, n_dof)``."""
-    return np.sqrt((dq * dq) @ chain.dof_membership)
+    # reduceat, not a matmul with a membership matrix: BLAS would sum in an
+    # order that depends on the batch size, and results must not.
+    return np.sqrt(np.add.reduceat(dq * dq, chain.dof_start, axis=1))
 
 
 def clamp_step(chain: Chain, dq: np.ndarray, max_step_angle: float | None) -> np.ndarray:
@@ -264,15 +274,6 @@ def apply_increments(chain: Chain, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
     return clamp_limits(chain, out)
 
 
-def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cross products of ``(..., 3)`` arrays (``numpy.cross`` costs several array copies more)."""
-    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
-    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
-    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
-    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
-    return out
-
-
 def root_joint_positions(chain: Chain) -> np.ndarray:
     """World position ``(3,)`` of joint 0, which no joint variable moves."""
     return chain.root_position + chain.root_rotation @ chain.offsets[0]
@@ -287,11 +288,11 @@ def error_lower_bounds(chain: Chain, targets: np.ndarray) -> np.ndarray:
     lengths = chain.segment_lengths
     total = lengths.sum()
     d_min = max(0.0, 2.0 * lengths.max() - total)
-    r = np.linalg.norm(np.asarray(targets, float) - root_joint_positions(chain), axis=-1)
+    r = norm(np.asarray(targets, float) - root_joint_positions(chain))
     return np.maximum(0.0, np.maximum(r - total, d_min - r))
 
 
 def bone_length_errors(chain: Chain, pose: Pose) -> np.ndarray:
     """Largest deviation ``(N,)`` of any segment's length from the chain's own."""
-    lengths = np.linalg.norm(np.diff(pose.positions, axis=1), axis=-1)
+    lengths = norm(np.diff(pose.positions, axis=1))
     return np.abs(lengths - chain.segment_lengths).max(axis=1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .vectors import cross, dot, norm
+
 # Below this angle (radians) the Rodrigues series terms are replaced by their
 # Taylor expansions: sin(x)/x and (1 - cos x)/x^2 lose all precision near 0.
 _SMALL_ANGLE = 1e-6
@@ -29,7 +31,7 @@ def matrices_from_axis_angles(axes: np.ndarray, angles: np.ndarray) -> np.ndarra
 
 def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(..., 3, 3)`` from rotation vectors ``(..., 3)`` (axis × angle, radians)."""
-    angle = np.linalg.norm(rotvecs, axis=-1)
+    angle = norm(rotvecs)
     small = angle < _SMALL_ANGLE
     safe = np.where(small, 1.0, angle)
     a = np.where(small, 1.0 - angle**2 / 6.0, np.sin(safe) / safe)
@@ -72,7 +74,7 @@ def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
         [(m10 - m01) * s, (m02 + m20) * s, (m12 + m21) * s, 0.5 * r],
     )
     q[..., 0], q[..., 1], q[..., 2], q[..., 3] = w, x, y, z
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    q /= norm(q)[..., None]
     return canonical_quaternions(q)
 
 
@@ -81,7 +83,7 @@ def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
 
     ``R = (w² − v·v) I + 2 v vᵀ + 2 w [v]×``.
     """
-    q = quaternions / np.linalg.norm(quaternions, axis=-1, keepdims=True)
+    q = quaternions / norm(quaternions)[..., None]
     w = q[..., 0, None, None]
     v = q[..., 1:]
     outer = v[..., :, None] * v[..., None, :]
@@ -92,7 +94,7 @@ def rotvecs_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
     """Rotation vectors ``(..., 3)`` with angle in ``[0, π]`` from quaternions ``(w, x, y, z)``."""
     q = canonical_quaternions(quaternions)
     v = q[..., 1:]
-    s = np.linalg.norm(v, axis=-1)
+    s = norm(v)
     angle = 2.0 * np.arctan2(s, q[..., 0])
     small = s < _SMALL_ANGLE
     # angle / sin(angle/2) → 2 as the angle → 0 (w → 1).
@@ -107,7 +109,7 @@ def rotvecs_from_matrices(matrices: np.ndarray) -> np.ndarray:
 
 def quaternions_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     """Quaternions ``(..., 4)`` ``(w, x, y, z)`` from rotation vectors ``(..., 3)``."""
-    angle = np.linalg.norm(rotvecs, axis=-1)
+    angle = norm(rotvecs)
     small = angle < _SMALL_ANGLE
     half_sinc = np.where(small, 0.5 - angle**2 / 48.0, np.sin(angle / 2.0) / np.where(small, 1.0, angle))
     return np.concatenate([np.cos(angle / 2.0)[..., None], rotvecs * half_sinc[..., None]], -1)
@@ -120,17 +122,17 @@ def minimal_rotation_rotvecs(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     is rotated). For opposite vectors any perpendicular axis is valid; one is
     chosen deterministically.
     """
-    nu = np.linalg.norm(u, axis=-1)
-    nv = np.linalg.norm(v, axis=-1)
-    axis = np.cross(u, v)
-    sin = np.linalg.norm(axis, axis=-1)
-    cos = np.einsum("...i,...i->...", u, v)
+    nu = norm(u)
+    nv = norm(v)
+    axis = cross(u, v)
+    sin = norm(axis)
+    cos = dot(u, v)
     angle = np.arctan2(sin, cos)
     degenerate_axis = sin <= 1e-12 * np.maximum(nu * nv, 1e-300)
     # Opposite directions: rotate about an axis perpendicular to u.
-    fallback = np.cross(u, np.where(np.abs(u[..., :1]) < 0.9 * nu[..., None], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]))
+    fallback = cross(u, np.where(np.abs(u[..., :1]) < 0.9 * nu[..., None], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]))
     axis = np.where(degenerate_axis[..., None], fallback, axis)
-    axis_norm = np.linalg.norm(axis, axis=-1)
+    axis_norm = norm(axis)
     unit = axis / np.maximum(axis_norm, 1e-300)[..., None]
     valid = (nu > 1e-300) & (nv > 1e-300) & (axis_norm > 0.0)
     return np.where(valid[..., None], unit * angle[..., None], 0.0)

@@ -252,3 +252,25 @@ def test_orientation_targets_are_refused_by_position_only_methods():
     chain = Chain.straight([0.5, 0.4], JointKind.BALL)
     with pytest.raises(IKInputError, match="target_rotations"):
         solve(chain, [[0.5, 0.2, 0.0]], Method.CCD, target_rotations=np.eye(3))
+
+
+@pytest.mark.parametrize("kind", list(JointKind), ids=lambda k: k.name)
+@pytest.mark.parametrize("method", ITERATIVE, ids=lambda m: m.name)
+def test_a_target_gets_the_same_bits_alone_in_chunks_and_shuffled(kind, method):
+    # ik_batch --jobs and the history-independent bake rely on this: no
+    # reduction may sum in a batch-dependent order.
+    chain = Chain.straight([0.5, 0.4, 0.3, 0.2], kind)
+    rng = np.random.default_rng(11)
+    targets = rng.normal(size=(24, 3)) * 0.6
+    if kind is JointKind.HINGE:
+        targets[:, 2] = 0.0
+    start = rng.normal(size=(24, chain.n_dof)) * 0.3
+    options = SolveOptions(max_iterations=25, warm_start_passes=1)
+    whole = solve(chain, targets, method, options, initial=start).q
+    order = rng.permutation(24)
+    shuffled = np.empty_like(whole)
+    shuffled[order] = solve(chain, targets[order], method, options, initial=start[order]).q
+    np.testing.assert_array_equal(shuffled, whole)
+    for size in (1, 5):
+        parts = [solve(chain, targets[k : k + size], method, options, initial=start[k : k + size]).q for k in range(0, 24, size)]
+        np.testing.assert_array_equal(np.concatenate(parts), whole)
