@@ -11,7 +11,7 @@ everything and pauses live mode until ``load_post``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
@@ -35,6 +35,8 @@ class LiveState:
     ----------
     signatures : dict
         (armature ``session_uid``, chain name) → bytes of the inputs of its last live solve.
+    rigs : dict
+        Same keys → (bytes of everything the rig reader reads, the chain read then, posed as written).
     busy : bool
         Set while live mode itself writes, so handlers fired by those writes return at once.
     loading : bool
@@ -44,12 +46,14 @@ class LiveState:
     """
 
     signatures: dict = field(default_factory=dict)
+    rigs: dict = field(default_factory=dict)
     busy: bool = False
     loading: bool = False
     solves: int = 0
 
     def reset(self) -> None:
         self.signatures.clear()
+        self.rigs.clear()
         self.busy = False
         self.loading = False
 
@@ -61,6 +65,44 @@ def _inputs_signature(chain, inputs: solving.FrameInputs) -> bytes:
     arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world)
     settings = repr(tuple(getattr(chain, name) for name in SOLVE_SETTINGS)).encode()
     return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + settings
+
+
+POSE_BONE_PROPS = (
+    ("location", 3), ("scale", 3), ("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4),
+    ("rotation_mode", 1), ("lock_ik_x", 1), ("lock_ik_y", 1), ("lock_ik_z", 1), ("use_ik_limit_x", 1),
+    ("use_ik_limit_y", 1), ("use_ik_limit_z", 1), ("ik_min_x", 1), ("ik_min_y", 1), ("ik_min_z", 1), ("ik_max_x", 1),
+    ("ik_max_y", 1), ("ik_max_z", 1), ("ik_stiffness_x", 1), ("ik_stiffness_y", 1), ("ik_stiffness_z", 1),
+)
+BONE_PROPS = (("matrix_local", 16), ("length", 1), ("use_connect", 1), ("use_inherit_rotation", 1),
+              ("use_local_location", 1))
+
+
+def _rig_inputs(obj, chain) -> bytes:
+    """Every armature value the rig reader can depend on, for all bones at once (bulk reads).
+
+    Reading the chain costs several times more than this; a live chain whose bones, pose and IK
+    settings are as we left them reuses the chain read before.
+    """
+    parts = [repr((chain.tip_bone, chain.chain_length)).encode()]
+    for collection, props in ((obj.pose.bones, POSE_BONE_PROPS), (obj.data.bones, BONE_PROPS)):
+        count = len(collection)
+        for name, width in props:
+            values = np.empty(count * width, dtype=np.float64)
+            collection.foreach_get(name, values)
+            parts.append(values.tobytes())
+    bone = obj.data.bones.get(chain.tip_bone)
+    while bone is not None:  # the hierarchy above the tip
+        parts.append(bone.name.encode())
+        bone = bone.parent
+    return b"\0".join(parts)
+
+
+def _read_rig(obj, chain, key):
+    cached = state.rigs.get(key)
+    shape = _rig_inputs(obj, chain)
+    if cached is not None and cached[0] == shape:
+        return cached[1]
+    return read_chain(obj, chain.tip_bone, chain.chain_length)
 
 
 def _set_outcome(chain, status: str, message: str, result=None, prepared=None) -> None:
@@ -102,7 +144,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
             for chain in chains:
                 key = (obj.session_uid, chain.name)
                 try:
-                    rig = read_chain(obj, chain.tip_bone, chain.chain_length)
+                    rig = _read_rig(obj, chain, key)
                     inputs = solving.sample_inputs(obj, chain, rig, depsgraph)
                     signature = _inputs_signature(chain, inputs)
                     if not force and state.signatures.get(key) == signature:
@@ -112,9 +154,11 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     write_pose(obj, rig, result.q[0])
                 except RigError as error:
                     state.signatures.pop(key, None)
+                    state.rigs.pop(key, None)
                     _set_outcome(chain, "ERROR", str(error))
                     continue
                 state.signatures[key] = signature
+                state.rigs[key] = (_rig_inputs(obj, chain), replace(rig, q=result.q[0].copy()))
                 state.solves += 1
                 solved += 1
                 _set_outcome(chain, result.status[0].value, "", result, prepared)
