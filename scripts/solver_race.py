@@ -137,6 +137,10 @@ SERIES = (
     Series("pseudo_inverse", Method.PSEUDO_INVERSE, (("step", None),)),  # α = 1: the full Gauss–Newton step
     Series("fabrik", Method.FABRIK),
     Series("jt_line_search", Method.JACOBIAN_TRANSPOSE, (("step", None),)),
+    # Beyond the article: one FABRIK pass bends the straight start before the
+    # Jacobian iterations (the pass counts as an iteration).
+    Series("sdls_fabrik_start", Method.SDLS, (("warm_start_passes", 1),)),
+    Series("pinv_fabrik_start", Method.PSEUDO_INVERSE, (("step", None), ("warm_start_passes", 1))),
 )
 
 

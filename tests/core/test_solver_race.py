@@ -62,6 +62,7 @@ def test_one_row_per_series_step_and_category(race_out):
     assert len(keys) == len(rows)
     assert {r["series"] for r in rows} == {
         "ccd", "jt_fixed", "dls_0.03", "dls_0.1", "dls_0.3", "sdls", "pseudo_inverse", "fabrik", "jt_line_search",
+        "sdls_fabrik_start", "pinv_fabrik_start",
     }
     assert sorted(float(r["step"]) for r in rows if r["series"] == "jt_fixed" and r["category"] == "reachable") == [
         0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
