@@ -33,7 +33,7 @@ frames in any order or in any chunks gives bit-identical poses.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -165,8 +165,9 @@ class PreferredPose:
         The solver-plane normal in each joint's preferred frame: the axis an
         in-plane bend turns that joint about.
     plane_chain : Chain
-        The chain frozen in its preferred pose with one hinge per joint about
-        ``bend_axes``: its variables are the in-plane bends from the preferred
+        The chain frozen in its preferred pose, in plane coordinates (x = ``a0``,
+        y = ``n0 × a0``, z = ``n0``, start joint at the origin), with one hinge per
+        joint about z: its variables are the in-plane bends from the preferred
         angles, limited so that no joint bends through straight to the other side.
     bone_headings : ndarray, shape (n,)
         Angle of each bone's in-plane part about ``n0`` from ``a0`` in the preferred pose.
@@ -249,18 +250,23 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
     lower, upper = np.full(n, -np.inf), np.full(n, np.inf)
     lower[1:] = np.where(bent, np.where(relative > 0.0, -relative, -np.pi - relative), -np.inf)
     upper[1:] = np.where(bent, np.where(relative > 0.0, np.pi - relative, -relative), np.inf)
-    local = local_rotations(chain, q[None])[0]
+    # The plane chain lives in plane coordinates (x = a0, y = n0 × a0, z = n0, start joint at
+    # the origin): its joints turn about z alone, so every world axis is exactly (0, 0, 1) and
+    # no product of general rotations enters the in-plane iteration (see _contiguous_batches).
+    turns = np.diff(np.concatenate([[0.0], headings]))
+    c, s = np.cos(turns), np.sin(turns)
+    rest = np.zeros((n, 3, 3))
+    rest[:, 0, 0], rest[:, 0, 1], rest[:, 1, 0], rest[:, 1, 1], rest[:, 2, 2] = c, -s, s, c, 1.0
+    segments = np.stack([np.hypot(bones[:, 0], bones[:, 2]), np.zeros(n), bones[:, 1]], -1)
     plane_chain = Chain(
         kinds=(JointKind.HINGE,) * n,
-        offsets=chain.offsets,
-        rest_rotations=chain.rest_rotations @ local,
-        axes=bend_axes,
+        offsets=np.concatenate([np.zeros((1, 3)), segments[:-1]]),
+        rest_rotations=rest,
+        axes=np.broadcast_to([0.0, 0.0, 1.0], (n, 3)),
         lower=lower,
         upper=upper,
         weights=np.ones(n),
-        tip_offset=chain.tip_offset,
-        root_position=chain.root_position,
-        root_rotation=chain.root_rotation,
+        tip_offset=segments[-1],
     )
     planar = bool(np.abs(bones[:, 1]).max() <= 1e-12 * chain.reach)
     return PreferredPose(chain, q, positions, frames, sphere, bend_axes, plane_chain, headings, planar)
@@ -301,7 +307,8 @@ def sphere_rotations_for_parent_space(
     if solving_rotations is None:
         return np.array(parent if parent.ndim == 3 else parent[None])
     solving = np.asarray(solving_rotations, dtype=float)
-    return (np.swapaxes(solving, -1, -2) @ parent).reshape(-1, 3, 3)
+    product = np.einsum("...ji,...jk->...ik", solving, parent)  # einsum: see _placed_pose
+    return np.array(product.reshape(-1, 3, 3))
 
 
 def _check_rotations(rotations: np.ndarray, n_frames: int) -> np.ndarray:
@@ -372,8 +379,8 @@ def _solver_planes(
     if sphere_rotations is None:
         root = pref.chain.root_rotation
         to_solving = np.broadcast_to(root, (n_frames, 3, 3))
-        to_sphere_vectors = lambda vectors: vectors @ root  # noqa: E731  (rows: Rᵀ v)
-        to_solving_vectors = lambda vectors: vectors @ root.T  # noqa: E731
+        to_sphere_vectors = lambda vectors: np.einsum("ji,nj->ni", root, vectors)  # noqa: E731
+        to_solving_vectors = lambda vectors: np.einsum("ij,nj->ni", root, vectors)  # noqa: E731
     else:
         to_solving = _check_rotations(sphere_rotations, n_frames)
         to_sphere_vectors = lambda vectors: np.einsum("nji,nj->ni", to_solving, vectors)  # noqa: E731
@@ -406,7 +413,7 @@ def _solver_planes(
 
 def pole_angles(axes_sphere: np.ndarray, n0: np.ndarray) -> np.ndarray:
     """Angle ``(N,)`` (radians, ``[0, π/2]``) between EE axes in sphere coordinates and the nearer pole ``±n0``."""
-    along = np.abs(axes_sphere @ n0)
+    along = np.abs(_dots(axes_sphere, n0))
     across = np.linalg.norm(np.cross(axes_sphere, n0), axis=-1)
     return np.arctan2(across, along)
 
@@ -462,8 +469,9 @@ def _two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> _InPlane:
     angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
     coordinates = np.zeros((r.size, 3, 3))
     heading = angles[:, 0] + angles[:, 1]
-    coordinates[:, 1, 0] = lengths[0] * np.cos(angles[:, 0])
-    coordinates[:, 1, 2] = lengths[0] * np.sin(angles[:, 0])
+    shoulder_angles = np.ascontiguousarray(angles[:, 0])  # see _contiguous_batches
+    coordinates[:, 1, 0] = lengths[0] * np.cos(shoulder_angles)
+    coordinates[:, 1, 2] = lengths[0] * np.sin(shoulder_angles)
     coordinates[:, 2, 0] = coordinates[:, 1, 0] + lengths[1] * np.cos(heading)
     coordinates[:, 2, 2] = coordinates[:, 1, 2] + lengths[1] * np.sin(heading)
     # two_bone_planar puts the tip on the heading of (r, 0): along a0, no tip turn.
@@ -485,13 +493,15 @@ def _chain_in_plane(pref: PreferredPose, r: np.ndarray, options: SolveOptions, m
     out.coordinates[straight, 1:, 0] = np.cumsum(lengths)
     rows = np.flatnonzero(~straight)
     if rows.size:
-        planar_targets = pref.start + r[rows, None] * pref.a0_world
+        planar_targets = np.zeros((rows.size, 3))
+        planar_targets[:, 0] = r[rows]
         options = replace(options, damping=IN_PLANE_DAMPING * pref.chain.reach)
         inner = solve(pref.plane_chain, planar_targets, method, options, initial=np.zeros((rows.size, n)))
-        coordinates = (inner.positions - pref.start) @ _plane_basis(pref).T
+        coordinates = inner.positions[..., [0, 2, 1]]  # to the (a0, n0, n0 × a0) order used here
         out.bends[rows] = inner.q
         out.coordinates[rows] = coordinates
-        out.tip_turns[rows] = np.arctan2(coordinates[:, -1, 2], coordinates[:, -1, 0])
+        tips = np.ascontiguousarray(coordinates[:, -1].T)  # see _contiguous_batches
+        out.tip_turns[rows] = np.arctan2(tips[2], tips[0])
         out.status[rows] = inner.status
         out.iterations[rows] = inner.iterations
         out.objective_increases[rows] = inner.objective_increases
@@ -519,7 +529,9 @@ def _placed_pose(pref: PreferredPose, plane: _Plane, bent: _InPlane) -> tuple[np
     turn = bent.bends[:, 0] - bent.tip_turns
     c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
     columns = np.stack([c * a + s * side, nrm, c * side - s * a], -1)
-    return columns @ (_plane_basis(pref) @ pref.frames[1]), positions
+    # einsum, not matmul: stacked BLAS products of 3×3 blocks vary in the last bit with each
+    # block's memory alignment, i.e. with its place in the batch.
+    return np.einsum("nij,jk->nik", columns, _plane_basis(pref) @ pref.frames[1]), positions
 
 
 def _joint_quaternions(pref: PreferredPose, start_frames: np.ndarray, bends: np.ndarray) -> np.ndarray:
@@ -531,7 +543,7 @@ def _joint_quaternions(pref: PreferredPose, start_frames: np.ndarray, bends: np.
     n_frames, n = bends.shape
     parent = chain.root_rotation @ chain.rest_rotations[0]
     quats = np.empty((n_frames, n, 4))
-    quats[:, 0] = quaternions_from_matrices(parent.T @ start_frames)
+    quats[:, 0] = quaternions_from_matrices(np.einsum("ji,njk->nik", parent, start_frames))
     if n > 1:
         pref_quats = local_quaternions(chain, pref.q[None])[0]
         half = 0.5 * bends[:, 1:]
@@ -647,13 +659,66 @@ def solve_hi(
     if not np.isfinite(warning_angle) or warning_angle < 0.0:
         raise IKInputError("warning_angle", f"must be a non-negative angle, got {warning_angle!r}")
     targets = _check_targets(targets)
+    n_frames = targets.shape[0]
+    swivel = _per_frame(swivel, n_frames, "swivel")
+    if sphere_rotations is not None:
+        sphere_rotations = _check_rotations(sphere_rotations, n_frames)
+    if n_frames > 1:
+        return _solve_frames(
+            pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations, options, warning_angle,
+            Method(in_plane_method),
+        )
+    # _contiguous_batches: numpy runs transcendental ufuncs (sin, arctan2, …) through SIMD
+    # code on contiguous arrays and a scalar fallback on strided ones, and the two may differ
+    # in the last bit. A one-row array counts as contiguous whatever its strides, so a lone
+    # frame would take other code paths (here and in the core's helpers) than the same frame
+    # in a batch. Solving it as a batch of two keeps every batch size bit-identical.
+    def twice(value):
+        value = np.asarray(value)
+        return np.concatenate([value, value]) if value.ndim and value.shape[0] == 1 else value
+
+    solved = _solve_frames(
+        pref, twice(targets), twice(swivel), zero_plane_map, None if poles is None else twice(np.atleast_2d(poles)),
+        None if map_data is None else {key: twice(value) for key, value in map_data.items()},
+        None if sphere_rotations is None else twice(sphere_rotations), options, warning_angle, Method(in_plane_method),
+    )
+    return _first_frame(solved)
+
+
+def _first_frame(solved: "HISolveResult") -> "HISolveResult":
+    """The result for row 0 only, of a solve run on two copies of one frame."""
+
+    def first(record):
+        values = {}
+        for item in fields(record):
+            value = getattr(record, item.name)
+            values[item.name] = value[:1] if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == 2 else value
+        return replace(record, **values)
+
+    return replace(first(solved), result=first(solved.result))
+
+
+def _solve_frames(
+    pref: PreferredPose,
+    targets: np.ndarray,
+    swivel: np.ndarray,
+    zero_plane_map: str | ZeroPlaneMapFactory,
+    poles: np.ndarray | None,
+    map_data: dict | None,
+    sphere_rotations: np.ndarray | None,
+    options: SolveOptions,
+    warning_angle: float,
+    in_plane_method: Method,
+) -> "HISolveResult":
+    """:func:`solve_hi` on checked input of ``N ≥ 2`` frames."""
+    chain = pref.chain
     plane = _solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
 
     n_frames = targets.shape[0]
     if chain.n_joints == 2:
         bent = _two_bone_in_plane(pref, plane.r)
     else:
-        bent = _chain_in_plane(pref, plane.r, options, Method(in_plane_method))
+        bent = _chain_in_plane(pref, plane.r, options, in_plane_method)
     start_frames, positions = _placed_pose(pref, plane, bent)
     quats = _joint_quaternions(pref, start_frames, bent.bends)
     q = _joint_variables(pref, quats, bent.bends)

@@ -96,7 +96,7 @@ class DefaultZeroPlaneMap:
         self.a0, self.n0 = check_sphere_frame(a0, n0)
 
     def _latitude_parts(self, axes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        sin_lat = axes @ self.n0
+        sin_lat = _dots(axes, self.n0)
         horizontal = axes - sin_lat[:, None] * self.n0
         cos_lat = np.linalg.norm(horizontal, axis=-1)
         at_pole = cos_lat <= DEGENERATE
@@ -217,7 +217,9 @@ def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarra
 
     For ``n ⟂ a`` Rodrigues' formula reduces to ``cos ψ · n + sin ψ · (a × n)``.
     """
-    swivel = np.asarray(swivel, dtype=float)[..., None]
+    # A contiguous copy: numpy's SIMD sin/cos run only on contiguous arrays and may differ from
+    # the strided fallback in the last bit, so a broadcast ψ would make results batch-dependent.
+    swivel = np.ascontiguousarray(swivel, dtype=float)[..., None]
     return np.cos(swivel) * zero_normals + np.sin(swivel) * np.cross(axes, zero_normals)
 
 
