@@ -6,9 +6,8 @@ import bpy
 import numpy as np
 from bpy.props import BoolProperty, IntProperty
 
-from ..core.rotations import quaternions_from_matrices
 from . import solving
-from .rig import RigError, basis_rotation, read_chain, root_matrices_world, write_pose
+from .rig import RigError, basis_quaternion, read_chain, root_matrices_world, write_pose
 
 
 def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
@@ -60,7 +59,7 @@ def restore_rotations(obj, snapshot: list[tuple]) -> None:
 def capture_preferred_pose(obj, chain_settings, scene) -> None:
     """Store the chain's current pose as its preferred pose (RigError if the chain is unusable)."""
     rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
-    rotations = [quaternions_from_matrices(basis_rotation(obj.pose.bones[name])) for name in rig.bone_names]
+    rotations = [basis_quaternion(obj.pose.bones[name]) for name in rig.bone_names]
     target = chain_settings.target
     parent = target.parent if target is not None else None
     root_world = root_matrices_world(obj, rig)

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import Chain, IKInputError, JointKind
-from ..core.kinematics import local_rotations
+from ..core.kinematics import local_quaternions
 from ..core.rotations import (
     matrices_from_axis_angles,
     matrices_from_quaternions,
-    quaternions_from_matrices,
-    rotvecs_from_matrices,
+    quaternion_products,
+    rotvecs_from_quaternions,
 )
 
 BONE_AXIS = np.array([0.0, 1.0, 0.0])
@@ -109,6 +109,20 @@ def matrices_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
         axis[k] = 1.0
         m = matrices_from_axis_angles(np.broadcast_to(axis, angles.shape), angles[..., k])
         out = m if out is None else m @ out
+    return out
+
+
+def quaternions_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
+    """Quaternions ``(..., 4)`` (w, x, y, z) of Blender Euler angles ``(..., 3)`` in ``order``."""
+    angles = np.asarray(angles, dtype=float)
+    out = None
+    for letter in order:  # each later axis multiplies from the left, as in matrices_from_eulers
+        k = _axis_index(letter)
+        half = 0.5 * angles[..., k]
+        turn = np.zeros(angles.shape[:-1] + (4,))
+        turn[..., 0] = np.cos(half)
+        turn[..., 1 + k] = np.sin(half)
+        out = turn if out is None else quaternion_products(turn, out)
     return out
 
 
@@ -190,14 +204,15 @@ def continuous_quaternions(quaternions: np.ndarray, reference: np.ndarray) -> np
     return quaternions * signs[:, None]
 
 
-def continuous_axis_angles(matrices: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Axis-angle values ``(N, 4)`` as (angle, x, y, z), continuous from ``reference (4,)``.
+def continuous_axis_angles(rotvecs: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Axis-angle values ``(N, 4)`` as (angle, x, y, z) of rotation vectors ``(N, 3)``, continuous
+    from ``reference (4,)``.
 
     The axis keeps the previous frame's hemisphere (a flip negates the angle too) and the angle
     is unwrapped by whole turns; a zero rotation keeps a neighbouring frame's axis.
     """
     reference = np.asarray(reference, dtype=float)
-    rotvecs = rotvecs_from_matrices(matrices)
+    rotvecs = np.asarray(rotvecs, dtype=float)
     angle = np.linalg.norm(rotvecs, axis=-1)
     ref_axis = reference[1:]
     ref_norm = float(np.linalg.norm(ref_axis))
@@ -232,39 +247,49 @@ def _current_channels(pose_bone) -> np.ndarray:
     return np.array(pose_bone.rotation_euler, dtype=float)
 
 
-def basis_rotation(pose_bone) -> np.ndarray:
-    """Rotation part ``(3, 3)`` of ``pose_bone.matrix_basis`` computed in float64 from its channels."""
+_IDENTITY_QUATERNION = np.array([1.0, 0.0, 0.0, 0.0])
+
+
+def basis_quaternion(pose_bone) -> np.ndarray:
+    """Unit quaternion ``(4,)`` (w, x, y, z) of ``pose_bone.matrix_basis``'s rotation, in float64
+    from the bone's channels (a zero quaternion or axis counts as no rotation, as in Blender)."""
     mode = pose_bone.rotation_mode
     values = _current_channels(pose_bone)
     if mode == "QUATERNION":
-        if np.linalg.norm(values) == 0.0:
-            return np.eye(3)
-        return matrices_from_quaternions(values)
+        norm = np.linalg.norm(values)
+        return values / norm if norm > 0.0 else _IDENTITY_QUATERNION.copy()
     if mode == "AXIS_ANGLE":
         norm = np.linalg.norm(values[1:])
         if norm == 0.0:
-            return np.eye(3)
-        return matrices_from_axis_angles(values[1:] / norm, values[0])
-    return matrices_from_eulers(values, mode)
+            return _IDENTITY_QUATERNION.copy()
+        half = 0.5 * values[0]
+        return np.concatenate([[np.cos(half)], np.sin(half) * values[1:] / norm])
+    return quaternions_from_eulers(values, mode)
 
 
-def _channel_values(pose_bone, rotations: np.ndarray, keep_norm: bool) -> np.ndarray:
-    """Channel values ``(N, 3|4)`` for ``rotations (N, 3, 3)`` in the bone's mode, continuous from now."""
+def basis_rotation(pose_bone) -> np.ndarray:
+    """Rotation part ``(3, 3)`` of ``pose_bone.matrix_basis`` computed in float64 from its channels."""
+    return matrices_from_quaternions(basis_quaternion(pose_bone))
+
+
+def _channel_values(pose_bone, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
+    """Channel values ``(N, 3|4)`` for rotations given as quaternions ``(N, 4)`` in the bone's
+    mode, continuous from the channel's current value."""
     mode = pose_bone.rotation_mode
     reference = _current_channels(pose_bone)
     if mode == "QUATERNION":
         norm = np.linalg.norm(reference)
         if norm == 0.0:
             reference, norm = np.array([1.0, 0.0, 0.0, 0.0]), 1.0
-        values = continuous_quaternions(quaternions_from_matrices(rotations), reference)
+        values = continuous_quaternions(quaternions, reference)
         return values * norm if keep_norm else values
     if mode == "AXIS_ANGLE":
-        values = continuous_axis_angles(rotations, reference)
+        values = continuous_axis_angles(rotvecs_from_quaternions(quaternions), reference)
         norm = np.linalg.norm(reference[1:])
         if keep_norm and norm > 0.0:
             values[:, 1:] *= norm
         return values
-    return continuous_eulers(rotations, mode, reference)
+    return continuous_eulers(matrices_from_quaternions(quaternions), mode, reference)
 
 
 def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.ndarray]:
@@ -279,7 +304,7 @@ def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.n
     q = np.atleast_2d(np.asarray(q, dtype=float))
     if q.shape[-1] != rig.chain.n_dof:
         raise RigError(f"Expected {rig.chain.n_dof} joint values per frame, got {q.shape[-1]}.")
-    rotations = local_rotations(rig.chain, q)
+    rotations = local_quaternions(rig.chain, q)
     bones = _pose_bones(obj, rig.joint_bones)
     return {
         name: _channel_values(pose_bone, rotations[:, joint], keep_norm=False)
@@ -299,7 +324,7 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
         raise RigError(f"Expected {rig.chain.n_dof} joint values, got {q.size}.")
     if not np.all(np.isfinite(q)):
         raise RigError("The solve produced non-finite joint values; the pose was not changed.")
-    rotations = local_rotations(rig.chain, q[None])
+    rotations = local_quaternions(rig.chain, q[None])
     bones = _pose_bones(obj, rig.joint_bones)
     values = [_channel_values(b, rotations[:, j], keep_norm=True)[0] for j, b in enumerate(bones)]
     if not all(np.all(np.isfinite(v)) for v in values):
@@ -372,41 +397,52 @@ def _free_axes(pose_bone) -> list[int]:
     return [k for k, axis in enumerate(_AXIS_NAMES) if not getattr(pose_bone, f"lock_ik_{axis}")]
 
 
-def _joint_variables(rotation: np.ndarray, free: list[int]) -> np.ndarray:
-    """Joint variables of a bone with free axes ``free`` and basis rotation ``rotation (3, 3)``.
+def _joint_variables(quaternion: np.ndarray, free: list[int]) -> np.ndarray:
+    """Joint variables of a bone with free axes ``free`` and basis rotation ``quaternion (4,)``.
 
     A ball joint takes the rotation vector; a hinge the twist angle about its axis; a universal
     joint ``R = R_a(t1) R_b(t2) R_c(t3)`` the first two angles. A pose with rotation about a
     locked axis (set by hand) is projected: those parts are dropped, as Blender's IK does.
     """
     if len(free) == 3:
-        return rotvecs_from_matrices(rotation)
+        return rotvecs_from_quaternions(quaternion)
     if len(free) == 1:
-        quaternion = quaternions_from_matrices(rotation)
         return np.array([_wrap(2.0 * np.arctan2(quaternion[1 + free[0]], quaternion[0]))])
     locked = ({0, 1, 2} - set(free)).pop()
     # Blender order string whose product reads R_free0 R_free1 R_locked.
     order = "".join("XYZ"[k] for k in (locked, free[1], free[0]))
-    angles = _tait_bryan(rotation[None], order, np.zeros(1))[0, 0]
+    angles = _tait_bryan(matrices_from_quaternions(quaternion)[None], order, np.zeros(1))[0, 0]
     return angles[free]
 
 
-def joint_variables_from_rotations(rig: RigChain, rotations: dict[str, np.ndarray]) -> np.ndarray:
-    """Joint variables ``(n_dof,)`` of the chain for basis rotations ``(3, 3)`` per joint bone.
+def joint_variables_from_quaternions(rig: RigChain, quaternions: dict[str, np.ndarray]) -> np.ndarray:
+    """Joint variables ``(n_dof,)`` of the chain for basis rotations per joint bone, given as unit
+    quaternions ``(4,)`` (w, x, y, z).
 
     Each joint reads its bone's rotation the way :func:`read_chain` reads the current pose (ball:
     rotation vector, hinge: angle about its axis, universal: its two angles). RigError if a joint
-    bone is missing from ``rotations``.
+    bone is missing from ``quaternions``.
     """
     chain = rig.chain
     q = []
     for joint, name in enumerate(rig.joint_bones):
-        if name not in rotations:
+        if name not in quaternions:
             raise RigError(f"No rotation given for bone '{name}'.")
         start, kind = chain.dof_start[joint], chain.kinds[joint]
         free = [int(np.argmax(np.abs(chain.axes[start + k]))) for k in range(kind.value)]
-        q.extend(_joint_variables(np.asarray(rotations[name], dtype=float), free))
+        quaternion = np.asarray(quaternions[name], dtype=float)
+        q.extend(_joint_variables(quaternion / np.linalg.norm(quaternion), free))
     return np.array(q, dtype=float)
+
+
+def read_pose(obj, rig: RigChain) -> np.ndarray:
+    """The joint bones' current rotations as joint variables ``(n_dof,)`` of an already read chain.
+
+    The cheap part of :func:`read_chain` for callers that keep a ``RigChain`` while only the pose
+    changes (live mode). It does not notice rest-pose, lock or limit edits: re-read the chain then.
+    """
+    bones = _pose_bones(obj, rig.joint_bones)
+    return joint_variables_from_quaternions(rig, {b.name: basis_quaternion(b) for b in bones})
 
 
 def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
@@ -457,11 +493,11 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
             else:
                 offset[:3, 3] += location
         before_rotation = fixed @ offset
-        rotation = basis_rotation(pose_bone)
+        rotation = basis_quaternion(pose_bone)
         free = _free_axes(pose_bone)
         if not free:
             step = np.eye(4)
-            step[:3, :3] = rotation
+            step[:3, :3] = matrices_from_quaternions(rotation)
             fixed = before_rotation @ step
             continue
         joint_bones.append(bone.name)

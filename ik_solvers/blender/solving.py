@@ -14,11 +14,10 @@ import numpy as np
 from ..core import IKInputError, Method, SolveOptions, SolveResult, solve
 from ..core.hi_solver import HISolveResult, solve_hi, sphere_rotations_for_parent_space
 from ..core.kinematics import forward_kinematics
-from ..core.rotations import matrices_from_quaternions
 from .rig import (
     RigChain,
     RigError,
-    joint_variables_from_rotations,
+    joint_variables_from_quaternions,
     read_chain,
     root_matrices_world,
     uniform_scale,
@@ -234,8 +233,7 @@ def preferred_q(chain_settings, rig: RigChain) -> np.ndarray:
     missing = [bone for bone in rig.joint_bones if bone not in stored]
     if missing:
         raise RigError(f"Chain '{name}': the preferred pose lacks bone '{missing[0]}'; capture it again.")
-    rotations = {bone: matrices_from_quaternions(stored[bone]) for bone in rig.joint_bones}
-    return joint_variables_from_rotations(rig, rotations)
+    return joint_variables_from_quaternions(rig, stored)
 
 
 def _rotations(matrices: np.ndarray) -> np.ndarray:

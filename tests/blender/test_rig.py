@@ -304,3 +304,11 @@ def test_world_to_root_inverts_scaled_frames():
     world = local @ frame[:3, :3].T + frame[:3, 3]
     np.testing.assert_allclose(rig.world_to_root(world, frame), local, atol=1e-12)
     np.testing.assert_allclose(rig.world_to_root(world, np.broadcast_to(frame, (7, 4, 4))), local, atol=1e-12)
+
+
+def test_read_pose_matches_a_fresh_read(scene):
+    leg = build_leg()
+    leg.pose.bones["shin"].lock_ik_y = leg.pose.bones["shin"].lock_ik_z = True
+    chain = rig.read_chain(leg, "foot", 3)
+    _randomise_pose(leg, np.random.default_rng(8))
+    np.testing.assert_array_equal(rig.read_pose(leg, chain), rig.read_chain(leg, "foot", 3).q)
