@@ -540,6 +540,14 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
         parent_bone=None if start_parent is None else start_parent.name,
     )
     uniform_scale(root_matrices_world(obj, rig))
+    start = chain_bones[0]
+    if start_parent is not None and start.inherit_scale != "FULL":
+        parent_scale = np.linalg.svd(_matrix(obj.pose.bones[start_parent.name].matrix)[:3, :3], compute_uv=False)
+        if np.abs(parent_scale - 1.0).max() > UNIT_SCALE_TOLERANCE:
+            raise RigError(
+                f"Bone '{start.name}' does not fully inherit the scale of its scaled parent "
+                f"'{start_parent.name}'; set Inherit Scale to Full or reset the parent's scale."
+            )
     return rig
 
 

@@ -263,6 +263,18 @@ def test_unusable_rigs_are_refused(scene, edit, message):
         rig.read_chain(leg, "foot", 3)
 
 
+def test_scaled_parent_scales_the_chain_unless_scale_is_not_inherited(scene):
+    leg = build_leg()
+    leg.pose.bones["hip"].scale = (1.5, 1.5, 1.5)
+    bpy.context.view_layer.update()
+    chain = rig.read_chain(leg, "foot", 3)  # the root space carries the parent's scale
+    np.testing.assert_allclose(_world_positions(leg, chain, chain.q)[-1], evaluated_tip(leg, "foot"),
+                               atol=float32_slack(leg, chain.bone_names) * 1.5)
+    leg.data.bones["thigh"].inherit_scale = "NONE"
+    with pytest.raises(rig.RigError, match="does not fully inherit the scale"):
+        rig.read_chain(leg, "foot", 3)
+
+
 def test_missing_bones_and_bad_lengths_are_refused(scene):
     leg = build_leg()
     with pytest.raises(rig.RigError, match="Tip bone 'toe' not found"):
