@@ -44,7 +44,6 @@ from .iteration import classify
 from .kinematics import (
     Pose,
     bone_length_errors,
-    error_lower_bounds,
     forward_kinematics,
     local_quaternions,
     local_rotations,
@@ -171,9 +170,8 @@ class PreferredPose:
         angles, limited so that no joint bends through straight to the other side.
     bone_headings : ndarray, shape (n,)
         Angle of each bone's in-plane part about ``n0`` from ``a0`` in the preferred pose.
-    planar : bool
-        Every joint lies in the preferred plane, so the straight pose along the
-        EE axis reaches ``chain.reach`` and is the exact answer beyond it.
+    in_plane_lengths : ndarray, shape (n,)
+        Length of each bone's part in the preferred plane (its full length for a planar chain).
     """
 
     chain: Chain
@@ -184,7 +182,24 @@ class PreferredPose:
     bend_axes: np.ndarray
     plane_chain: Chain
     bone_headings: np.ndarray
-    planar: bool
+    in_plane_lengths: np.ndarray
+
+    @property
+    def in_plane_reach(self) -> float:
+        """Farthest the tip gets from the start joint with every joint turning about ``n0`` alone."""
+        return float(self.in_plane_lengths.sum())
+
+    def lower_bounds(self, r: np.ndarray) -> np.ndarray:
+        """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
+
+        The bones' in-plane parts turn freely about ``n0`` and their heights along it
+        cancel at the tip, so the tip reaches exactly the annulus
+        ``[max(0, 2·max(L) − ΣL), ΣL]`` of the in-plane lengths ``L`` — the core's
+        free-joint bound (SPEC §3.3) when the chain is planar, tighter when it is not.
+        """
+        lengths = self.in_plane_lengths
+        inner = max(0.0, 2.0 * lengths.max() - lengths.sum())
+        return np.maximum(0.0, np.maximum(r - lengths.sum(), inner - r))
 
     @property
     def start(self) -> np.ndarray:
@@ -268,8 +283,7 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
         weights=np.ones(n),
         tip_offset=segments[-1],
     )
-    planar = bool(np.abs(bones[:, 1]).max() <= 1e-12 * chain.reach)
-    return PreferredPose(chain, q, positions, frames, sphere, bend_axes, plane_chain, headings, planar)
+    return PreferredPose(chain, q, positions, frames, sphere, bend_axes, plane_chain, headings, segments[:, 0])
 
 
 # ---------------------------------------------------------- parent space
@@ -481,16 +495,16 @@ def _two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> _InPlane:
 def _chain_in_plane(pref: PreferredPose, r: np.ndarray, options: SolveOptions, method: Method) -> _InPlane:
     """Bends of a longer chain putting the tip at distance ``r`` along ``a0`` (or as near as it gets).
 
-    Out of reach of a planar chain the answer is the straight chain along ``a0``,
-    in closed form; every other frame gets an in-plane solve of the plane chain
-    from the preferred angles (bends 0).
+    Beyond the in-plane reach the answer is the chain straightened in the plane
+    (every bone's in-plane part along ``a0``), in closed form; every other frame
+    gets an in-plane solve of the plane chain from the preferred angles (bends 0).
     """
     n_frames, n = r.size, pref.chain.n_joints
-    lengths = pref.chain.segment_lengths
     out = _InPlane.closed_form(np.empty((n_frames, n)), np.zeros((n_frames, n + 1, 3)), np.zeros(n_frames))
-    straight = (r >= pref.chain.reach) if pref.planar else np.zeros(n_frames, dtype=bool)
+    straight = r >= pref.in_plane_reach
     out.bends[straight] = -np.concatenate([pref.bone_headings[:1], np.angle(np.exp(1j * np.diff(pref.bone_headings)))])
-    out.coordinates[straight, 1:, 0] = np.cumsum(lengths)
+    out.coordinates[straight, 1:, 0] = np.cumsum(pref.in_plane_lengths)
+    out.coordinates[straight, 1:, 1] = np.cumsum(pref.plane_chain.segment_vectors[:, 2])
     rows = np.flatnonzero(~straight)
     if rows.size:
         planar_targets = np.zeros((rows.size, 3))
@@ -724,7 +738,7 @@ def _solve_frames(
     q = _joint_variables(pref, quats, bent.bends)
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = np.linalg.norm(pose.tips - targets, axis=-1)
-    lower = error_lower_bounds(chain, targets)
+    lower = pref.lower_bounds(plane.r)
     status = classify(error, error, lower, np.zeros(n_frames, dtype=bool), options.tolerance)
     # The closed forms cannot fail; an in-plane solve can stall or run out of budget, and says so.
     failed = (status != Status.CONVERGED) & (status != Status.UNREACHABLE) & (bent.status != None)  # noqa: E711
