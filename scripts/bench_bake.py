@@ -26,7 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# One BLAS thread unless the caller says otherwise (set before numpy loads): every matrix here is
+# 3×3 or 4×4, where thread hand-offs only add latency, and on a busy machine they added
+# milliseconds to a single live solve.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -329,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ik_solvers.unregister()
     meta = {"blender": bpy.app.version_string, "frames": args.frames, "repeats": args.repeats,
+            "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "cpus": os.cpu_count(),
             "goal_ratio": GOAL_RATIO, "stretch_ratio": STRETCH_RATIO, "live_goal_us": LIVE_GOAL_US,
             "accuracy_samples": ACCURACY_SAMPLES}
     print_table(rows, live_numbers)

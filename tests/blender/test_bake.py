@@ -549,14 +549,15 @@ def test_repeated_bakes_do_not_grow_memory(baking):
         gc.collect()
         return process.memory_info().rss
 
-    bake_once()
-    bake_once()  # warm-up: allocator pools, undo steps
+    for _ in range(3):  # warm-up: allocator pools, caches
+        bake_once()
     start = process.memory_info().rss
-    rss = [bake_once() for _ in range(10)]
+    rss = np.array([bake_once() for _ in range(10)]) / 1e6
     actions = len(bpy.data.actions)
-    growth = (max(rss) - start) / 1e6
-    # nla.bake grows about 7 MB per bake of this size (a new Action each time); ours replaces keys.
-    assert growth < 5.0, f"RSS grew {growth:.1f} MB over 10 bakes"
+    # nla.bake adds about 7 MB per bake of this size (a new Action each time): 70 MB over ten.
+    # Ours replaces keys in place; what remains is the allocator's pools coming and going (swings
+    # of up to ~10 MB seen here, flat over 60 bakes), hence the bound of about two nla.bakes.
+    assert rss.max() - start / 1e6 < 15.0, rss
     assert actions == 2  # the armature's and the target's
     assert len(channelbag(obj).fcurves[0].keyframe_points) == 1000
     assert scene.frame_current == 1
@@ -585,3 +586,30 @@ def test_hi_bake_reports_the_flip_where_the_target_crosses_the_pole(baking):
     assert sum(flip["turn_degrees"] for flip in flips) > 90
     assert chain.bake_flip_frames == len(flips)
     assert report["status_counts"]["CONVERGED"] == 41
+
+
+def test_animated_swivel_angle_is_baked_frame_by_frame_in_pose_mode(baking):
+    scene = baking
+    obj = build_arm()
+    target = add_empty(location=(0.35, 0.15, 1.3))
+    chain = add_chain(obj, target, method="HI")
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    for frame, angle in ((1, 0.0), (30, 1.2)):
+        chain.swivel_angle = angle
+        chain.keyframe_insert("swivel_angle", frame=frame)
+    bpy.ops.object.mode_set(mode="POSE")
+    names = ("upper_arm", "forearm")
+    check_frames = [1, 12, 30]
+    expected = _live_solve_matrices(obj, check_frames, names, [(1.0, 0.0, 0.0, 0.0)] * 2)
+    scene.frame_set(1)
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30) == {"FINISHED"}
+    assert json.loads(chain.last_bake_report)["sampling"] == "evaluated"
+    elbows = []
+    for frame, live in zip(check_frames, expected):
+        scene.frame_set(frame)
+        baked = evaluated_bone_matrices(obj, names)
+        np.testing.assert_allclose(baked, live, atol=2e-6, err_msg=f"frame {frame}")
+        elbows.append(baked[1][:3, 3])
+    # The target stands still: only the swivel moves the elbow, and it does.
+    assert np.linalg.norm(elbows[2] - elbows[0]) > 0.05
