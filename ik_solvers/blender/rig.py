@@ -174,10 +174,7 @@ def continuous_eulers(matrices: np.ndarray, order: str, reference: np.ndarray) -
     """
     reference = np.asarray(reference, dtype=float)
     i = _axis_index(order[-1])  # the first angle of the product R_i R_j R_k
-    # At gimbal lock only a combination of the first and third angle is defined: keep the
-    # reference's first angle (exact for a round trip of an unchanged pose).
-    first = _tait_bryan(matrices, order, np.full(matrices.shape[0], reference[i]))
-    candidates = first
+    candidates = _tait_bryan(matrices, order, np.full(matrices.shape[0], reference[i]))
     previous = np.concatenate([reference[None, None].repeat(2, 1), candidates[:-1]], 0)
     # cost[k, s_prev, s]: turning distance from frame k-1's solution s_prev to frame k's solution s.
     diff = _wrap(candidates[:, None, :, :] - previous[:, :, None, :])
@@ -189,6 +186,16 @@ def continuous_eulers(matrices: np.ndarray, order: str, reference: np.ndarray) -
         state = options[state]
         choice[frame] = state
     chosen = candidates[np.arange(matrices.shape[0]), np.array(choice, dtype=int)]
+    # At gimbal lock only a combination of the first and third angle is defined: keep the
+    # previous frame's first angle (the reference's for frame 0, which makes a round trip of an
+    # unchanged pose exact) and let the third take the rest. Rare (|cos| < 1e-9, e.g. a limit
+    # clamped at exactly 90°), so a loop in frame order is fine.
+    j, k = _axis_index(order[1]), _axis_index(order[0])
+    cos_middle = np.hypot(matrices[:, k, k], matrices[:, j, k])
+    for frame in np.flatnonzero(cos_middle < GIMBAL_COS):
+        before = chosen[frame - 1] if frame else reference
+        options = _tait_bryan(matrices[frame : frame + 1], order, np.array([before[i]]))[0]
+        chosen[frame] = options[np.argmin(np.abs(_wrap(options - before)).sum(-1))]
     return np.unwrap(np.concatenate([reference[None], chosen], 0), axis=0)[1:]
 
 

@@ -174,6 +174,22 @@ def test_continuous_eulers_stay_near_reference(order, rotvec, reference):
     assert np.all(np.abs(values[0] - reference) <= math.pi + 1e-9)
 
 
+@pytest.mark.parametrize("order", rig.EULER_ORDERS)
+def test_eulers_stay_continuous_through_gimbal_lock(order):
+    # The middle angle rises to exactly 90° and stays (a limit clamped there) while the outer
+    # ones keep turning: gimbal frames must continue from the frames before, not the reference.
+    t = np.linspace(0.0, 1.5, 60)
+    angles = np.zeros((t.size, 3))
+    first, middle, last = (rig._axis_index(letter) for letter in reversed(order))
+    angles[:, middle] = math.pi / 2 - 0.3 * np.maximum(0.0, 1.0 - t / 0.75)
+    angles[:, first] = 0.3 + 0.8 * t
+    angles[:, last] = -0.5 * t
+    matrices = rig.matrices_from_eulers(angles, order)
+    values = rig.continuous_eulers(matrices, order, angles[0])
+    np.testing.assert_allclose(rig.matrices_from_eulers(values, order), matrices, atol=1e-12)
+    assert np.abs(np.diff(values, axis=0)).max() < 0.05  # steps of the motion itself, no jumps
+
+
 @pytest.mark.parametrize("mode", rig.ROTATION_MODES)
 def test_batched_channel_values_are_continuous_and_correct(scene, mode):
     obj = build_arm()
