@@ -129,9 +129,12 @@ def quaternions_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
 def _tait_bryan(matrices: np.ndarray, order: str, first_fill: np.ndarray) -> np.ndarray:
     """Both Euler solutions ``(..., 2, 3)`` (x, y, z angles) of ``matrices (..., 3, 3)``.
 
-    Writes ``R = R_i(a) R_j(b) R_k(c)`` with ``(i, j, k)`` the order reversed. Solution 0 has
-    ``|b| ≤ π/2``, solution 1 is ``(a + π, π − b, c + π)``. At gimbal lock ``a`` is
-    ``first_fill (...)`` and ``c`` is solved exactly from the rest.
+    Writes ``R = R_i(a) R_j(b) R_k(c)`` with ``(i, j, k)`` the order reversed, so that
+    ``R[i, k] = e sin b``, ``R[j, k] = −e sin a cos b``, ``R[k, k] = cos a cos b``,
+    ``R[i, j] = −e cos b sin c``, ``R[i, i] = cos b cos c`` (``e`` = ±1, the parity of
+    ``(i, j, k)``). Solution 0 has ``|b| ≤ π/2``, solution 1 is ``(a + π, π − b, c + π)``. At
+    gimbal lock (``cos b`` < ``GIMBAL_COS``) ``a`` is ``first_fill (...)`` and ``c`` is solved
+    exactly from ``R_k(c) = R_j(b)ᵀ R_i(a)ᵀ R``.
     """
     i, j, k = (_axis_index(letter) for letter in reversed(order))
     parity = 1.0 if (i, j, k) in ((0, 1, 2), (1, 2, 0), (2, 0, 1)) else -1.0
@@ -139,26 +142,27 @@ def _tait_bryan(matrices: np.ndarray, order: str, first_fill: np.ndarray) -> np.
     sin_b = np.clip(parity * m[..., i, k], -1.0, 1.0)
     cos_b = np.hypot(m[..., k, k], m[..., j, k])
     gimbal = cos_b < GIMBAL_COS
-    results = []
-    for branch in (0, 1):
-        b = np.arctan2(sin_b, cos_b) if branch == 0 else np.arctan2(sin_b, -cos_b)
-        sign = 1.0 if branch == 0 else -1.0
-        a = np.arctan2(-parity * m[..., j, k] * sign, m[..., k, k] * sign)
-        a = np.where(gimbal, first_fill, a)
-        # R_k(c) = R_j(b)ᵀ R_i(a)ᵀ R: read c from the remainder (exact also at gimbal lock).
-        axis_i = np.zeros(3)
-        axis_i[i] = 1.0
-        axis_j = np.zeros(3)
-        axis_j[j] = 1.0
-        ri = matrices_from_axis_angles(np.broadcast_to(axis_i, a.shape + (3,)), a)
-        rj = matrices_from_axis_angles(np.broadcast_to(axis_j, b.shape + (3,)), b)
-        rest = np.swapaxes(rj, -1, -2) @ np.swapaxes(ri, -1, -2) @ m
+    out = np.empty(m.shape[:-2] + (2, 3))
+    for branch, sign in ((0, 1.0), (1, -1.0)):
+        out[..., branch, j] = np.arctan2(sin_b, sign * cos_b)
+        out[..., branch, i] = np.arctan2(-parity * sign * m[..., j, k], sign * m[..., k, k])
+        out[..., branch, k] = np.arctan2(-parity * sign * m[..., i, j], sign * m[..., i, i])
+    if np.any(gimbal):
+        rows = m[gimbal]
+        a = np.broadcast_to(first_fill, gimbal.shape)[gimbal]
+        unit_i, unit_j = np.eye(3)[i], np.eye(3)[j]
+        ri = matrices_from_axis_angles(np.broadcast_to(unit_i, a.shape + (3,)), a)
         k1, k2 = (k + 1) % 3, (k + 2) % 3
-        c = np.arctan2(rest[..., k2, k1], rest[..., k1, k1])
-        xyz = np.empty(a.shape + (3,))
-        xyz[..., i], xyz[..., j], xyz[..., k] = a, b, c
-        results.append(xyz)
-    return np.stack(results, -2)
+        for branch in (0, 1):
+            b = out[..., branch, j][gimbal]
+            rj = matrices_from_axis_angles(np.broadcast_to(unit_j, b.shape + (3,)), b)
+            rest = np.swapaxes(rj, -1, -2) @ np.swapaxes(ri, -1, -2) @ rows
+            solved = out[..., branch, :][gimbal]
+            solved[:, i] = a
+            solved[:, k] = np.arctan2(rest[:, k2, k1], rest[:, k1, k1])
+            view = out[..., branch, :]
+            view[gimbal] = solved
+    return out
 
 
 def _wrap(angles: np.ndarray) -> np.ndarray:
@@ -179,13 +183,17 @@ def continuous_eulers(matrices: np.ndarray, order: str, reference: np.ndarray) -
     # cost[k, s_prev, s]: turning distance from frame k-1's solution s_prev to frame k's solution s.
     diff = _wrap(candidates[:, None, :, :] - previous[:, :, None, :])
     cost = np.abs(diff).sum(-1)
-    best = np.argmin(cost, axis=-1).tolist()  # (N, 2): best s given s_prev
-    choice = [0] * matrices.shape[0]
-    state = 0  # at frame 0 both "previous" rows are the reference
-    for frame, options in enumerate(best):
-        state = options[state]
+    best = np.argmin(cost, axis=-1)  # (N, 2): best s given s_prev
+    # Follow the choices frame by frame; only frames that switch a solution need a step.
+    choice = np.empty(matrices.shape[0], dtype=int)
+    state, start = 0, 0  # at frame 0 both "previous" rows are the reference
+    for frame in np.flatnonzero((best[:, 0] != 0) | (best[:, 1] != 1)).tolist():
+        choice[start:frame] = state
+        state = int(best[frame, state])
         choice[frame] = state
-    chosen = candidates[np.arange(matrices.shape[0]), np.array(choice, dtype=int)]
+        start = frame + 1
+    choice[start:] = state
+    chosen = candidates[np.arange(matrices.shape[0]), choice]
     # At gimbal lock only a combination of the first and third angle is defined: keep the
     # previous frame's first angle (the reference's for frame 0, which makes a round trip of an
     # unchanged pose exact) and let the third take the rest. Rare (|cos| < 1e-9, e.g. a limit
