@@ -404,15 +404,19 @@ def fcurve_sampling_blockers(scene, obj, rig, chain_settings) -> list[str]:
             reasons.append(f"bone '{name}' has constraints")
     chain_prefixes = _bone_prefixes(obj, rig.bone_names)
     ancestor_prefixes = _bone_prefixes(obj, ancestors)
+    settings_prefix = chain_settings.path_from_id() + "."
     rotations = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
     for fcurve in _fcurves(obj):
         path = fcurve.data_path
         in_chain, prop = _bone_of_path(chain_prefixes, path)
-        if in_chain is not None and prop in rotations:
-            continue  # replaced by the bake; the solve never reads them per frame
-        if in_chain is not None or _bone_of_path(ancestor_prefixes, path)[0] is not None:
-            reasons.append(f"the armature animates {path}")
-        elif not path.startswith("pose.bones["):
+        if in_chain is not None:
+            moves = prop not in rotations  # rotations are what the bake replaces; never read per frame
+        else:
+            # Other bones' channels, custom properties and other chains' settings cannot reach this
+            # chain without a driver or a constraint, both refused above.
+            moves = (_bone_of_path(ancestor_prefixes, path)[0] is not None or path in TRANSFORM_PATHS
+                     or path == "delta_location" or path.startswith(settings_prefix))
+        if moves:
             reasons.append(f"the armature animates {path}")
     return reasons
 
@@ -486,7 +490,6 @@ class BakeJob:
         self.frames = options.frames
         self.reports: list[dict] = []
         self._chains: list[_ChainBake] = []
-        self._started = time.perf_counter()
         by_name = {chain.name: chain for chain in obj.ik_solvers.chains}
         for name in options.chain_names:
             settings = by_name.get(name)

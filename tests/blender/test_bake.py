@@ -382,6 +382,10 @@ def test_fcurve_sampling_equals_blenders_evaluation(baking):
         target.keyframe_insert("rotation_euler", frame=frame)
     fcurves = bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
     fcurves.find("location", index=2).modifiers.new("NOISE")
+    other = add_chain(obj, target, method="HI", name="Other")
+    other.keyframe_insert("swivel_angle", frame=1)  # another chain's setting
+    obj["switch"] = 1.0
+    obj.keyframe_insert('["switch"]', frame=1)  # a custom property (no driver reads it)
     chain = add_chain(obj, target, method="DLS")
     chain.pole_target = add_empty("Pole", location=(0.3, 0.5, 1.4))
     key_path(chain.pole_target, [1, 150], [(0.3, 0.5, 1.4), (0.2, 0.6, 1.7)])
@@ -613,3 +617,31 @@ def test_animated_swivel_angle_is_baked_frame_by_frame_in_pose_mode(baking):
         elbows.append(baked[1][:3, 3])
     # The target stands still: only the swivel moves the elbow, and it does.
     assert np.linalg.norm(elbows[2] - elbows[0]) > 0.05
+
+
+def test_bench_bake_runs_and_writes_its_outputs(scene, tmp_path):
+    """A small run of scripts/bench_bake.py: both systems per rig, ratios, CSV / JSON / PNG."""
+    import csv
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_bake.py"
+    spec = importlib.util.spec_from_file_location("bench_bake", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--out", str(tmp_path), "--frames", "60", "--repeats", "2", "--live-solves", "5"]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "bench_bake.csv")))
+    for rig in bench.RIGS:
+        mine = [row for row in rows if row["rig"] == rig]
+        assert mine[0]["system"] == "Blender IK + nla.bake" and mine[0]["actions_added"] == "2"
+        ours = mine[1:]
+        assert ours and all(row["actions_added"] in ("0", "1") for row in ours)  # 1: the first bake's action
+        for row in ours:
+            ratio = float(mine[0]["us_per_frame"]) / float(row["us_per_frame"])
+            assert float(row["speedup_vs_blender"]) == pytest.approx(ratio)
+            if row["method"] in ("ANALYTIC", "DLS"):
+                assert float(row["tip_error_max"]) < 1e-5, row
+    report = json.loads((tmp_path / "bench_bake.json").read_text())
+    assert report["live"]["live_solve_us_median"] > 0 and report["meta"]["frames"] == 60
+    assert (tmp_path / "bench_bake.png").stat().st_size > 10_000
+    assert bench.main(["--frames", "1"]) == 1
