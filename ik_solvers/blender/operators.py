@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 import numpy as np
-from bpy.props import BoolProperty, IntProperty
+from bpy.props import BoolProperty
 
 from . import solving
 from .rig import RigError, basis_quaternion, read_chain, root_matrices_world, write_pose
