@@ -20,7 +20,7 @@ from bpy.props import BoolProperty, IntProperty, StringProperty
 from bpy_extras import anim_utils
 
 from ..core import Status, find_flips
-from . import solving
+from . import live, solving
 from .rig import RigError, read_chain, rotation_channel_values
 
 
@@ -547,6 +547,10 @@ class BakeJob:
         if not chain.blockers:
             chain.inputs = sample_fcurves(self.obj, chain.settings, chain.rig, self.frames)
             return True
+        with live.paused():
+            return self._sample_evaluated(chain, deadline)
+
+    def _sample_evaluated(self, chain: _ChainBake, deadline: float | None) -> bool:
         depsgraph = self._depsgraph
         frames = self.frames.tolist()
         while len(chain.samples) < len(frames):

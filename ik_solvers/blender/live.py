@@ -11,6 +11,8 @@ everything and pauses live mode until ``load_post``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import bpy
@@ -41,6 +43,8 @@ class LiveState:
         Set while live mode itself writes, so handlers fired by those writes return at once.
     loading : bool
         Between ``load_pre`` and ``load_post``.
+    paused : int
+        Nesting depth of :func:`paused` (a bake stepping through frames).
     solves : int
         Chain solves run by live mode since registration (read by tests and the benchmark).
     """
@@ -49,6 +53,7 @@ class LiveState:
     rigs: dict = field(default_factory=dict)
     busy: bool = False
     loading: bool = False
+    paused: int = 0
     solves: int = 0
 
     def reset(self) -> None:
@@ -56,9 +61,21 @@ class LiveState:
         self.rigs.clear()
         self.busy = False
         self.loading = False
+        self.paused = 0
 
 
 state = LiveState()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """Live mode holds still inside this block: a bake stepping through frames must read the
+    scene as its keys make it, not re-solve (and rewrite) live chains at every frame."""
+    state.paused += 1
+    try:
+        yield
+    finally:
+        state.paused = max(state.paused - 1, 0)
 
 
 def _inputs_signature(chain, inputs: solving.FrameInputs) -> bytes:
@@ -135,7 +152,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
     Returns how many chains were solved. A chain that cannot be solved (no target, a bone gone)
     keeps its pose and shows the reason in its status; nothing is raised into Blender's handler loop.
     """
-    if state.busy or state.loading:
+    if state.busy or state.loading or state.paused:
         return 0
     state.busy = True
     solved = 0
@@ -175,7 +192,7 @@ def on_frame_change(scene, depsgraph=None) -> None:
 
 @persistent
 def on_depsgraph_update(scene, depsgraph) -> None:
-    if state.busy or state.loading:
+    if state.busy or state.loading or state.paused:
         return
     moved = any(update.is_updated_transform and isinstance(update.id, bpy.types.Object)
                 for update in depsgraph.updates)

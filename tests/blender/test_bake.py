@@ -645,3 +645,65 @@ def test_bench_bake_runs_and_writes_its_outputs(scene, tmp_path):
     assert report["live"]["live_solve_us_median"] > 0 and report["meta"]["frames"] == 60
     assert (tmp_path / "bench_bake.png").stat().st_size > 10_000
     assert bench.main(["--frames", "1"]) == 1
+
+
+def test_live_chains_hold_still_while_the_bake_steps_through_frames(baking):
+    from ik_solvers.blender import live
+
+    scene = baking
+    obj, target = _prepared_arm(scene, with_action=False)
+    target.parent = add_empty("Holder")  # per-frame evaluation: sixty frame changes
+    scene.frame_set(1)  # the keyed target where frame 1 puts it
+    chain = obj.ik_solvers.chains[0]
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"} and chain.use_live
+    solves = live.state.solves
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=60) == {"FINISHED"}
+    assert live.state.solves == solves
+    scene.frame_set(33)  # live again afterwards, on top of the baked keys: the same pose
+    assert live.state.solves == solves + 1
+    tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
+    np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6)
+
+
+class _ModalStandIn:
+    """The bake operator's modal() driven by hand: the headless module has no event loop."""
+
+    TIME_PER_TICK = 0.0  # one frame per timer tick
+
+    def __init__(self, job):
+        self._job, self._timer, self.reports = job, None, []
+
+    def report(self, kind, message):
+        self.reports.append((kind, message))
+
+    def __getattr__(self, name):  # _end, _fail, _done: the operator's own helpers, bound to us
+        return getattr(bake.IK_SOLVERS_OT_bake, name).__get__(self)
+
+
+def _tick(operator, kind):
+    return bake.IK_SOLVERS_OT_bake.modal(operator, bpy.context, type("Event", (), {"type": kind})())
+
+
+def test_modal_bake_advances_per_tick_and_esc_restores_the_action(baking):
+    scene = baking
+    obj, target = _prepared_arm(scene, with_action=True)
+    target.parent = add_empty("Holder")
+    scene.frame_set(7)
+    before = action_state(obj)
+    operator = _ModalStandIn(bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 60, 1, ("Arm",))))
+    assert _tick(operator, "MOUSEMOVE") == {"RUNNING_MODAL"}
+    for _ in range(10):
+        assert _tick(operator, "TIMER") == {"RUNNING_MODAL"}
+    assert 0 < operator._job.done_steps < operator._job.total_steps
+    assert _tick(operator, "ESC") == {"CANCELLED"}
+    assert operator.reports == [({"WARNING"}, "Bake cancelled; the action is as it was.")]
+    assert action_state(obj) == before and scene.frame_current == 7
+
+    operator = _ModalStandIn(bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 60, 1, ("Arm",))))
+    ticks = 0
+    while (result := _tick(operator, "TIMER")) == {"RUNNING_MODAL"}:
+        ticks += 1
+    assert result == {"FINISHED"} and ticks + 1 == 60  # a frame per tick; the last one also solves, writes
+    assert operator.reports[0][1].startswith("Baked 'Arm' over 60 frames")
+    assert obj.ik_solvers.chains[0].bake_frames == 60 and scene.frame_current == 7
