@@ -11,14 +11,15 @@ from .vectors import cross, dot, norm
 _SMALL_ANGLE = 1e-6
 
 
+# [v]x read off (x, y, z, 0): entry k takes component _SKEW_GATHER[k] times _SKEW_SIGNS[k].
+_SKEW_GATHER = np.array([3, 2, 1, 2, 3, 0, 1, 0, 3])
+_SKEW_SIGNS = np.array([0.0, -1, 1, 1, 0, -1, -1, 1, 0])
+
+
 def skew(vectors: np.ndarray) -> np.ndarray:
     """Cross-product matrices ``[v]x`` of shape ``(..., 3, 3)`` for vectors ``(..., 3)``."""
-    x, y, z = vectors[..., 0], vectors[..., 1], vectors[..., 2]
-    zero = np.zeros_like(x)
-    return np.stack(
-        [np.stack([zero, -z, y], -1), np.stack([z, zero, -x], -1), np.stack([-y, x, zero], -1)],
-        -2,
-    )
+    padded = np.concatenate([vectors, np.zeros(vectors.shape[:-1] + (1,))], -1)
+    return (padded[..., _SKEW_GATHER] * _SKEW_SIGNS).reshape(vectors.shape[:-1] + (3, 3))
 
 
 def matrices_from_axis_angles(axes: np.ndarray, angles: np.ndarray) -> np.ndarray:
@@ -40,42 +41,52 @@ def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     return np.eye(3) + a[..., None, None] * k + b[..., None, None] * (k @ k)
 
 
+def _shepperd_terms() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gather indices and signs building the 4×4 matrix ``K = 4 q qᵀ`` from a rotation matrix.
+
+    Row k of K is ``4 q_k q``; K is linear in the nine entries plus a constant,
+    each entry a signed sum of at most three of them (index 9 reads a zero).
+    """
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = range(9)
+    rows = [
+        [(+1, [m00, m11, m22]), (+1, [m21]), (+1, [m02]), (+1, [m10])],
+        [(+1, [m21]), (+1, [m00]), (+1, [m01, m10]), (+1, [m02, m20])],
+        [(+1, [m02]), (+1, [m01, m10]), (+1, [m11]), (+1, [m12, m21])],
+        [(+1, [m10]), (+1, [m02, m20]), (+1, [m12, m21]), (+1, [m22])],
+    ]
+    minus = {(0, 1): [m12], (0, 2): [m20], (0, 3): [m01], (1, 0): [m12], (1, 1): [m11, m22],
+             (2, 0): [m20], (2, 2): [m00, m22], (3, 0): [m01], (3, 3): [m00, m11]}
+    gather = np.full((3, 16), 9)
+    signs = np.zeros((3, 16))
+    for i in range(4):
+        for j in range(4):
+            terms = [(1.0, k) for k in rows[i][j][1]] + [(-1.0, k) for k in minus.get((i, j), [])]
+            for t, (sign, k) in enumerate(terms):
+                gather[t, 4 * i + j], signs[t, 4 * i + j] = k, sign
+    constant = np.eye(4).reshape(16)
+    return gather, signs, constant
+
+
+_SHEPPERD_GATHER, _SHEPPERD_SIGNS, _SHEPPERD_CONSTANT = _shepperd_terms()
+_DIAGONAL = np.array([0, 5, 10, 15])
+
+
 def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
-    """Unit quaternions ``(..., 4)`` as ``(w, x, y, z)`` with ``w >= 0`` from rotation matrices."""
-    m = matrices
-    trace = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
-    # Pick, per matrix, the largest of the four squared components to divide by
-    # (Shepperd's method): always well conditioned.
-    cand = np.stack(
-        [trace, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], -1
-    )
-    choice = np.argmax(cand, axis=-1)
-    q = np.empty(m.shape[:-2] + (4,))
-    r = np.sqrt(np.maximum(1.0 + 2.0 * np.take_along_axis(cand, choice[..., None], -1)[..., 0] - trace, 0.0))
-    r = np.maximum(r, 1e-300)
-    s = 0.5 / r
-    m21, m12 = m[..., 2, 1], m[..., 1, 2]
-    m02, m20 = m[..., 0, 2], m[..., 2, 0]
-    m10, m01 = m[..., 1, 0], m[..., 0, 1]
-    w = np.select(
-        [choice == 0, choice == 1, choice == 2, choice == 3],
-        [0.5 * r, (m21 - m12) * s, (m02 - m20) * s, (m10 - m01) * s],
-    )
-    x = np.select(
-        [choice == 0, choice == 1, choice == 2, choice == 3],
-        [(m21 - m12) * s, 0.5 * r, (m01 + m10) * s, (m02 + m20) * s],
-    )
-    y = np.select(
-        [choice == 0, choice == 1, choice == 2, choice == 3],
-        [(m02 - m20) * s, (m01 + m10) * s, 0.5 * r, (m12 + m21) * s],
-    )
-    z = np.select(
-        [choice == 0, choice == 1, choice == 2, choice == 3],
-        [(m10 - m01) * s, (m02 + m20) * s, (m12 + m21) * s, 0.5 * r],
-    )
-    q[..., 0], q[..., 1], q[..., 2], q[..., 3] = w, x, y, z
-    q /= norm(q)[..., None]
-    return canonical_quaternions(q)
+    """Unit quaternions ``(..., 4)`` as ``(w, x, y, z)`` with ``w >= 0`` from rotation matrices.
+
+    Shepperd's method: of the four rows of ``K = 4 q qᵀ`` (each proportional
+    to q), take the one with the largest diagonal entry, so the division is
+    always well conditioned.
+    """
+    flat = matrices.reshape(matrices.shape[:-2] + (9,))
+    padded = np.concatenate([flat, np.zeros(flat.shape[:-1] + (1,))], -1)
+    k = _SHEPPERD_CONSTANT + padded[..., _SHEPPERD_GATHER[0]] * _SHEPPERD_SIGNS[0]
+    k = k + padded[..., _SHEPPERD_GATHER[1]] * _SHEPPERD_SIGNS[1]
+    k = k + padded[..., _SHEPPERD_GATHER[2]] * _SHEPPERD_SIGNS[2]
+    k = k.reshape(flat.shape[:-1] + (4, 4))
+    choice = np.argmax(k.reshape(flat.shape[:-1] + (16,))[..., _DIAGONAL], axis=-1)
+    row = np.take_along_axis(k, choice[..., None, None], -2)[..., 0, :]
+    return canonical_quaternions(row / norm(row)[..., None])
 
 
 def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
