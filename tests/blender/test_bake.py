@@ -217,21 +217,22 @@ def test_cancel_while_sampling_frame_by_frame_restores_everything(baking):
     assert scene.frame_current == 3
 
 
-def _nan_location_key(target, frame):
+def _bad_location_key(target, frame, value):
     fcurves = bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
     fcurve = fcurves.find("location", index=1)
     point = min(fcurve.keyframe_points, key=lambda k: abs(k.co[0] - frame))
-    point.co = (point.co[0], float("nan"))
+    point.co = (point.co[0], value)
     fcurve.update()
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
 @pytest.mark.parametrize("parented", [False, True], ids=["fcurve-sampling", "evaluated"])
-def test_nan_target_is_refused_and_the_action_is_unchanged(baking, parented):
+def test_non_finite_target_is_refused_and_the_action_is_unchanged(baking, parented, value):
     scene = baking
     obj, target = _prepared_arm(scene, with_action=True)
     if parented:
         target.parent = add_empty("Holder")
-    _nan_location_key(target, 29)
+    _bad_location_key(target, 29, value)
     scene.frame_set(1)
     before = action_state(obj)
     pose_before = [tuple(b.rotation_quaternion) for b in obj.pose.bones]
