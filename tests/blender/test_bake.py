@@ -708,3 +708,22 @@ def test_modal_bake_advances_per_tick_and_esc_restores_the_action(baking):
     assert result == {"FINISHED"} and ticks + 1 == 60  # a frame per tick; the last one also solves, writes
     assert operator.reports[0][1].startswith("Baked 'Arm' over 60 frames")
     assert obj.ik_solvers.chains[0].bake_frames == 60 and scene.frame_current == 7
+
+
+@pytest.mark.parametrize("mode", ["QUATERNION", "XYZ", "ZXY", "YZX", "AXIS_ANGLE"])
+def test_every_rotation_mode_bakes_to_keys_that_reach_the_target(baking, mode):
+    scene = baking
+    obj = build_arm()
+    for pose_bone in obj.pose.bones:
+        pose_bone.rotation_mode = mode
+    target = add_empty()
+    circling_target(target, np.arange(1, 51, 7), center=(0.3, 0.1, 1.3), radius=0.2)
+    add_chain(obj, target, method="DLS")
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=50) == {"FINISHED"}
+    prop = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode, "rotation_euler")
+    bag = channelbag(obj)
+    assert {f.data_path for f in bag.fcurves} == {obj.pose.bones[n].path_from_id(prop) for n in ("upper_arm", "forearm")}
+    for frame in (1, 18, 50):
+        scene.frame_set(frame)
+        tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
+        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6, err_msg=f"frame {frame}")
