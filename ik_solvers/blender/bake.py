@@ -113,26 +113,16 @@ def write_keyframes(fcurve, keys: dict[str, np.ndarray]) -> None:
         points.foreach_set(name, keys[name].ravel())
 
 
-def replace_keys_in_range(
-    fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float,
-    old: dict[str, np.ndarray] | None = None,
-) -> None:
+def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float) -> None:
     """Key ``values (N,)`` at ``frames (N,)`` with linear interpolation, dropping the curve's keys in
-    ``[start, end]`` and keeping every key outside it with all its data.
-
-    ``old`` is the curve's current keys if already read (``read_keyframes``), to save a second read.
-    """
+    ``[start, end]`` and keeping every key outside it with all its data."""
     points = fcurve.keyframe_points
-    if old is None:
-        x = np.empty(2 * len(points), dtype=np.float32)
-        points.foreach_get("co", x)
-        x = x[0::2]
-    else:
-        x = old["co"][:, 0]
+    x = np.empty(2 * len(points), dtype=np.float32)
+    points.foreach_get("co", x)
+    x = x[0::2]
     before, after = x < start, x > end
     n_before, n_after, count = int(before.sum()), int(after.sum()), len(frames)
-    if (n_before or n_after) and old is None:
-        old = read_keyframes(fcurve)
+    old = read_keyframes(fcurve) if n_before or n_after else None
     points.clear()
     points.add(n_before + count + n_after)  # fresh keys carry Blender's defaults
     co = np.column_stack([frames, values]).astype(np.float32)
