@@ -456,7 +456,9 @@ def _geometry_key(obj, rig) -> bytes:
 class _ChainBake:
     settings: object
     rig: object
-    blockers: list[str]
+    blockers: list[str] | None = None
+    """Why F-curve sampling is not exact, found just before sampling (an earlier chain of the
+    same bake may have keyed this chain's ancestors); empty: sample F-curves."""
     samples: list = field(default_factory=list)
     rigs: dict = field(default_factory=dict)
     """geometry key → RigChain read at a frame with that geometry."""
@@ -491,7 +493,7 @@ class BakeJob:
                 rig = read_chain(obj, settings.tip_bone, settings.chain_length)
             except RigError as error:
                 raise BakeError(f"Chain '{name}': {error}") from None
-            chain = _ChainBake(settings, rig, fcurve_sampling_blockers(self.scene, obj, rig, settings))
+            chain = _ChainBake(settings, rig)
             chain.rigs[_geometry_key(obj, rig)] = rig
             self._chains.append(chain)
         self._depsgraph = context.evaluated_depsgraph_get()
@@ -534,6 +536,8 @@ class BakeJob:
         return True
 
     def _sample(self, chain: _ChainBake, deadline: float | None) -> bool:
+        if chain.blockers is None:
+            chain.blockers = fcurve_sampling_blockers(self.scene, self.obj, chain.rig, chain.settings)
         if not chain.blockers:
             chain.inputs = sample_fcurves(self.obj, chain.settings, chain.rig, self.frames)
             return True

@@ -727,3 +727,29 @@ def test_every_rotation_mode_bakes_to_keys_that_reach_the_target(baking, mode):
         scene.frame_set(frame)
         tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
         np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6, err_msg=f"frame {frame}")
+
+
+def test_a_chain_rooted_on_an_earlier_chains_bones_follows_their_new_keys(baking):
+    """Bake all: the arm hangs from the spine chain baked just before it in the same run."""
+    scene = baking
+    obj = build_armature([
+        {"name": "spine1", "head": (0.0, 0.0, 1.0), "tail": (0.0, 0.0, 1.2)},
+        {"name": "spine2", "head": (0.0, 0.0, 1.2), "tail": (0.0, 0.0, 1.4), "parent": "spine1"},
+        {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "parent": "spine2",
+         "connect": False},
+        {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "parent": "upper_arm"},
+    ])
+    chest, hand = add_empty("Chest"), add_empty("Hand")
+    key_path(chest, [1, 30], [(0.05, 0.0, 1.39), (-0.1, 0.1, 1.36)])  # the spine leans
+    key_path(hand, [1, 30], [(0.4, 0.1, 1.3), (0.2, 0.3, 1.5)])
+    add_chain(obj, chest, tip="spine2", name="Spine")
+    add_chain(obj, hand, tip="forearm", name="Arm")
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30, all_chains=True) == {"FINISHED"}
+    reports = [json.loads(c.last_bake_report) for c in obj.ik_solvers.chains]
+    assert [r["sampling"] for r in reports] == ["fcurves", "evaluated"]  # the arm's root is now keyed
+    for frame in (1, 11, 30):
+        scene.frame_set(frame)
+        for bone, target in (("spine2", chest), ("forearm", hand)):
+            tip = np.array(obj.matrix_world @ obj.pose.bones[bone].tail)
+            np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6,
+                                       err_msg=f"{bone} at frame {frame}")
