@@ -365,6 +365,8 @@ def _chunked_job_class():
             if not np.array_equal(gathered.frames, self.frames):
                 raise bake.BakeError("The solved chunks do not cover the frame range.")
             chain = self.chain
+            if getattr(chain, "blockers", None) is None:  # set by sampling, which ran elsewhere
+                chain.blockers = bake.fcurve_sampling_blockers(self.scene, self.obj, chain.rig, chain.settings)
             chain.inputs = solving.FrameInputs(**gathered.inputs)
             self._gathered = gathered
             try:

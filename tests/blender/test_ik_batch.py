@@ -282,3 +282,25 @@ def test_hi_report_lists_flips_with_pole_distances(addon, tmp_path):
     assert flip["frame"] in (21, 22) and flip["pole_crossing"] and flip["warned"]
     assert flip["turn_degrees"] > 90.0 and flip["pole_distance_degrees"] < 10.0
     assert entry["pole_warning_frames"] > 0
+
+
+def test_keys_equal_the_bake_operators_whatever_the_chunking(scene_file, tmp_path):
+    """Every frame is solved from the same start pose, so chunks of 7 frames in 2 processes, one
+    chunk of the whole range, and the add-on's own bake operator key the same values, bit for bit."""
+    chunked, whole = tmp_path / "chunked.blend", tmp_path / "whole.blend"
+    run_batch(scene_file, "--output", chunked, "--chunk-size", "7", "--jobs", "2")
+    run_batch(scene_file, "--output", whole, "--chunk-size", "1000")
+    bpy.ops.wm.open_mainfile(filepath=str(scene_file), load_ui=False)
+    obj = bpy.data.objects["Rig"]
+    bpy.context.view_layer.objects.active = obj
+    with bpy.context.temp_override(active_object=obj, object=obj, selected_objects=[obj]):
+        assert bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=FRAMES[0], frame_end=FRAMES[1],
+                                       all_chains=True) == {"FINISHED"}
+    operator = tmp_path / "operator.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(operator), copy=True)
+    reference = baked_keys(operator)
+    assert len(reference) == 5 * 4
+    for other in (baked_keys(chunked), baked_keys(whole)):
+        assert other.keys() == reference.keys()
+        for channel, co in reference.items():
+            assert co.tobytes() == other[channel].tobytes(), channel
