@@ -458,8 +458,10 @@ def main(argv: list[str]) -> int:
     warned = int(diagnostics["warnings"].sum())
     print(f"\nHI arm: {warned} frames within {diagnostics['threshold_degrees']:.0f}° of a pole (warned); "
           f"flips reported by the bake at frames {[f['frame'] for f in arm['HI']['bake']['flip_frames']]}.")
-    print(f"Wrote {blend}, {args.out / 'report.json'} and "
+    print(f"Wrote {args.out / 'demo.blend'}, {args.out / 'report.json'} and "
           f"{', '.join(str(args.out / name) for name in figures.values())} in {report['seconds']:.1f} s.")
+    print("Open demo.blend in Blender (with the IK Solvers extension for the chain settings) and play the "
+          "animation: the keys are plain rotation keys.")
     return 0
 
 
