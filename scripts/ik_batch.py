@@ -590,11 +590,15 @@ def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> 
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         # No .blend1 backups next to a fresh output; --in-place keeps Blender's usual backup.
-        bpy.context.preferences.filepaths.save_version = 1 if options.in_place else 0
+        paths = bpy.context.preferences.filepaths
+        save_version = paths.save_version
+        paths.save_version = save_version if options.in_place else 0
         try:
             bpy.ops.wm.save_as_mainfile(filepath=str(output), copy=True)
         except RuntimeError as error:
             raise BatchError(f"{output}: cannot be saved ({str(error).strip().splitlines()[-1]})") from None
+        finally:
+            paths.save_version = save_version
     return {"input": str(path), "output": None if output is None else str(output), "ok": True,
             "chains": entries, "seconds": time.perf_counter() - started}
 
