@@ -33,7 +33,7 @@ frames in any order or in any chunks gives bit-identical poses.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from .kinematics import (
     local_rotations,
 )
 from .result import Method, SolveOptions, SolveResult, Status
-from .rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
+from .rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices
 from .solve import register_solver, solve
 from .zero_plane import (
     ZeroPlaneMap,
@@ -98,6 +98,18 @@ def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("...i,...i->...", a, b)
 
 
+def _rotated(matrix: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """``matrix (3, 3) @ v`` for vectors ``(..., 3)``.
+
+    Every product in this module goes through einsum, never matmul: BLAS rounds a
+    product differently with the memory alignment of its operands, so a frame's
+    result would depend on where its arrays happened to land — measured: the
+    same preferred pose gave headings a bit apart between two calls, and a
+    4-bone chain in a tilted root frame gave different bits reversed in a batch.
+    """
+    return np.einsum("ij,...j->...i", matrix, vectors)
+
+
 # --------------------------------------------------------------- the plane
 def pose_plane_normals(positions: np.ndarray) -> np.ndarray:
     """Solver-plane normals ``(N, 3)`` of poses given by joint positions ``(N, n + 1, 3)`` (tip last).
@@ -116,9 +128,14 @@ def pose_plane_normals(positions: np.ndarray) -> np.ndarray:
     axes = offsets[:, -1] / np.maximum(axis_length, 1e-300)[:, None]
     inner = offsets[:, 1:-1]
     across = inner - _dots(inner, axes[:, None])[..., None] * axes[:, None]
-    scatter = np.einsum("nji,njk->nik", across, across)
-    _, vectors = np.linalg.eigh(scatter)
-    side = vectors[..., -1]
+    # Principal direction of the offsets in the plane ⟂ a, in closed form (a 2×2 eigenproblem
+    # in a basis (u, v) of that plane): elementwise, so the same bits in any batch.
+    helper = np.where(np.abs(axes[:, :1]) < 0.9, [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    u = _unit(np.cross(axes, helper))
+    v = np.cross(axes, u)
+    x, y = _dots(across, u[:, None]), _dots(across, v[:, None])
+    angle = 0.5 * np.arctan2(2.0 * np.sum(x * y, axis=1), np.sum(x * x, axis=1) - np.sum(y * y, axis=1))
+    side = np.cos(angle)[:, None] * u + np.sin(angle)[:, None] * v
     normals = np.cross(side, axes)
     bulge = np.cross(inner, offsets[:, -1:]).sum(axis=1)
     normals = np.where(_dots(normals, bulge)[:, None] < 0.0, -normals, normals)
@@ -208,11 +225,11 @@ class PreferredPose:
 
     @property
     def a0_world(self) -> np.ndarray:
-        return self.chain.root_rotation @ self.sphere.a0
+        return _rotated(self.chain.root_rotation, self.sphere.a0)
 
     @property
     def n0_world(self) -> np.ndarray:
-        return self.chain.root_rotation @ self.sphere.n0
+        return _rotated(self.chain.root_rotation, self.sphere.n0)
 
 
 def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
@@ -241,7 +258,7 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
         )
     a0_world = _unit(positions[-1] - positions[0])
     root = chain.root_rotation
-    sphere = SphereFrame(a0=root.T @ a0_world, n0=root.T @ n0_world)
+    sphere = SphereFrame(a0=_rotated(root.T, a0_world), n0=_rotated(root.T, n0_world))
     bend_axes = np.einsum("nji,j->ni", frames[1:], n0_world)
     for j, kind in enumerate(chain.kinds[1:], start=1):
         if kind is JointKind.BALL:
@@ -255,10 +272,12 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
             )
     n = chain.n_joints
     basis = np.stack([a0_world, n0_world, np.cross(n0_world, a0_world)])
-    bones = np.diff(positions, axis=0) @ basis.T
-    headings = np.arctan2(bones[:, 2], bones[:, 0])
+    bones = _rotated(basis, np.diff(positions, axis=0))
+    along, height, across = np.ascontiguousarray(bones.T)  # see _contiguous_inputs
+    headings = np.arctan2(across, along)
     relative = np.angle(np.exp(1j * np.diff(headings)))
-    in_plane = np.hypot(bones[:, 0], bones[:, 2]) > STRAIGHT_TOLERANCE * chain.reach
+    in_plane_lengths = np.hypot(along, across)
+    in_plane = in_plane_lengths > STRAIGHT_TOLERANCE * chain.reach
     # Each bent joint keeps its sense (the seed: bend as the preferred pose does); a joint
     # straight in the preferred pose, or with a bone out of the plane, may go either way.
     bent = (np.abs(relative) > STRAIGHT_TOLERANCE) & in_plane[1:] & in_plane[:-1]
@@ -266,13 +285,16 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
     lower[1:] = np.where(bent, np.where(relative > 0.0, -relative, -np.pi - relative), -np.inf)
     upper[1:] = np.where(bent, np.where(relative > 0.0, np.pi - relative, -relative), np.inf)
     # The plane chain lives in plane coordinates (x = a0, y = n0 × a0, z = n0, start joint at
-    # the origin): its joints turn about z alone, so every world axis is exactly (0, 0, 1) and
-    # no product of general rotations enters the in-plane iteration (see _contiguous_batches).
+    # the origin): its joints turn about z alone, so every world axis is exactly (0, 0, 1).
+    # With general rotations the core's world axes (stacked BLAS products, rounded differently
+    # with each block's memory alignment) made a frame's in-plane solve depend on its place in
+    # the batch: measured, a 4-bone chain in a tilted root frame differed in the last bits
+    # between a batch and the same batch reversed.
     turns = np.diff(np.concatenate([[0.0], headings]))
     c, s = np.cos(turns), np.sin(turns)
     rest = np.zeros((n, 3, 3))
     rest[:, 0, 0], rest[:, 0, 1], rest[:, 1, 0], rest[:, 1, 1], rest[:, 2, 2] = c, -s, s, c, 1.0
-    segments = np.stack([np.hypot(bones[:, 0], bones[:, 2]), np.zeros(n), bones[:, 1]], -1)
+    segments = np.stack([in_plane_lengths, np.zeros(n), height], -1)
     plane_chain = Chain(
         kinds=(JointKind.HINGE,) * n,
         offsets=np.concatenate([np.zeros((1, 3)), segments[:-1]]),
@@ -433,6 +455,11 @@ def pole_angles(axes_sphere: np.ndarray, n0: np.ndarray) -> np.ndarray:
 
 
 # -------------------------------------------------------- in-plane solve
+# _contiguous_inputs: a transcendental ufunc (arctan2, hypot, sin, …) given strided input goes
+# through numpy's buffered loop, and its result can differ in the last bit from call to call
+# (measured on numpy 1.26 / AVX-512: arctan2 of the same strided columns gave two different
+# results over 20 calls; the preferred pose's bone headings changed between two solves). On
+# contiguous input it is the same every time, so every column goes in as a contiguous copy.
 @dataclass(frozen=True, eq=False)
 class _InPlane:
     """A batch of in-plane poses: the preferred pose with each joint bent about ``n0``.
@@ -475,7 +502,7 @@ def _plane_basis(pref: PreferredPose) -> np.ndarray:
 
 def _two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> _InPlane:
     """Closed-form bends putting the tip at distance ``r`` along ``a0``, bending as the preferred pose."""
-    upper, lower = np.diff(pref.positions, axis=0) @ _plane_basis(pref).T
+    upper, lower = _rotated(_plane_basis(pref), np.diff(pref.positions, axis=0))
     shoulder = np.arctan2(upper[2], upper[0])
     elbow = np.arctan2(upper[0] * lower[2] - upper[2] * lower[0], upper[0] * lower[0] + upper[2] * lower[2])
     lengths = pref.chain.segment_lengths
@@ -483,7 +510,7 @@ def _two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> _InPlane:
     angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
     coordinates = np.zeros((r.size, 3, 3))
     heading = angles[:, 0] + angles[:, 1]
-    shoulder_angles = np.ascontiguousarray(angles[:, 0])  # see _contiguous_batches
+    shoulder_angles = np.ascontiguousarray(angles[:, 0])  # see _contiguous_inputs
     coordinates[:, 1, 0] = lengths[0] * np.cos(shoulder_angles)
     coordinates[:, 1, 2] = lengths[0] * np.sin(shoulder_angles)
     coordinates[:, 2, 0] = coordinates[:, 1, 0] + lengths[1] * np.cos(heading)
@@ -514,7 +541,7 @@ def _chain_in_plane(pref: PreferredPose, r: np.ndarray, options: SolveOptions, m
         coordinates = inner.positions[..., [0, 2, 1]]  # to the (a0, n0, n0 × a0) order used here
         out.bends[rows] = inner.q
         out.coordinates[rows] = coordinates
-        tips = np.ascontiguousarray(coordinates[:, -1].T)  # see _contiguous_batches
+        tips = np.ascontiguousarray(coordinates[:, -1].T)  # see _contiguous_inputs
         out.tip_turns[rows] = np.arctan2(tips[2], tips[0])
         out.status[rows] = inner.status
         out.iterations[rows] = inner.iterations
@@ -543,9 +570,9 @@ def _placed_pose(pref: PreferredPose, plane: _Plane, bent: _InPlane) -> tuple[np
     turn = bent.bends[:, 0] - bent.tip_turns
     c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
     columns = np.stack([c * a + s * side, nrm, c * side - s * a], -1)
-    # einsum, not matmul: stacked BLAS products of 3×3 blocks vary in the last bit with each
-    # block's memory alignment, i.e. with its place in the batch.
-    return np.einsum("nij,jk->nik", columns, _plane_basis(pref) @ pref.frames[1]), positions
+    # einsum, not matmul: see _rotated.
+    in_plane_basis = np.einsum("ij,jk->ik", _plane_basis(pref), pref.frames[1])
+    return np.einsum("nij,jk->nik", columns, in_plane_basis), positions
 
 
 def _joint_quaternions(pref: PreferredPose, start_frames: np.ndarray, bends: np.ndarray) -> np.ndarray:
@@ -555,7 +582,7 @@ def _joint_quaternions(pref: PreferredPose, start_frames: np.ndarray, bends: np.
     """
     chain = pref.chain
     n_frames, n = bends.shape
-    parent = chain.root_rotation @ chain.rest_rotations[0]
+    parent = np.einsum("ij,jk->ik", chain.root_rotation, chain.rest_rotations[0])
     quats = np.empty((n_frames, n, 4))
     quats[:, 0] = quaternions_from_matrices(np.einsum("ji,njk->nik", parent, start_frames))
     if n > 1:
@@ -566,6 +593,21 @@ def _joint_quaternions(pref: PreferredPose, start_frames: np.ndarray, bends: np.
     return quats
 
 
+def _rotvecs_from_quaternions(quats: np.ndarray) -> np.ndarray:
+    """Rotation vectors ``(N, 3)`` (angle in ``[0, π]``) from quaternions ``(N, 4)`` with ``w ≥ 0``.
+
+    The core's ``rotvecs_from_quaternions`` with contiguous inputs to ``arctan2``
+    (see _contiguous_inputs); the core's version passes the strided ``w`` column.
+    """
+    w = np.ascontiguousarray(quats[:, 0])
+    vectors = quats[:, 1:]
+    s = np.linalg.norm(vectors, axis=-1)
+    angle = 2.0 * np.arctan2(s, w)
+    small = s < 1e-6  # as the core: angle / sin(angle / 2) → 2 as the angle → 0
+    factor = np.where(small, 2.0 / np.maximum(w, 1e-300), angle / np.where(small, 1.0, s))
+    return vectors * factor[:, None]
+
+
 def _joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:
     """Joint variables ``(N, n_dof)``: ball joints from their quaternions, hinge-like joints by adding the bend."""
     chain = pref.chain
@@ -573,7 +615,7 @@ def _joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) 
     for j, kind in enumerate(chain.kinds):
         start = chain.dof_start[j]
         if kind is JointKind.BALL:
-            q[:, start : start + 3] = rotvecs_from_quaternions(quats[:, j])
+            q[:, start : start + 3] = _rotvecs_from_quaternions(quats[:, j])
         else:
             last = start + kind.value - 1
             q[:, last] += np.sign(chain.axes[last] @ pref.bend_axes[j]) * bends[:, j]
@@ -673,58 +715,7 @@ def solve_hi(
     if not np.isfinite(warning_angle) or warning_angle < 0.0:
         raise IKInputError("warning_angle", f"must be a non-negative angle, got {warning_angle!r}")
     targets = _check_targets(targets)
-    n_frames = targets.shape[0]
-    swivel = _per_frame(swivel, n_frames, "swivel")
-    if sphere_rotations is not None:
-        sphere_rotations = _check_rotations(sphere_rotations, n_frames)
-    if n_frames > 1:
-        return _solve_frames(
-            pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations, options, warning_angle,
-            Method(in_plane_method),
-        )
-    # _contiguous_batches: numpy runs transcendental ufuncs (sin, arctan2, …) through SIMD
-    # code on contiguous arrays and a scalar fallback on strided ones, and the two may differ
-    # in the last bit. A one-row array counts as contiguous whatever its strides, so a lone
-    # frame would take other code paths (here and in the core's helpers) than the same frame
-    # in a batch. Solving it as a batch of two keeps every batch size bit-identical.
-    def twice(value):
-        value = np.asarray(value)
-        return np.concatenate([value, value]) if value.ndim and value.shape[0] == 1 else value
-
-    solved = _solve_frames(
-        pref, twice(targets), twice(swivel), zero_plane_map, None if poles is None else twice(np.atleast_2d(poles)),
-        None if map_data is None else {key: twice(value) for key, value in map_data.items()},
-        None if sphere_rotations is None else twice(sphere_rotations), options, warning_angle, Method(in_plane_method),
-    )
-    return _first_frame(solved)
-
-
-def _first_frame(solved: "HISolveResult") -> "HISolveResult":
-    """The result for row 0 only, of a solve run on two copies of one frame."""
-
-    def first(record):
-        values = {}
-        for item in fields(record):
-            value = getattr(record, item.name)
-            values[item.name] = value[:1] if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == 2 else value
-        return replace(record, **values)
-
-    return replace(first(solved), result=first(solved.result))
-
-
-def _solve_frames(
-    pref: PreferredPose,
-    targets: np.ndarray,
-    swivel: np.ndarray,
-    zero_plane_map: str | ZeroPlaneMapFactory,
-    poles: np.ndarray | None,
-    map_data: dict | None,
-    sphere_rotations: np.ndarray | None,
-    options: SolveOptions,
-    warning_angle: float,
-    in_plane_method: Method,
-) -> "HISolveResult":
-    """:func:`solve_hi` on checked input of ``N ≥ 2`` frames."""
+    in_plane_method = Method(in_plane_method)
     chain = pref.chain
     plane = _solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
 
@@ -841,7 +832,7 @@ def _arc_pole_distances(u: np.ndarray, v: np.ndarray, pole: np.ndarray) -> np.nd
     normal = np.cross(u, v)
     length = np.linalg.norm(normal, axis=-1)
     normal = normal / np.maximum(length, 1e-300)[:, None]
-    height = normal @ pole
+    height = _dots(normal, pole)
     foot = pole - height[:, None] * normal  # nearest point of the great circle (for the antipode: −foot)
     distance = np.arctan2(np.abs(height), np.linalg.norm(foot, axis=-1))
     inside = []

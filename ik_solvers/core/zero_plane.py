@@ -217,8 +217,8 @@ def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarra
 
     For ``n ⟂ a`` Rodrigues' formula reduces to ``cos ψ · n + sin ψ · (a × n)``.
     """
-    # A contiguous copy: numpy's SIMD sin/cos run only on contiguous arrays and may differ from
-    # the strided fallback in the last bit, so a broadcast ψ would make results batch-dependent.
+    # A contiguous copy: numpy's buffered loop for strided (e.g. broadcast) input can round
+    # sin/cos differently from call to call (see hi_solver's _contiguous_inputs).
     swivel = np.ascontiguousarray(swivel, dtype=float)[..., None]
     return np.cos(swivel) * zero_normals + np.sin(swivel) * np.cross(axes, zero_normals)
 
