@@ -211,6 +211,23 @@ class Chain:
         return vectors, column
 
     @cached_property
+    def frame_axis_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Where every variable's axis is ± a coordinate axis of its frame: (frame, column, sign) per variable.
+
+        Then the world axes are columns of the world frames, read by one gather
+        instead of a product (always so for ball joints, and for hinges whose
+        axis lies along a bone axis). None when some axis is oblique.
+        """
+        vectors = self.dof_frame_vectors
+        column = np.argmax(np.abs(vectors), axis=1)
+        sign = vectors[np.arange(self.n_dof), column]
+        exact = np.zeros_like(vectors)
+        exact[np.arange(self.n_dof), column] = sign
+        if not np.array_equal(exact, vectors) or not np.all(np.abs(sign) == 1.0):
+            return None
+        return self.dof_frame_index, column, sign
+
+    @cached_property
     def root_weights(self) -> np.ndarray | None:
         """``sqrt(weights) (n_dof,)``, or None when every weight is 1 (nothing to scale)."""
         return None if np.all(self.weights == 1.0) else np.sqrt(self.weights)

@@ -188,6 +188,10 @@ def world_axes(chain: Chain, pose: Pose) -> np.ndarray:
     Ball joints contribute their current frame's three axes: increments are
     applied as rotations in that frame, so there is no gimbal lock.
     """
+    columns = chain.frame_axis_columns
+    if columns is not None:
+        frame, column, sign = columns
+        return np.swapaxes(pose.frames, 2, 3)[:, frame, column] * sign[:, None]
     vectors, column = chain.frame_axis_table
     grouped = pose.frames @ vectors  # (N, n + 1, 3, k)
     return np.swapaxes(grouped, 2, 3).reshape(grouped.shape[0], -1, 3)[:, column]
