@@ -415,8 +415,11 @@ def _solver_planes(
     if sphere_rotations is None:
         root = pref.chain.root_rotation
         to_solving = np.broadcast_to(root, (n_frames, 3, 3))
-        to_sphere_vectors = lambda vectors: np.einsum("ji,nj->ni", root, vectors)  # noqa: E731
-        to_solving_vectors = lambda vectors: np.einsum("ij,nj->ni", root, vectors)  # noqa: E731
+        if np.array_equal(root, np.eye(3)):  # the common case, and exact: skip the products
+            to_sphere_vectors = to_solving_vectors = lambda vectors: vectors  # noqa: E731
+        else:
+            to_sphere_vectors = lambda vectors: np.einsum("ji,nj->ni", root, vectors)  # noqa: E731
+            to_solving_vectors = lambda vectors: np.einsum("ij,nj->ni", root, vectors)  # noqa: E731
     else:
         to_solving = _check_rotations(sphere_rotations, n_frames)
         to_sphere_vectors = lambda vectors: np.einsum("nji,nj->ni", to_solving, vectors)  # noqa: E731
@@ -551,7 +554,7 @@ def _chain_in_plane(pref: PreferredPose, r: np.ndarray, options: SolveOptions, m
 
 
 def _placed_pose(pref: PreferredPose, plane: _Plane, bent: _InPlane) -> tuple[np.ndarray, np.ndarray]:
-    """Start-joint world frames ``(N, 3, 3)`` and positions ``(N, n + 1, 3)`` of the HI pose.
+    """Start-joint local rotations ``(N, 3, 3)`` and positions ``(N, n + 1, 3)`` of the HI pose.
 
     The in-plane pose turned rigidly about the start joint so that its tip
     direction goes onto the EE axis ``a`` and ``n0`` onto the solver normal ``n``:
@@ -566,7 +569,11 @@ def _placed_pose(pref: PreferredPose, plane: _Plane, bent: _InPlane) -> tuple[np
     positions = (
         along[..., None] * a[:, None] + h[..., None] * nrm[:, None] + across[..., None] * side[:, None] + pref.start
     )
-    # Q0 = G · Rot(n0, bend0) · Q0_pref, and Q0_pref = F · (Fᵀ Q0_pref) with F = [a0, n0, n0 × a0].
+    # Q0 = G · Rot(n0, bend0) · Q0_pref with Q0_pref = F · (Fᵀ Q0_pref), F = [a0, n0, n0 × a0];
+    # the local rotation is Pᵀ Q0 for the start joint's parent frame P (root · rest).
+    parent = np.einsum("ij,jk->ik", pref.chain.root_rotation, pref.chain.rest_rotations[0])
+    if not np.array_equal(parent, np.eye(3)):
+        a, nrm, side = (_rotated(parent.T, vectors) for vectors in (a, nrm, side))
     turn = bent.bends[:, 0] - bent.tip_turns
     c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
     columns = np.stack([c * a + s * side, nrm, c * side - s * a], -1)
@@ -575,18 +582,17 @@ def _placed_pose(pref: PreferredPose, plane: _Plane, bent: _InPlane) -> tuple[np
     return np.einsum("nij,jk->nik", columns, in_plane_basis), positions
 
 
-def _joint_quaternions(pref: PreferredPose, start_frames: np.ndarray, bends: np.ndarray) -> np.ndarray:
+def _joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: np.ndarray) -> np.ndarray:
     """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the HI pose.
 
-    Start joint from its world frame; joint ``j ≥ 1``: ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``.
+    Start joint from its local rotation matrices; joint ``j ≥ 1``:
+    ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``.
     """
-    chain = pref.chain
     n_frames, n = bends.shape
-    parent = np.einsum("ij,jk->ik", chain.root_rotation, chain.rest_rotations[0])
     quats = np.empty((n_frames, n, 4))
-    quats[:, 0] = quaternions_from_matrices(np.einsum("ji,njk->nik", parent, start_frames))
+    quats[:, 0] = quaternions_from_matrices(start_rotations)
     if n > 1:
-        pref_quats = local_quaternions(chain, pref.q[None])[0]
+        pref_quats = local_quaternions(pref.chain, pref.q[None])[0]
         half = 0.5 * bends[:, 1:]
         bend_quats = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * pref.bend_axes[1:]], -1)
         quats[:, 1:] = canonical_quaternions(quaternion_products(pref_quats[1:], bend_quats))
@@ -724,8 +730,8 @@ def solve_hi(
         bent = _two_bone_in_plane(pref, plane.r)
     else:
         bent = _chain_in_plane(pref, plane.r, options, in_plane_method)
-    start_frames, positions = _placed_pose(pref, plane, bent)
-    quats = _joint_quaternions(pref, start_frames, bent.bends)
+    start_rotations, positions = _placed_pose(pref, plane, bent)
+    quats = _joint_quaternions(pref, start_rotations, bent.bends)
     q = _joint_variables(pref, quats, bent.bends)
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = np.linalg.norm(pose.tips - targets, axis=-1)
