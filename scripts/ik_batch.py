@@ -623,9 +623,10 @@ def main(argv: list[str]) -> int:
     for index, path in enumerate(options.files):
         try:
             reports.append(bake_file(path, options, already_open=(opened is not None and index == 0)))
-        except BatchError as error:
+        except Exception as error:  # noqa: BLE001 — one file's failure must not lose the others
             failed = True
-            message = str(error)
+            message = str(error) if isinstance(error, BatchError) else (
+                f"unexpected {type(error).__name__}: {(str(error).strip().splitlines() or [''])[-1]}")
             if not message.startswith(str(path)):
                 message = f"{path}: {message}"
             print(f"ik_batch: {message}", file=sys.stderr)
