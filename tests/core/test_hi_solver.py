@@ -515,3 +515,36 @@ def test_parent_space_rotations_follow_the_chosen_parent():
     np.testing.assert_allclose(in_start_space, np.transpose(start_parent, (0, 2, 1)) @ target_parent, atol=1e-15)
     with pytest.raises(IKInputError, match="parent_space"):
         sphere_rotations_for_parent_space("WORLD", start_parent, target_parent)
+
+
+# ---------------------------------------------------------------- scripts
+def _load_script(name: str):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_hi_benchmark_solves_both_chains_and_reports_frames_per_second(capsys):
+    figures = _load_script("bench_hi").benchmark_hi(n_frames=400, repeats=1)
+    assert set(figures) == {"two_bone", "four_bone"}
+    for entry in figures.values():
+        assert entry["frames"] == 400
+        assert entry["converged"] + entry["unreachable"] == 400  # 0.1–1.1 of the reach: all solved
+        assert 0 < entry["unreachable"] < 400
+        assert entry["frames_per_second"] == pytest.approx(400 / entry["seconds"])
+    assert "frames/s" in capsys.readouterr().out
+
+
+def test_zero_plane_figure_script_writes_the_png(tmp_path):
+    plot = _load_script("plot_zero_plane_map")
+    assert plot.main(["--out", str(tmp_path)]) == 0
+    png = tmp_path / "hi-default-map.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    assert plot.main(["--help"]) == 0
