@@ -46,13 +46,11 @@ from .kinematics import (
     bone_length_errors,
     forward_kinematics,
     local_quaternions,
-    local_rotations,
 )
 from .result import Method, SolveOptions, SolveResult, Status
 from .rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices
 from .solve import register_solver, solve
 from .zero_plane import (
-    ZeroPlaneMap,
     ZeroPlaneMapFactory,
     build_zero_plane_map,
     map_singularities,
@@ -343,7 +341,7 @@ def sphere_rotations_for_parent_space(
     if solving_rotations is None:
         return np.array(parent if parent.ndim == 3 else parent[None])
     solving = np.asarray(solving_rotations, dtype=float)
-    product = np.einsum("...ji,...jk->...ik", solving, parent)  # einsum: see _placed_pose
+    product = np.einsum("...ji,...jk->...ik", solving, parent)  # einsum: see _rotated
     return np.array(product.reshape(-1, 3, 3))
 
 
