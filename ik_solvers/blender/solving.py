@@ -198,7 +198,10 @@ def prepare_solve(
         method = Method(chain_settings.method)
     except ValueError:
         raise RigError(f"Chain '{name}': unknown method '{chain_settings.method}'.") from None
-    options = options_from_settings(chain_settings, float(world_scale.max()))
+    # Distances in the settings are scene units; convert with the armature object's own scale,
+    # not the batch's root frames: a frame's result must not depend on which frames share its
+    # batch (ik_batch --jobs chunks), and posed root bones carry float32 noise in their scale.
+    options = options_from_settings(chain_settings, uniform_scale(np.array(obj.matrix_world)))
     method_args = _method_args(method, chain_settings, rig, inputs, root_world, world_scale, targets)
     if method is Method.HI:
         initial = method_args["preferred"]  # history independent: every frame starts from it
