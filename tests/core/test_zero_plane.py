@@ -36,6 +36,7 @@ frames = st.integers(min_value=0, max_value=2**31 - 1).map(lambda seed: _random_
 
 
 @given(frames, st.floats(-np.pi, np.pi))
+@settings(deadline=None)  # pure arithmetic; a loaded CI machine must not fail it on time
 def test_rule_a_equator_normal_is_the_preferred_normal(frame, longitude):
     a0, n0 = frame
     zero_map = DefaultZeroPlaneMap(a0, n0)
@@ -44,6 +45,7 @@ def test_rule_a_equator_normal_is_the_preferred_normal(frame, longitude):
 
 
 @given(frames, st.floats(-np.pi, np.pi), st.floats(-1.55, 1.55))
+@settings(deadline=None)
 def test_rule_b_is_the_equator_normal_carried_along_the_meridian(frame, longitude, latitude):
     """n(a) is n0 turned with the equator point e up its meridian great circle to a (hand rotation)."""
     a0, n0 = frame
@@ -148,7 +150,7 @@ def test_pole_object_map_without_poles_is_refused():
 
 
 @given(frames, st.lists(st.floats(-3.0, 3.0), min_size=1, max_size=5))
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 def test_swivel_angles_invert_swivel_normals(frame, swivels):
     a0, n0 = frame
     rng = np.random.default_rng(len(swivels))
