@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,7 +13,6 @@ from ik_solvers.core import (
     JointKind,
     Method,
     ParentSpace,
-    SolveOptions,
     Status,
     find_flips,
     forward_kinematics,
@@ -484,10 +481,12 @@ def test_flip_report_separates_pole_crossings_from_swivel_jumps():
     flips = find_flips(solved)
     assert list(flips.frames) == [10, 30]
     assert list(flips.pole_crossing) == [False, True]
-    # Hand normals: cos φ n0 − sin φ e on the meridian e = ±a0, turned by ψ about the axis.
-    meridian = np.where((latitude <= np.pi / 2)[:, None], a0, -a0)
-    sin_lat = np.abs(np.sin(latitude))[:, None]  # latitude measured from the equator of the crossing side
-    hand = np.cos(latitude)[:, None] * 0 + np.sqrt(1 - sin_lat**2) * n0 - sin_lat * meridian
+    # Hand normals: cos φ n0 − sin φ e, e the meridian (a0 before the pole, −a0 after it) and φ the
+    # latitude measured on that side, then turned by ψ about the axis.
+    before_pole = (latitude <= np.pi / 2)[:, None]
+    meridian = np.where(before_pole, a0, -a0)
+    phi = np.where(before_pole, latitude[:, None], np.pi - latitude[:, None])
+    hand = np.cos(phi) * n0 - np.sin(phi) * meridian
     hand = np.array([_rodrigues(a, psi) @ h for a, psi, h in zip(axes, swivel, hand)])
     np.testing.assert_allclose(solved.solver_normals, hand, atol=1e-12)
     expected = [np.degrees(np.arccos(np.clip(hand[k - 1] @ hand[k], -1, 1))) for k in (10, 30)]
