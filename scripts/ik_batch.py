@@ -6,8 +6,8 @@ Two ways to run it::
     python scripts/ik_batch.py FILE.blend [FILE.blend ...] [options]      # with the bpy module
 
 Per file: open it, pick the chains (default: every enabled chain on every armature), bake each
-over the frame range through the add-on's bake machinery (``ik_solvers.blender.bake.BakeJob``), and
-save the result as a new file (``--output``), or over the input only with ``--in-place``.
+over the frame range through the add-on's bake machinery (the public steps of
+``ik_solvers.blender.bake.BakeJob``: sample, solve, write_solved), and save the result as a new file (``--output``), or over the input only with ``--in-place``.
 
 ``--jobs N`` solves fixed chunks of ``--chunk-size`` frames in N worker processes, each loading a
 snapshot of the file and sampling + solving its chunks, and the parent writes the keys once. The
@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -227,41 +227,6 @@ def _bpy():
     return bpy
 
 
-@dataclass
-class ChunkResult:
-    """One chunk's solve: per frame ``(M,)`` arrays, plus the HI extras when the method is HI.
-
-    ``inputs`` holds the sampled :class:`FrameInputs` fields (None where absent).
-    """
-
-    frames: np.ndarray
-    q: np.ndarray
-    status: np.ndarray  # str values of core.Status
-    error: np.ndarray
-    bound: np.ndarray
-    inputs: dict[str, np.ndarray | None]
-    hi: dict[str, np.ndarray] | None = None
-
-    def save(self, path: Path) -> None:
-        arrays = {"frames": self.frames, "q": self.q, "status": self.status.astype("U32"), "error": self.error,
-                  "bound": self.bound}
-        arrays.update({f"in_{k}": v for k, v in self.inputs.items() if v is not None})
-        if self.hi is not None:
-            arrays.update({f"hi_{k}": v for k, v in self.hi.items()})
-        np.savez(path, **arrays)
-
-    @classmethod
-    def load(cls, path: Path) -> "ChunkResult":
-        with np.load(path) as data:
-            arrays = {k: data[k] for k in data.files}
-        inputs = {k: arrays.get(f"in_{k}") for k in INPUT_FIELDS}
-        hi = {k[3:]: v for k, v in arrays.items() if k.startswith("hi_")} or None
-        return cls(arrays["frames"], arrays["q"], arrays["status"], arrays["error"], arrays["bound"], inputs, hi)
-
-
-INPUT_FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle")
-
-
 def _bake_module():
     _bpy()
     from ik_solvers.blender import bake
@@ -270,174 +235,70 @@ def _bake_module():
 
 
 def make_job(obj, chain_name: str, frames: tuple[int, int], step: int):
-    """A ``ChunkedBakeJob`` for one chain (BatchError when the chain cannot be baked)."""
+    """A ``BakeJob`` for one chain (BatchError when the chain cannot be baked)."""
     bpy = _bpy()
     bake = _bake_module()
-    job_class = _chunked_job_class()
     try:
-        return job_class(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, (chain_name,)))
+        return bake.BakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, (chain_name,)))
     except bake.BakeError as error:
         raise BatchError(str(error)) from None
 
 
-_JOB_CLASS = None
+def solve_chunk(job, frames: np.ndarray):
+    """Sample and solve ``frames`` (a run of the job's frames) of the job's one chain, as the bake would."""
+    (chain,) = job.chains
+    return job.solve(chain, job.sample(chain, frames))
 
 
-def _chunked_job_class():
-    """``BakeJob`` extended with chunk solves and a write of results solved elsewhere (built lazily:
-    the base class needs bpy)."""
-    global _JOB_CLASS
-    if _JOB_CLASS is not None:
-        return _JOB_CLASS
+def save_solved(solved, path: Path) -> None:
+    """Write a chunk's ``SolvedFrames`` for the parent process (``load_solved`` reads it back)."""
+    arrays = {"frames": solved.frames, "q": solved.q, "status": np.array([s.value for s in solved.status], dtype="U32"),
+              "error": solved.error, "bound": solved.bound, "seconds": np.array(solved.seconds)}
+    if solved.hi is not None:
+        arrays.update({f"hi_{name}": value for name, value in vars(solved.hi).items()})
+    np.savez(path, **arrays)
+
+
+def load_solved(path: Path):
+    """The ``SolvedFrames`` that ``save_solved`` wrote, bit for bit."""
     bake = _bake_module()
-    from ik_solvers.blender import solving
-    from ik_solvers.blender.rig import RigError
-    from ik_solvers.core import HISolveResult, Status, find_flips
+    from ik_solvers.core import Status
 
-    class ChunkedBakeJob(bake.BakeJob):
-        """One chain's bake whose frames are sampled and solved in fixed chunks (maybe elsewhere)."""
-
-        _gathered = None
-
-        @property
-        def chain(self):
-            return self._chains[0]
-
-        def solve_chunk(self, frames: np.ndarray) -> ChunkResult:
-            """Sample and solve ``frames`` (a run of this job's frames) exactly as the bake would."""
-            chain, full = self.chain, self.frames
-            self.frames = np.asarray(frames)
-            chain.inputs, chain.samples, chain.frame_keys = None, [], []
-            try:
-                self._sample(chain, None)
-                return self._solve_sampled(chain)
-            finally:
-                self.frames = full
-                chain.inputs, chain.samples, chain.frame_keys = None, [], []
-
-        def _solve_sampled(self, chain) -> ChunkResult:
-            inputs, n = chain.inputs, chain.inputs.frame_count
-            keys = np.array(chain.frame_keys or [next(iter(chain.rigs))] * n, dtype=object)
-            q = np.empty((n, chain.rig.chain.n_dof))
-            status = np.empty(n, dtype="U32")
-            error, bound = np.empty(n), np.empty(n)
-            hi = None
-            for key, rig in chain.rigs.items():
-                rows = np.flatnonzero(keys == key)
-                if rows.size == 0:
-                    continue
-                subset = inputs if rows.size == n else bake._select(inputs, rows)
-                try:
-                    prepared = solving.prepare_solve(self.obj, chain.settings, subset, rig=rig, initial=chain.rig.q)
-                    outcome = solving.run_solve_full(prepared)
-                except RigError as error_:
-                    raise bake.BakeError(
-                        f"Chain '{chain.settings.name}', frames from {int(self.frames[rows[0]])}: {error_}") from None
-                result = outcome.result
-                q[rows] = result.q
-                status[rows] = [s.value for s in result.status]
-                error[rows], bound[rows] = solving.world_errors(prepared, result)
-                if outcome.hi is not None:
-                    if hi is None:
-                        hi = {"solver_normals": np.full((n, 3), np.nan), "ee_axes_sphere": np.full((n, 3), np.nan),
-                              "pole_angles": np.full(n, np.nan), "pole_warnings": np.zeros(n, bool),
-                              "n0": np.asarray(outcome.hi.sphere.n0, float)}
-                    for name in ("solver_normals", "ee_axes_sphere", "pole_angles", "pole_warnings"):
-                        hi[name][rows] = getattr(outcome.hi, name)
-            fields = {name: (None if getattr(inputs, name) is None else np.asarray(getattr(inputs, name)))
-                      for name in INPUT_FIELDS}
-            return ChunkResult(np.asarray(self.frames), q, status, error, bound, fields, hi)
-
-        def write_solved(self, chunks: list[ChunkResult]) -> dict:
-            """Key the chain from its solved chunks (in frame order) and end the job; the report."""
-            gathered = ChunkResult(
-                frames=np.concatenate([c.frames for c in chunks]),
-                q=np.concatenate([c.q for c in chunks]),
-                status=np.concatenate([c.status for c in chunks]),
-                error=np.concatenate([c.error for c in chunks]),
-                bound=np.concatenate([c.bound for c in chunks]),
-                inputs={name: (None if chunks[0].inputs[name] is None
-                               else np.concatenate([c.inputs[name] for c in chunks])) for name in INPUT_FIELDS},
-                hi=None if chunks[0].hi is None else {
-                    name: (chunks[0].hi[name] if name == "n0" else np.concatenate([c.hi[name] for c in chunks]))
-                    for name in chunks[0].hi},
-            )
-            if not np.array_equal(gathered.frames, self.frames):
-                raise bake.BakeError("The solved chunks do not cover the frame range.")
-            chain = self.chain
-            if getattr(chain, "blockers", None) is None:  # set by sampling, which ran elsewhere
-                chain.blockers = bake.fcurve_sampling_blockers(self.scene, self.obj, chain.rig, chain.settings)
-            chain.inputs = solving.FrameInputs(**gathered.inputs)
-            self._gathered = gathered
-            try:
-                self._solve_and_write(chain)
-            except bake.BakeError:
-                self.cancel()
-                raise
-            self._index = len(self._chains)
-            report = self.finish()[0]
-            return report
-
-        def _solve(self, chain):
-            """The gathered chunks in place of a solve (BakeJob calls this from ``_solve_and_write``)."""
-            g = self._gathered
-            status = np.array([Status(s) for s in g.status], dtype=object)
-            return g.q, status, g.error, g.bound, self.flips()
-
-        def flips(self) -> list[dict]:
-            """Solver-plane flips over the whole baked sequence (HI): frame, turn, pole crossing, pole distance."""
-            g = self._gathered
-            if g.hi is None:
-                return []
-            hi = g.hi
-            sphere = type("Sphere", (), {"n0": hi["n0"]})()
-            solved = HISolveResult(result=None, ee_axes=None, ee_axes_sphere=hi["ee_axes_sphere"],
-                                   zero_plane_normals=None, solver_normals=hi["solver_normals"], swivel=None,
-                                   pole_angles=hi["pole_angles"], pole_warnings=hi["pole_warnings"],
-                                   map_singular=None, sphere=sphere)
-            threshold = float(self.chain.settings.flip_threshold)
-            report = find_flips(solved, warning_angle=threshold)
-            flips = []
-            for k, turn, crossing in zip(report.frames, report.turns, report.pole_crossing):
-                distance = float(min(hi["pole_angles"][k - 1], hi["pole_angles"][k]))
-                flips.append({
-                    "frame": int(self.frames[k]),
-                    "turn_degrees": float(np.degrees(turn)),
-                    "pole_crossing": bool(crossing),
-                    "pole_distance_degrees": float(np.degrees(distance)),
-                    "warned": bool(hi["pole_warnings"][k - 1] or hi["pole_warnings"][k]),
-                })
-            return flips
-
-    _JOB_CLASS = ChunkedBakeJob
-    return _JOB_CLASS
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    hi = {k[3:]: v for k, v in arrays.items() if k.startswith("hi_")}
+    return bake.SolvedFrames(
+        frames=arrays["frames"], q=arrays["q"], status=np.array([Status(s) for s in arrays["status"]], dtype=object),
+        error=arrays["error"], bound=arrays["bound"], hi=bake.HIFrames(**hi) if hi else None,
+        seconds=float(arrays["seconds"]),
+    )
 
 
-def chain_statistics(job, bake_report: dict, seconds: float) -> dict:
+def chain_statistics(job, solved, bake_report: dict, seconds: float) -> dict:
     """The ``--report`` entry of one baked chain."""
-    g = job._gathered
-    excess = np.maximum(g.error - g.bound, 0.0)
-    counts = Counter(str(s) for s in g.status)
+    (chain,) = job.chains
+    excess = np.maximum(solved.error - solved.bound, 0.0)
+    counts = Counter(s.value for s in solved.status)
     entry = {
         "armature": job.obj.name,
-        "chain": job.chain.settings.name,
-        "method": job.chain.settings.method,
-        "frames": int(len(g.frames)),
-        "frame_start": int(g.frames[0]),
-        "frame_end": int(g.frames[-1]),
+        "chain": chain.settings.name,
+        "method": chain.settings.method,
+        "frames": int(len(solved.frames)),
+        "frame_start": int(solved.frames[0]),
+        "frame_end": int(solved.frames[-1]),
         "step": int(job.options.frame_step),
         "status_counts": {s: int(counts.get(s, 0)) for s in bake_report["status_counts"]},
-        "max_error": float(g.error.max()),
-        "median_error": float(statistics.median(g.error.tolist())),
+        "max_error": float(solved.error.max()),
+        "median_error": float(statistics.median(solved.error.tolist())),
         "max_error_over_lower_bound": float(excess.max()),
-        "max_error_over_lower_bound_frame": int(g.frames[int(np.argmax(excess))]),
+        "max_error_over_lower_bound_frame": int(solved.frames[int(np.argmax(excess))]),
         "flips": bake_report["flip_frames"],
         "sampling": bake_report.get("sampling"),
         "seconds": seconds,
     }
-    if g.hi is not None:
-        entry["pole_warning_frames"] = int(g.hi["pole_warnings"].sum())
-        entry["min_pole_distance_degrees"] = float(np.degrees(np.nanmin(g.hi["pole_angles"])))
+    if solved.hi is not None:
+        entry["pole_warning_frames"] = int(solved.hi.pole_warnings.sum())
+        entry["min_pole_distance_degrees"] = float(np.degrees(np.nanmin(solved.hi.pole_angles)))
     return entry
 
 
@@ -487,7 +348,7 @@ def _with_targets(selected: list) -> list:
     return selected
 
 
-def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: Path) -> list[ChunkResult]:
+def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: Path) -> list:
     """Snapshot the current state, let ``jobs`` processes solve the chunks, read their results."""
     bpy = _bpy()
     snapshot = workdir / "snapshot.blend"
@@ -497,7 +358,7 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         task = {
             "blend": str(snapshot),
             "armature": job.obj.name,
-            "chain": job.chain.settings.name,
+            "chain": job.chains[0].settings.name,
             "frame_range": [int(job.options.frame_start), int(job.options.frame_end)],
             "step": int(job.options.frame_step),
             "chunks": {str(i): chunks[i].tolist() for i in indices},
@@ -515,7 +376,7 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
             failures.append(lines[-1] if lines else f"worker exited with {process.returncode}")
     if failures:
         raise BatchError(f"a worker failed: {failures[0]}")
-    return [ChunkResult.load(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
+    return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
 
 
 def worker_command(task_path: Path) -> list[str]:
@@ -539,7 +400,7 @@ def run_worker(task_path: Path) -> int:
         job = make_job(obj, task["chain"], tuple(task["frame_range"]), task["step"])
         out = Path(task["out"])
         for index, frames in task["chunks"].items():
-            job.solve_chunk(np.array(frames, dtype=job.frames.dtype)).save(out / f"chunk{index}.npz")
+            save_solved(solve_chunk(job, np.array(frames, dtype=job.frames.dtype)), out / f"chunk{index}.npz")
     except (BatchError, _bake_module().BakeError) as error:
         print(f"ik_batch worker: {error}", file=sys.stderr)
         return EXIT_FAILED
@@ -569,14 +430,16 @@ def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> 
             chunks = plan_chunks(job.frames, options.chunk_size)
             try:
                 if options.jobs == 1 or len(chunks) == 1:
-                    results = [job.solve_chunk(frames_) for frames_ in chunks]
+                    parts = [solve_chunk(job, frames_) for frames_ in chunks]
                 else:
-                    results = solve_chunks_in_workers(job, chunks, options.jobs, Path(workdir))
-                bake_report = job.write_solved(results)
+                    parts = solve_chunks_in_workers(job, chunks, options.jobs, Path(workdir))
+                solved = bake.SolvedFrames.concatenate(parts)
+                bake_report = job.write_solved(job.chains[0], solved)
+                job.finish()
             except bake.BakeError as error:
                 job.cancel()
                 raise BatchError(f"{obj.name}:{chain.name}: {error}") from None
-            entry = chain_statistics(job, bake_report, time.perf_counter() - chain_started)
+            entry = chain_statistics(job, solved, bake_report, time.perf_counter() - chain_started)
             entries.append(entry)
             if not options.quiet:
                 counts = ", ".join(f"{n} {s.lower()}" for s, n in entry["status_counts"].items() if n)

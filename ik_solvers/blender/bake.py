@@ -12,14 +12,14 @@ import json
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import bpy
 import numpy as np
 from bpy.props import BoolProperty, IntProperty, StringProperty
 from bpy_extras import anim_utils
 
-from ..core import Status, find_flips
+from ..core import HISolveResult, SphereFrame, Status, find_flips
 from . import live, solving
 from .rig import RigError, read_chain, rotation_channel_values
 
@@ -451,19 +451,186 @@ def _geometry_key(obj, rig) -> bytes:
     return np.array(values, dtype=np.float32).tobytes()
 
 
+# --------------------------------------------------------------------------- the job's values
+def select_frames(inputs: solving.FrameInputs, rows: np.ndarray) -> solving.FrameInputs:
+    """The inputs at ``rows`` (indices into their batch axis), optional fields staying None."""
+
+    def pick(value):
+        return None if value is None else np.asarray(value)[rows]
+
+    return solving.FrameInputs(
+        target_world=pick(inputs.target_world),
+        root_world=pick(inputs.root_world),
+        pole_world=pick(inputs.pole_world),
+        target_parent_world=pick(inputs.target_parent_world),
+        swivel_angle=pick(inputs.swivel_angle),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class SampledFrames:
+    """One chain's solve inputs at some frames, as :meth:`BakeJob.sample` read them.
+
+    Attributes
+    ----------
+    frames : ndarray of int, shape (M,)
+        The sampled frames, in the order asked for.
+    inputs : solving.FrameInputs
+        Target, root frame, pole, … per frame (world space, batch axis ``M``).
+    geometry : ndarray of bytes (dtype object), shape (M,)
+        Per frame, the key of the chain's shape (its bones' pose location and scale) there: frames
+        with one key are solved with one rig.
+    """
+
+    frames: np.ndarray
+    inputs: solving.FrameInputs
+    geometry: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class HIFrames:
+    """What flip detection needs of an HI solve, per frame (batch axis ``M`` first).
+
+    Attributes
+    ----------
+    solver_normals : ndarray, shape (M, 3)
+        Solver-plane normals in the solving frame.
+    ee_axes_sphere : ndarray, shape (M, 3)
+        Unit EE axes in the swivel sphere's coordinates.
+    pole_angles : ndarray, shape (M,)
+        Angle from the EE axis to the nearer pole (radians).
+    pole_warnings : ndarray of bool, shape (M,)
+        The HI solve's warning that the pole angle is below its warning angle.
+    poles : ndarray, shape (M, 3)
+        The sphere's pole ``n0`` each frame was solved with (one per chain shape).
+    """
+
+    solver_normals: np.ndarray
+    ee_axes_sphere: np.ndarray
+    pole_angles: np.ndarray
+    pole_warnings: np.ndarray
+    poles: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class SolvedFrames:
+    """One chain's solve at some frames, as :meth:`BakeJob.solve` gives it and
+    :meth:`BakeJob.write_solved` keys it (possibly solved in another process and gathered with
+    :meth:`concatenate`).
+
+    Attributes
+    ----------
+    frames : ndarray of int, shape (M,)
+        The solved frames.
+    q : ndarray, shape (M, n_dof)
+        Joint variables per frame (radians; ball joints as rotation vectors).
+    status : ndarray of Status (dtype object), shape (M,)
+    error, bound : ndarray, shape (M,)
+        Tip error and its lower bound per frame (scene units).
+    hi : HIFrames or None
+        The HI extras (None for other methods).
+    seconds : float
+        Time the solve took (the report adds the writing to it).
+    """
+
+    frames: np.ndarray
+    q: np.ndarray
+    status: np.ndarray
+    error: np.ndarray
+    bound: np.ndarray
+    hi: HIFrames | None
+    seconds: float
+
+    @classmethod
+    def concatenate(cls, parts: list["SolvedFrames"]) -> "SolvedFrames":
+        """One solve from consecutive parts (all of one chain and method), in the order given."""
+
+        def joined(values):
+            return np.concatenate(list(values))
+
+        hi = None
+        if parts[0].hi is not None:
+            hi = HIFrames(**{f.name: joined(getattr(p.hi, f.name) for p in parts) for f in fields(HIFrames)})
+        return cls(
+            frames=joined(p.frames for p in parts),
+            q=joined(p.q for p in parts),
+            status=joined(p.status for p in parts),
+            error=joined(p.error for p in parts),
+            bound=joined(p.bound for p in parts),
+            hi=hi,
+            seconds=sum(p.seconds for p in parts),
+        )
+
+
+def _flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict]:
+    """Solver-plane flips of an HI solve over its frames in order, within each chain shape.
+
+    A shape is told by the sphere pole its frames were solved with; across two shapes the normals
+    live in different spheres, and the shape change itself would count as a turn. Per flip: frame,
+    turn (degrees), whether it crosses a pole, the pole distance (degrees) and whether the pole
+    warning was on at either side of it.
+    """
+    hi = solved.hi
+    if hi is None:
+        return []
+    flips = []
+    shapes = np.unique(hi.poles, axis=0)
+    for pole in shapes:
+        rows = np.flatnonzero(np.all(hi.poles == pole, axis=1))
+        # find_flips reads the normals, the sphere's EE axes and its pole alone.
+        sequence = HISolveResult(
+            result=None, ee_axes=None, ee_axes_sphere=hi.ee_axes_sphere[rows], zero_plane_normals=None,
+            solver_normals=hi.solver_normals[rows], swivel=None, pole_angles=None, pole_warnings=None,
+            map_singular=None, sphere=SphereFrame(a0=None, n0=pole),
+        )
+        report = find_flips(sequence, warning_angle=warning_angle)
+        for k, turn, crossing in zip(report.frames, report.turns, report.pole_crossing):
+            before, after = rows[k - 1], rows[k]
+            flips.append({
+                "frame": int(solved.frames[after]),
+                "turn_degrees": float(np.degrees(turn)),
+                "pole_crossing": bool(crossing),
+                "pole_distance_degrees": float(np.degrees(min(hi.pole_angles[before], hi.pole_angles[after]))),
+                "warned": bool(hi.pole_warnings[before] or hi.pole_warnings[after]),
+            })
+    return sorted(flips, key=lambda flip: flip["frame"])
+
+
 # --------------------------------------------------------------------------- the job
-@dataclass
-class _ChainBake:
+@dataclass(eq=False)
+class ChainBake:
+    """One chain of a bake.
+
+    Attributes
+    ----------
+    settings
+        The chain's settings (an item of ``obj.ik_solvers.chains``).
+    rig : RigChain
+        The chain as read when the bake started: its bones, and the pose every frame starts from.
+    report : dict or None
+        The chain's bake report once :meth:`BakeJob.write_solved` keyed it.
+    """
+
     settings: object
     rig: object
-    blockers: list[str] | None = None
+    report: dict | None = None
+    _rigs: dict = field(default_factory=dict)
+    """geometry key → RigChain read at a frame with that geometry (the first: the rig above)."""
+    _blockers: list[str] | None = None
     """Why F-curve sampling is not exact, found just before sampling (an earlier chain of the
     same bake may have keyed this chain's ancestors); empty: sample F-curves."""
-    samples: list = field(default_factory=list)
-    rigs: dict = field(default_factory=dict)
-    """geometry key → RigChain read at a frame with that geometry."""
-    frame_keys: list = field(default_factory=list)
-    inputs: solving.FrameInputs | None = None
+    _sampling: "_Sampling | None" = None
+    """The operator's resumable sampling of every frame."""
+
+
+@dataclass(eq=False)
+class _Sampling:
+    """A chain's sampling at some frames, resumable frame by frame."""
+
+    frames: np.ndarray
+    inputs: list = field(default_factory=list)
+    geometry: list = field(default_factory=list)
+    sampled: SampledFrames | None = None
 
 
 class BakeJob:
@@ -472,6 +639,12 @@ class BakeJob:
     ``advance()`` does a bounded amount of work (a modal operator calls it per timer tick, a
     headless run until it returns True); ``finish()`` or ``cancel()`` ends the job. Until
     ``finish()`` the action can be put back exactly with ``cancel()``.
+
+    The steps are public for callers that split the frames themselves (``scripts/ik_batch.py``
+    solves chunks of frames in other processes): :meth:`sample` the chain at some frames,
+    :meth:`solve` them, gather the parts with :meth:`SolvedFrames.concatenate` and key them
+    all with :meth:`write_solved`. Every frame starts from the same pose, so the split does not
+    change the keys.
     """
 
     def __init__(self, context, obj, options: BakeOptions):
@@ -481,7 +654,7 @@ class BakeJob:
         self.options = options
         self.frames = options.frames
         self.reports: list[dict] = []
-        self._chains: list[_ChainBake] = []
+        self._chains: list[ChainBake] = []
         by_name = {chain.name: chain for chain in obj.ik_solvers.chains}
         for name in options.chain_names:
             settings = by_name.get(name)
@@ -493,8 +666,8 @@ class BakeJob:
                 rig = read_chain(obj, settings.tip_bone, settings.chain_length)
             except RigError as error:
                 raise BakeError(f"Chain '{name}': {error}") from None
-            chain = _ChainBake(settings, rig)
-            chain.rigs[_geometry_key(obj, rig)] = rig
+            chain = ChainBake(settings, rig)
+            chain._rigs[_geometry_key(obj, rig)] = rig
             self._chains.append(chain)
         self._depsgraph = context.evaluated_depsgraph_get()
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
@@ -502,6 +675,11 @@ class BakeJob:
         self.action = ActionSnapshot(obj)
         self._index = 0
         self._finished = False
+
+    @property
+    def chains(self) -> tuple[ChainBake, ...]:
+        """The chains to bake, in the options' order."""
+        return tuple(self._chains)
 
     # ------------------------------------------------------------------ progress
     @property
@@ -513,8 +691,9 @@ class BakeJob:
     def done_steps(self) -> int:
         done = self._index * (len(self.frames) + 1)
         if self._index < len(self._chains):
-            chain = self._chains[self._index]
-            done += len(self.frames) if chain.inputs is not None else len(chain.samples)
+            sampling = self._chains[self._index]._sampling
+            if sampling is not None:
+                done += len(self.frames) if sampling.sampled is not None else len(sampling.inputs)
         return done
 
     # ------------------------------------------------------------------ work
@@ -526,90 +705,121 @@ class BakeJob:
         deadline = None if time_budget is None else time.perf_counter() + time_budget
         while self._index < len(self._chains):
             chain = self._chains[self._index]
-            if chain.inputs is None:
-                if not self._sample(chain, deadline):
-                    return False
-            self._solve_and_write(chain)
+            if chain._sampling is None:
+                chain._sampling = _Sampling(self.frames)
+            if not self._continue_sampling(chain, chain._sampling, deadline):
+                return False
+            self.write_solved(chain, self.solve(chain, chain._sampling.sampled))
             self._index += 1
             if deadline is not None and time.perf_counter() > deadline:
                 return self._index == len(self._chains)
         return True
 
-    def _sample(self, chain: _ChainBake, deadline: float | None) -> bool:
-        if chain.blockers is None:
-            chain.blockers = fcurve_sampling_blockers(self.scene, self.obj, chain.rig, chain.settings)
-        if not chain.blockers:
-            chain.inputs = sample_fcurves(self.obj, chain.settings, chain.rig, self.frames)
-            return True
-        with live.paused():
-            return self._sample_evaluated(chain, deadline)
+    def sample(self, chain: ChainBake, frames: np.ndarray | None = None) -> SampledFrames:
+        """What ``chain``'s solve reads at ``frames (M,)`` (default: every frame of the bake).
 
-    def _sample_evaluated(self, chain: _ChainBake, deadline: float | None) -> bool:
-        depsgraph = self._depsgraph
-        frames = self.frames.tolist()
-        while len(chain.samples) < len(frames):
-            self.scene.frame_set(frames[len(chain.samples)])
-            key = _geometry_key(self.obj, chain.rig)
-            if key not in chain.rigs:
-                try:
-                    chain.rigs[key] = read_chain(self.obj, chain.settings.tip_bone, chain.settings.chain_length)
-                except RigError as error:
-                    raise BakeError(f"Chain '{chain.settings.name}' at frame {frames[len(chain.samples)]}: {error}") from None
-            chain.frame_keys.append(key)
-            chain.samples.append(solving.sample_inputs(self.obj, chain.settings, chain.rig, depsgraph))
-            if deadline is not None and time.perf_counter() > deadline and len(chain.samples) < len(frames):
-                return False
-        chain.inputs = solving.FrameInputs.stack(chain.samples)
-        chain.samples = []
-        self._restore_frame()
+        From the F-curves where that is exactly Blender's evaluation, else by evaluating each
+        frame (the current frame is put back afterwards). Raises BakeError.
+        """
+        sampling = _Sampling(self.frames if frames is None else np.asarray(frames))
+        self._continue_sampling(chain, sampling, None)
+        return sampling.sampled
+
+    def _continue_sampling(self, chain: ChainBake, sampling: _Sampling, deadline: float | None) -> bool:
+        """Sample until done (True) or past ``deadline`` (False: call again to go on)."""
+        if sampling.sampled is not None:
+            return True
+        if not self._sampling_blockers(chain):
+            inputs = sample_fcurves(self.obj, chain.settings, chain.rig, sampling.frames)
+            geometry = [next(iter(chain._rigs))] * len(sampling.frames)
+        else:
+            with live.paused():  # also while the frame goes back: live chains must not solve on it
+                if not self._sample_evaluated(chain, sampling, deadline):
+                    return False
+                self._restore_frame()
+            inputs = solving.FrameInputs.stack(sampling.inputs)
+            geometry = sampling.geometry
+        sampling.sampled = SampledFrames(sampling.frames, inputs, np.array(geometry, dtype=object))
+        sampling.inputs, sampling.geometry = [], []
         return True
 
-    def _solve(self, chain: _ChainBake):
-        """Solve all frames as one batch (one per distinct chain geometry).
+    def _sampling_blockers(self, chain: ChainBake) -> list[str]:
+        if chain._blockers is None:
+            chain._blockers = fcurve_sampling_blockers(self.scene, self.obj, chain.rig, chain.settings)
+        return chain._blockers
 
-        Returns q ``(N, n_dof)``, statuses, errors and lower bounds ``(N,)`` (scene units), and the
-        flips found in HI solves.
+    def _sample_evaluated(self, chain: ChainBake, sampling: _Sampling, deadline: float | None) -> bool:
+        depsgraph = self._depsgraph
+        frames = sampling.frames.tolist()
+        while len(sampling.inputs) < len(frames):
+            frame = frames[len(sampling.inputs)]
+            self.scene.frame_set(frame)
+            key = _geometry_key(self.obj, chain.rig)
+            if key not in chain._rigs:
+                try:
+                    chain._rigs[key] = read_chain(self.obj, chain.settings.tip_bone, chain.settings.chain_length)
+                except RigError as error:
+                    raise BakeError(f"Chain '{chain.settings.name}' at frame {frame}: {error}") from None
+            sampling.geometry.append(key)
+            sampling.inputs.append(solving.sample_inputs(self.obj, chain.settings, chain.rig, depsgraph))
+            if deadline is not None and time.perf_counter() > deadline and len(sampling.inputs) < len(frames):
+                return False
+        return True
+
+    def solve(self, chain: ChainBake, sampled: SampledFrames) -> SolvedFrames:
+        """Solve the sampled frames as one batch per chain shape, each from the bake's start pose.
+
+        Raises BakeError for a non-finite target or input the solver refuses.
         """
+        started = time.perf_counter()
         name = chain.settings.name
-        inputs = chain.inputs
-        n = inputs.frame_count
-        keys = np.array(chain.frame_keys or [next(iter(chain.rigs))] * n, dtype=object)
+        frames, inputs = sampled.frames, sampled.inputs
+        bad = np.flatnonzero(~np.all(np.isfinite(np.asarray(inputs.target_world)), axis=1))
+        if bad.size:
+            raise BakeError(f"Chain '{name}': the target location is not finite at frame {int(frames[bad[0]])}.")
+        n = len(frames)
         q = np.empty((n, chain.rig.chain.n_dof))
         status = np.empty(n, dtype=object)
         error, bound = np.empty(n), np.empty(n)
-        flips = []
-        for key, rig in chain.rigs.items():
-            rows = np.flatnonzero(keys == key)
+        hi = None
+        for key, rig in chain._rigs.items():
+            rows = np.flatnonzero(sampled.geometry == key)
             if rows.size == 0:
                 continue
-            subset = inputs if rows.size == n else _select(inputs, rows)
+            subset = inputs if rows.size == n else select_frames(inputs, rows)
             try:
                 prepared = solving.prepare_solve(self.obj, chain.settings, subset, rig=rig, initial=chain.rig.q)
                 outcome = solving.run_solve_full(prepared)
             except RigError as error_:
-                raise BakeError(f"Chain '{name}', frames from {int(self.frames[rows[0]])}: {error_}") from None
+                raise BakeError(f"Chain '{name}', frames from {int(frames[rows[0]])}: {error_}") from None
             result = outcome.result
             q[rows] = result.q
             status[rows] = result.status
             error[rows], bound[rows] = solving.world_errors(prepared, result)
             if outcome.hi is not None:
-                # Flips are a property of the sequence: found within each run of one geometry.
-                report = find_flips(outcome.hi, warning_angle=float(chain.settings.flip_threshold))
-                flips += [{"frame": int(self.frames[rows[k]]), "turn_degrees": float(np.degrees(turn)),
-                           "pole_crossing": bool(pole)}
-                          for k, turn, pole in zip(report.frames, report.turns, report.pole_crossing)]
-        return q, status, error, bound, sorted(flips, key=lambda flip: flip["frame"])
+                if hi is None:
+                    hi = HIFrames(solver_normals=np.empty((n, 3)), ee_axes_sphere=np.empty((n, 3)),
+                                  pole_angles=np.empty(n), pole_warnings=np.empty(n, dtype=bool),
+                                  poles=np.empty((n, 3)))
+                for name_ in ("solver_normals", "ee_axes_sphere", "pole_angles", "pole_warnings"):
+                    getattr(hi, name_)[rows] = getattr(outcome.hi, name_)
+                hi.poles[rows] = outcome.hi.sphere.n0
+        return SolvedFrames(frames=frames, q=q, status=status, error=error, bound=bound, hi=hi,
+                            seconds=time.perf_counter() - started)
 
-    def _solve_and_write(self, chain: _ChainBake) -> None:
+    def write_solved(self, chain: ChainBake, solved: SolvedFrames) -> dict:
+        """Key ``chain``'s joint bones from ``solved`` (every frame of the bake, in order); its report.
+
+        Raises BakeError (nothing of this chain keyed) for a solve of other frames or a rotation
+        that is not finite.
+        """
         started = time.perf_counter()
         name = chain.settings.name
-        target_world = np.asarray(chain.inputs.target_world)
-        bad = np.flatnonzero(~np.all(np.isfinite(target_world), axis=1))
-        if bad.size:
-            raise BakeError(f"Chain '{name}': the target location is not finite at frame {int(self.frames[bad[0]])}.")
-        q, status, error, bound, flips = self._solve(chain)
+        if not np.array_equal(solved.frames, self.frames):
+            raise BakeError(f"Chain '{name}': the solved frames are not the bake's frames.")
+        self._sampling_blockers(chain)  # for the report; before our keys when sampled elsewhere
         try:
-            values = rotation_channel_values(self.obj, chain.rig, q)
+            values = rotation_channel_values(self.obj, chain.rig, solved.q)
         except RigError as error_:
             raise BakeError(f"Chain '{name}': {error_}") from None
         for bone, channel in values.items():
@@ -617,7 +827,9 @@ class BakeJob:
             if bad.size:
                 raise BakeError(f"Chain '{name}': bone '{bone}' got a non-finite rotation at frame {int(self.frames[bad[0]])}.")
         self._write(values)
-        self.reports.append(self._report(chain, status, error, bound, flips, time.perf_counter() - started))
+        chain.report = self._report(chain, solved, solved.seconds + time.perf_counter() - started)
+        self.reports.append(chain.report)
+        return chain.report
 
     def _write(self, values: dict[str, np.ndarray]) -> None:
         channelbag = self.action.channelbag()
@@ -636,9 +848,11 @@ class BakeJob:
                     fcurve = channelbag.fcurves.new(path, index=index, group_name=bone)
                 replace_keys_in_range(fcurve, frames, channel[:, index], start, end)
 
-    def _report(self, chain: _ChainBake, status, error, bound, flips: list[dict], seconds: float) -> dict:
+    def _report(self, chain: ChainBake, solved: SolvedFrames, seconds: float) -> dict:
+        status, error = solved.status, solved.error
         counts = Counter(s.value for s in status)
-        excess = np.maximum(error - bound, 0.0)
+        excess = np.maximum(error - solved.bound, 0.0)
+        blockers = self._sampling_blockers(chain)
         worst = int(np.argmax(excess))
         report = {
             "chain": chain.settings.name,
@@ -647,14 +861,14 @@ class BakeJob:
             "frame_start": self.options.frame_start,
             "frame_end": self.options.frame_end,
             "frame_step": self.options.frame_step,
-            "sampling": "fcurves" if not chain.blockers else "evaluated",
-            "sampling_reasons": chain.blockers[:5],
+            "sampling": "fcurves" if not blockers else "evaluated",
+            "sampling_reasons": blockers[:5],
             "status_counts": {s.value: int(counts.get(s.value, 0)) for s in Status},
             "max_error": float(error.max()),
             "max_excess": float(excess[worst]),
             "max_excess_frame": int(self.frames[worst]),
             "not_reached_frames": [int(f) for f in self.frames[~_reached(status)][:100]],
-            "flip_frames": flips,
+            "flip_frames": _flip_frames(solved, float(chain.settings.flip_threshold)),
             "seconds": seconds,
         }
         return report
@@ -671,8 +885,9 @@ class BakeJob:
         self.view_layer.update()
         baked = {bone for chain in self._chains for bone in chain.rig.joint_bones}
         self._pose.restore(keep_rotation_of=baked)
-        for chain, report in zip(self._chains, self.reports):
-            _store_report(chain.settings, report)
+        for chain in self._chains:
+            if chain.report is not None:
+                _store_report(chain.settings, chain.report)
         self._finished = True
         self.action.release()
         return self.reports
@@ -690,19 +905,6 @@ class BakeJob:
 
 def _reached(status: np.ndarray) -> np.ndarray:
     return (status == Status.CONVERGED) | (status == Status.UNREACHABLE)
-
-
-def _select(inputs: solving.FrameInputs, rows: np.ndarray) -> solving.FrameInputs:
-    def pick(value):
-        return None if value is None else np.asarray(value)[rows]
-
-    return solving.FrameInputs(
-        target_world=pick(inputs.target_world),
-        root_world=pick(inputs.root_world),
-        pole_world=pick(inputs.pole_world),
-        target_parent_world=pick(inputs.target_parent_world),
-        swivel_angle=pick(inputs.swivel_angle),
-    )
 
 
 def _store_report(settings, report: dict) -> None:
