@@ -101,9 +101,9 @@ def _rotated(matrix: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
     Every product in this module goes through einsum, never matmul: BLAS rounds a
     product differently with the memory alignment of its operands, so a frame's
-    result would depend on where its arrays happened to land — measured: the
-    same preferred pose gave headings a bit apart between two calls, and a
-    4-bone chain in a tilted root frame gave different bits reversed in a batch.
+    result would depend on where its arrays happened to land (measured with the
+    core's stacked world-axis products: a 4-bone chain in a tilted root frame gave
+    different last bits when its batch was reversed).
     """
     return np.einsum("ij,...j->...i", matrix, vectors)
 
@@ -230,8 +230,16 @@ class PreferredPose:
         return _rotated(self.chain.root_rotation, self.sphere.n0)
 
 
+_PREFERRED_CACHE: dict[tuple[int, bytes], PreferredPose] = {}
+# Live solving calls the solver once per frame with the same chain and preferred pose;
+# deriving them again costs more than a two-bone solve itself.
+_PREFERRED_CACHE_SIZE = 64
+
+
 def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
     """Check a chain and its preferred pose for the HI solve and derive the sphere frame.
+
+    The result is cached per (chain object, preferred pose); a ``Chain`` is immutable.
 
     Raises
     ------
@@ -243,6 +251,20 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
     q = np.asarray(preferred, dtype=float)
     if q.shape != (chain.n_dof,) or not np.all(np.isfinite(q)):
         raise IKInputError("preferred", f"expected a finite pose of shape ({chain.n_dof},), got {q.shape}")
+    key = (id(chain), q.tobytes())
+    cached = _PREFERRED_CACHE.get(key)
+    if cached is not None and cached.chain is chain:
+        return cached
+    derived = _derive_preferred_pose(chain, q)
+    if len(_PREFERRED_CACHE) >= _PREFERRED_CACHE_SIZE:
+        _PREFERRED_CACHE.clear()
+    _PREFERRED_CACHE[key] = derived
+    return derived
+
+
+def _derive_preferred_pose(chain: Chain, q: np.ndarray) -> PreferredPose:
+    q = q.copy()
+    q.setflags(write=False)
     if chain.kinds[0] is not JointKind.BALL:
         raise IKInputError("kinds", "the HI solver needs a ball start joint: the swivel turns it about any axis")
     pose = forward_kinematics(chain, q[None])
@@ -271,7 +293,7 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
     n = chain.n_joints
     basis = np.stack([a0_world, n0_world, np.cross(n0_world, a0_world)])
     bones = _rotated(basis, np.diff(positions, axis=0))
-    along, height, across = np.ascontiguousarray(bones.T)  # see _contiguous_inputs
+    along, height, across = bones.T.copy()  # see _unit_stride_inputs
     headings = np.arctan2(across, along)
     relative = np.angle(np.exp(1j * np.diff(headings)))
     in_plane_lengths = np.hypot(along, across)
@@ -456,11 +478,14 @@ def pole_angles(axes_sphere: np.ndarray, n0: np.ndarray) -> np.ndarray:
 
 
 # -------------------------------------------------------- in-plane solve
-# _contiguous_inputs: a transcendental ufunc (arctan2, hypot, sin, …) given strided input goes
-# through numpy's buffered loop, and its result can differ in the last bit from call to call
-# (measured on numpy 1.26 / AVX-512: arctan2 of the same strided columns gave two different
-# results over 20 calls; the preferred pose's bone headings changed between two solves). On
-# contiguous input it is the same every time, so every column goes in as a contiguous copy.
+# _unit_stride_inputs: a transcendental ufunc (arctan2, sin, …) given a strided operand goes
+# through numpy's buffered loop, and there an element's last bit depends on where the buffer
+# lands in memory: the same call on the same values gave results an ULP apart from one call to
+# the next (measured on numpy 1.26 / AVX-512). Column slices of a batch are strided, and a
+# one-row slice keeps its parent's stride although numpy calls it contiguous (so
+# ``np.ascontiguousarray`` does not copy it): a lone frame's rotation vectors differed in the
+# last bit from the same frame's in a batch. Such operands are therefore fresh unit-stride
+# copies, which the ufuncs read directly, the same way for every batch size.
 @dataclass(frozen=True, eq=False)
 class _InPlane:
     """A batch of in-plane poses: the preferred pose with each joint bent about ``n0``.
@@ -511,7 +536,7 @@ def _two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> _InPlane:
     angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
     coordinates = np.zeros((r.size, 3, 3))
     heading = angles[:, 0] + angles[:, 1]
-    shoulder_angles = np.ascontiguousarray(angles[:, 0])  # see _contiguous_inputs
+    shoulder_angles = angles[:, 0].copy()  # see _unit_stride_inputs
     coordinates[:, 1, 0] = lengths[0] * np.cos(shoulder_angles)
     coordinates[:, 1, 2] = lengths[0] * np.sin(shoulder_angles)
     coordinates[:, 2, 0] = coordinates[:, 1, 0] + lengths[1] * np.cos(heading)
@@ -542,7 +567,7 @@ def _chain_in_plane(pref: PreferredPose, r: np.ndarray, options: SolveOptions, m
         coordinates = inner.positions[..., [0, 2, 1]]  # to the (a0, n0, n0 × a0) order used here
         out.bends[rows] = inner.q
         out.coordinates[rows] = coordinates
-        tips = np.ascontiguousarray(coordinates[:, -1].T)  # see _contiguous_inputs
+        tips = coordinates[:, -1].T.copy()  # see _unit_stride_inputs
         out.tip_turns[rows] = np.arctan2(tips[2], tips[0])
         out.status[rows] = inner.status
         out.iterations[rows] = inner.iterations
@@ -600,16 +625,15 @@ def _joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: 
 def _rotvecs_from_quaternions(quats: np.ndarray) -> np.ndarray:
     """Rotation vectors ``(N, 3)`` (angle in ``[0, π]``) from quaternions ``(N, 4)`` with ``w ≥ 0``.
 
-    The core's ``rotvecs_from_quaternions`` with contiguous inputs to ``arctan2``
-    (see _contiguous_inputs); the core's version passes the strided ``w`` column.
+    The core's ``rotvecs_from_quaternions`` on unit-stride component copies: its
+    ``arctan2`` then takes the same loop for one frame as for many (see _unit_stride_inputs).
     """
-    w = np.ascontiguousarray(quats[:, 0])
-    vectors = quats[:, 1:]
-    s = np.linalg.norm(vectors, axis=-1)
+    w, x, y, z = quats.T.copy()  # see _unit_stride_inputs
+    s = np.sqrt(x * x + y * y + z * z)
     angle = 2.0 * np.arctan2(s, w)
     small = s < 1e-6  # as the core: angle / sin(angle / 2) → 2 as the angle → 0
     factor = np.where(small, 2.0 / np.maximum(w, 1e-300), angle / np.where(small, 1.0, s))
-    return vectors * factor[:, None]
+    return np.stack([x * factor, y * factor, z * factor], -1)
 
 
 def _joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:

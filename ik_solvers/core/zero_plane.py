@@ -217,9 +217,9 @@ def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarra
 
     For ``n ⟂ a`` Rodrigues' formula reduces to ``cos ψ · n + sin ψ · (a × n)``.
     """
-    # A contiguous copy: numpy's buffered loop for strided (e.g. broadcast) input can round
-    # sin/cos differently from call to call (see hi_solver's _contiguous_inputs).
-    swivel = np.ascontiguousarray(swivel, dtype=float)[..., None]
+    # A unit-stride copy: on a strided or broadcast operand numpy's sin/cos go through a
+    # buffered loop whose last bits vary from call to call (see hi_solver's _unit_stride_inputs).
+    swivel = np.array(swivel, dtype=float, copy=True)[..., None]
     return np.cos(swivel) * zero_normals + np.sin(swivel) * np.cross(axes, zero_normals)
 
 

@@ -331,6 +331,22 @@ def test_a_frame_alone_equals_the_same_frame_in_any_batch(seed):
     assert np.array_equal(alone[0], batch[k])
 
 
+def test_strided_one_frame_inputs_give_the_batch_bits():
+    """Regression: a one-row view keeps its parent's stride, and numpy's sin/arctan2 round
+    differently on strided input; a lone frame given such views must still match the batch."""
+    chain, preferred = _arm((1.0, 0.9, 0.75, 0.55))
+    rng = np.random.default_rng(12)
+    table = rng.uniform(-1.0, 1.0, (64, 7))  # columns: target xyz, swivel, pole xyz
+    table[:, :3] *= chain.reach
+    swivel, poles = table[:, 3].copy(), table[:, 4:].copy()  # the batch gets unit-stride arrays
+    batch = solve_hi(chain, table[:, :3], preferred, swivel=swivel, poles=poles, zero_plane_map="POLE_OBJECT")
+    for k in range(64):
+        row = table[k : k + 1]
+        alone = solve_hi(chain, row[:, :3], preferred, swivel=row[:, 3], poles=row[:, 4:], zero_plane_map="POLE_OBJECT")
+        assert np.array_equal(alone.result.q[0], batch.result.q[k]), k
+        assert np.array_equal(alone.solver_normals[0], batch.solver_normals[k]), k
+
+
 def test_core_solve_entry_runs_the_hi_solver():
     chain, preferred = _arm()
     targets = np.array([[0.5, 1.0, 0.3], [-1.0, 0.2, 0.9]])
