@@ -568,12 +568,13 @@ def test_repeated_bakes_do_not_grow_memory(baking):
     assert scene.frame_current == 1
 
 
-def test_hi_bake_reports_the_flip_where_the_target_crosses_the_pole(baking):
+def arm_reaching_across_its_pole(method: str = "HI"):
+    """The arm (preferred pose captured) and a target keyed linearly across the HI pole, frames 1–41."""
     obj = build_arm()
     target = add_empty()
-    chain = add_chain(obj, target, method="HI")
+    chain = add_chain(obj, target, method=method)
     bpy.context.view_layer.objects.active = obj
-    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}  # HI's reference; others ignore it
     # The rest pose's plane through shoulder (0, 0, 1.4), elbow (0.3, 0, 1.4) and tip
     # (0.57, 0.08, 1.39) has normal n0 ∝ (0, 0.003, 0.024): the target passes 0.4 from the
     # shoulder along n0 at frame 21, sweeping across the pole.
@@ -582,6 +583,11 @@ def test_hi_bake_reports_the_flip_where_the_target_crosses_the_pole(baking):
     key_path(target, [1, 41], [pole_point - (0.2, 0, 0), pole_point + (0.2, 0, 0)])
     for point in bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
         point.interpolation = "LINEAR"
+    return obj, target, chain
+
+
+def test_hi_bake_reports_the_flip_where_the_target_crosses_the_pole(baking):
+    obj, _target, chain = arm_reaching_across_its_pole()
     assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=41) == {"FINISHED"}
     report = json.loads(chain.last_bake_report)
     flips = report["flip_frames"]
@@ -753,3 +759,62 @@ def test_a_chain_rooted_on_an_earlier_chains_bones_follows_their_new_keys(baking
             tip = np.array(obj.matrix_world @ obj.pose.bones[bone].tail)
             np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6,
                                        err_msg=f"{bone} at frame {frame}")
+
+
+# --------------------------------------------------------------------------- the public steps
+def _without_seconds(report: dict) -> dict:
+    return {name: value for name, value in report.items() if name != "seconds"}
+
+
+@pytest.mark.parametrize("method", ["DLS", "HI"])
+@pytest.mark.parametrize("sampling", ["fcurves", "evaluated", "two shapes"])
+def test_steps_in_parts_key_and_report_what_advance_does(baking, method, sampling):
+    """What scripts/ik_batch.py does: sample and solve uneven runs of frames, gather them and
+    write once. The keys equal advance()'s bit for bit, and the report too, HI flips included:
+    a flip at a part boundary is found, and with two alternating chain shapes (a keyed shoulder
+    location) flips are found within each shape as in the whole solve."""
+    obj, target, _chain = arm_reaching_across_its_pole(method)
+    if sampling == "evaluated":
+        target.parent = add_empty("Holder", location=(0.01, 0.0, 0.0))
+    elif sampling == "two shapes":
+        upper = obj.pose.bones["upper_arm"]
+        for frame in range(1, 42):
+            upper.location = (0.0, 0.02, 0.01) if (frame // 3) % 2 else (0.0, 0.0, 0.0)
+            upper.keyframe_insert("location", frame=frame)
+        upper.location = (0.0, 0.0, 0.0)
+    options = bake.BakeOptions(1, 41, 1, ("Arm",))
+    whole = bake.BakeJob(bpy.context, obj, options)
+    assert whole.advance()
+    expected_keys, (expected_report,) = action_state(obj), whole.reports
+    whole.cancel()
+
+    job = bake.BakeJob(bpy.context, obj, options)
+    (chain,) = job.chains
+    parts = [job.solve(chain, job.sample(chain, frames)) for frames in np.split(job.frames, [13, 21, 22])]
+    assert [len(part.frames) for part in parts] == [13, 8, 1, 19]
+    report = job.write_solved(chain, bake.SolvedFrames.concatenate(parts))
+    assert action_state(obj) == expected_keys
+    job.finish()
+    assert _without_seconds(report) == _without_seconds(expected_report)
+    assert report["sampling"] == ("fcurves" if sampling == "fcurves" else "evaluated")
+    assert json.loads(chain.settings.last_bake_report) == report
+    if method == "HI":
+        flips = report["flip_frames"]
+        assert flips and all(20 <= flip["frame"] <= 25 and flip["pole_crossing"] for flip in flips)
+        if sampling == "two shapes":
+            # Shape (frame // 3) % 2: the target crosses the pole once, so each shape's own
+            # sequence of frames flips there.
+            assert {(flip["frame"] // 3) % 2 for flip in flips} == {0, 1}
+
+
+def test_write_solved_refuses_a_solve_of_other_frames_and_keys_nothing(baking):
+    obj, _target, _chain = arm_reaching_across_its_pole("DLS")
+    before = action_state(obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 41, 1, ("Arm",)))
+    (chain,) = job.chains
+    half = job.solve(chain, job.sample(chain, job.frames[:20]))
+    with pytest.raises(bake.BakeError, match="the solved frames are not the bake's frames"):
+        job.write_solved(chain, half)
+    assert action_state(obj) == before
+    job.cancel()
+    assert chain.report is None and chain.settings.last_bake_report == ""

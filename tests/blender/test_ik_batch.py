@@ -4,6 +4,7 @@ touched, bad files exit 2 while the good ones are still baked, the report's numb
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import json
@@ -157,6 +158,20 @@ def test_chunks_depend_on_the_frames_alone():
     assert np.array_equal(np.concatenate(chunks), frames)
     assert ik_batch.assign_chunks(5, 2) == [[0, 2, 4], [1, 3]]
     assert ik_batch.assign_chunks(2, 8) == [[0], [1]]
+
+
+def test_the_script_uses_only_public_names_of_other_modules():
+    """ik_batch drives the bake through BakeJob's public steps: a private attribute of the bake (or
+    of anything else) reached from here breaks when the add-on changes its insides."""
+    tree = ast.parse(SCRIPT.read_text())
+    private = sorted({node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                      and node.attr.startswith("_") and not node.attr.endswith("__")})
+    assert private == []
+    bases = [ast.unparse(base) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for base in node.bases]
+    assert not [base for base in bases if "Bake" in base or "bake" in base]  # overriding is reaching in too
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module and node.module.startswith("ik_solvers") for alias in node.names}
+    assert imported and not any(name.startswith("_") for name in imported)
 
 
 def test_usage_error_exits_1_with_one_line(tmp_path):
