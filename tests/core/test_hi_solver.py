@@ -119,6 +119,19 @@ def test_hinge_elbow_about_the_plane_normal_is_solved_through_its_angle():
     np.testing.assert_allclose(result.q[:, 3], -elbow, atol=1e-12)
 
 
+def test_universal_elbow_bends_through_its_second_axis():
+    chain = Chain.straight([1.0, 0.8], [JointKind.BALL, JointKind.UNIVERSAL])  # elbow: about z, then y
+    preferred = np.array([0.0, 0.0, 0.3, 0.0, 0.7])  # bent about y by the second elbow axis
+    targets = np.array([[0.5, 0.5, 0.7], [1.2, -0.3, 0.2], [-0.4, 0.9, -0.1], [0.1, 0.2, 1.5]])
+    result = solve_hi(chain, targets, preferred).result
+    positions = _positions(chain, result.q)
+    np.testing.assert_allclose(positions[:, -1], targets, atol=1e-12)
+    np.testing.assert_array_equal(result.q[:, 3], 0.0)  # the first elbow axis never moves
+    r = np.linalg.norm(targets, axis=1)
+    elbow = np.pi - np.arccos((1.0 + 0.64 - r**2) / (2 * 0.8))  # law of cosines, preferred sense
+    np.testing.assert_allclose(result.q[:, 4], elbow, atol=1e-12)
+
+
 @pytest.mark.parametrize("lengths", [(1.0, 0.8), (1.0, 0.9, 0.75, 0.55)])
 def test_target_at_the_preferred_tip_gives_the_preferred_pose(lengths):
     chain, preferred = _arm(lengths)
