@@ -880,13 +880,29 @@ def find_flips(
     The batch order is the sequence order (frame ``k`` follows ``k − 1``); the
     solve itself never depends on it, this report alone does.
     """
+    return flips_from_normals(solved.solver_normals, solved.ee_axes_sphere, solved.sphere.n0, turn_threshold, warning_angle)
+
+
+def flips_from_normals(
+    solver_normals: np.ndarray,
+    ee_axes_sphere: np.ndarray,
+    n0: np.ndarray,
+    turn_threshold: float = DEFAULT_TURN_THRESHOLD,
+    warning_angle: float = DEFAULT_WARNING_ANGLE,
+) -> FlipReport:
+    """:func:`find_flips` on bare arrays: normals ``(N, 3)``, EE axes ``(N, 3)`` in sphere coordinates, pole ``n0 (3,)``.
+
+    For callers that stitch a sequence from several solves (e.g. a bake over chain shapes).
+    """
     for name, value in (("turn_threshold", turn_threshold), ("warning_angle", warning_angle)):
         if not np.isfinite(value) or value < 0.0:
             raise IKInputError(name, f"must be a non-negative angle, got {value!r}")
-    normals = solved.solver_normals
+    normals = np.asarray(solver_normals, dtype=float)
+    axes = np.asarray(ee_axes_sphere, dtype=float)
+    if normals.ndim != 2 or normals.shape[1] != 3 or axes.shape != normals.shape:
+        raise IKInputError("solver_normals", f"expected normals and EE axes of one shape (N, 3), got {normals.shape}, {axes.shape}")
     before, after = normals[:-1], normals[1:]
     turns = np.arctan2(np.linalg.norm(np.cross(before, after), axis=-1), _dots(before, after))
     flips = np.flatnonzero(turns > turn_threshold)
-    axes = solved.ee_axes_sphere
-    closest = _arc_pole_distances(axes[flips], axes[flips + 1], solved.sphere.n0)
+    closest = _arc_pole_distances(axes[flips], axes[flips + 1], np.asarray(n0, dtype=float))
     return FlipReport(frames=flips + 1, turns=turns[flips], pole_crossing=closest <= warning_angle)

@@ -576,3 +576,18 @@ def test_zero_plane_figure_script_writes_the_png(tmp_path):
     png = tmp_path / "hi-default-map.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert plot.main(["--help"]) == 0
+
+
+def test_flips_from_bare_arrays_match_the_report_of_a_solve():
+    chain, preferred = _arm()
+    angle, targets = _circle_in_the_chain_plane(72, 1.2)
+    targets = targets @ _rodrigues([0.0, 0.0, 1.0], 0.3).T  # a circle over the poles ±z
+    solved = solve_hi(chain, targets, preferred)
+    from ik_solvers.core import flips_from_normals
+
+    report = find_flips(solved)
+    bare = flips_from_normals(solved.solver_normals, solved.ee_axes_sphere, solved.sphere.n0)
+    assert len(report.frames) == 2 and report.pole_crossing.all()
+    assert np.array_equal(bare.frames, report.frames) and np.array_equal(bare.turns, report.turns)
+    with pytest.raises(IKInputError, match="one shape"):
+        flips_from_normals(solved.solver_normals, solved.ee_axes_sphere[:-1], solved.sphere.n0)
