@@ -385,7 +385,7 @@ def run_ours(spec: RigSpec, method: str, targets_path: np.ndarray, path_length: 
     rng = np.random.default_rng(seed)
     history = {}
     for order_name, order in (("reversed", np.arange(n)[::-1]), ("shuffled", rng.permutation(n))):
-        permuted = solving.prepare_solve(rig, chain, bake_module._select(inputs, order), rig=read, initial=read.q)
+        permuted = solving.prepare_solve(rig, chain, bake_module.select_frames(inputs, order), rig=read, initial=read.q)
         q = np.empty_like(outcome.result.q)
         q[order] = solving.run_solve(permuted).q
         history[order_name] = float(np.abs(q - outcome.result.q).max())

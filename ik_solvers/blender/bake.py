@@ -467,10 +467,6 @@ def select_frames(inputs: solving.FrameInputs, rows: np.ndarray) -> solving.Fram
     )
 
 
-_select = select_frames
-"""Old private name, still called by scripts/compare_native.py; remove once it calls select_frames."""
-
-
 @dataclass(frozen=True, eq=False)
 class SampledFrames:
     """One chain's solve inputs at some frames, as :meth:`BakeJob.sample` read them.
