@@ -25,7 +25,8 @@ METHOD_ITEMS = (
     (Method.JACOBIAN_TRANSPOSE.value, "Jacobian Transpose", "Gradient descent on the squared tip error"),
     (Method.PSEUDO_INVERSE.value, "Pseudo-Inverse", "Gauss-Newton steps through the Jacobian's pseudo-inverse"),
     (Method.DLS.value, "Damped Least Squares", "Levenberg-Marquardt steps with a fixed damping"),
-    (Method.SDLS.value, "SVD-Adaptive DLS", "Damping that grows as the chain nears a singular pose"),
+    (Method.SDLS.value, "SVD-Adaptive DLS",
+     "Damping that grows near a singular pose and shrinks with the error (best all-round choice)"),
     (Method.HI.value, "HI (Swivel)", "History-independent solver with swivel angle and preferred pose"),
 )
 """Enum items; identifiers are ``ik_solvers.core.Method`` values."""
@@ -77,7 +78,9 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     target: PointerProperty(
         name="Target", description="Empty whose location the tip reaches for", type=bpy.types.Object, poll=_is_empty,
     )
-    method: EnumProperty(name="Method", description="IK method", items=METHOD_ITEMS, default=Method.DLS.value)
+    # SDLS by default: as accurate as DLS on reachable targets, and unlike fixed damping it
+    # reaches the lower bound quickly when the target is out of reach (docs/solver-race.md).
+    method: EnumProperty(name="Method", description="IK method", items=METHOD_ITEMS, default=Method.SDLS.value)
     max_iterations: IntProperty(
         name="Max Iterations", description="Iteration budget of the iterative methods", default=100, min=1,
         soft_max=1000,
