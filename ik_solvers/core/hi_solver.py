@@ -53,6 +53,7 @@ from .solve import register_solver, solve
 from .zero_plane import (
     ZeroPlaneMapFactory,
     build_zero_plane_map,
+    map_singular_directions,
     map_singularities,
     swivel_angles,
     swivel_normals,
@@ -403,6 +404,7 @@ class _Plane:
     normals: np.ndarray
     swivel: np.ndarray
     singular: np.ndarray
+    singular_directions: np.ndarray
 
 
 def _check_targets(targets: np.ndarray) -> np.ndarray:
@@ -467,13 +469,14 @@ def _solver_planes(
         normals=normals,
         swivel=swivel,
         singular=map_singularities(zero_map, axes_sphere, **data),
+        singular_directions=map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data),
     )
 
 
-def pole_angles(axes_sphere: np.ndarray, n0: np.ndarray) -> np.ndarray:
-    """Angle ``(N,)`` (radians, ``[0, π/2]``) between EE axes in sphere coordinates and the nearer pole ``±n0``."""
-    along = np.abs(_dots(axes_sphere, n0))
-    across = np.linalg.norm(np.cross(axes_sphere, n0), axis=-1)
+def pole_angles(axes_sphere: np.ndarray, poles: np.ndarray) -> np.ndarray:
+    """Angle ``(N,)`` (radians, ``[0, π/2]``) between EE axes and the nearer end of ``poles`` (``(3,)`` or ``(N, 3)``)."""
+    along = np.abs(_dots(axes_sphere, poles))
+    across = np.linalg.norm(np.cross(axes_sphere, poles), axis=-1)
     return np.arctan2(across, along)
 
 
@@ -670,12 +673,17 @@ class HISolveResult:
     swivel : ndarray, shape (N,)
         Swivel angle used per frame (radians).
     pole_angles : ndarray, shape (N,)
-        Angle between the EE axis and the nearer pole (radians, ``[0, π/2]``).
+        Angle between the EE axis and the nearer singular point of the zero-plane map —
+        the sphere's poles ``±n0`` for the default map, the pole target's line for the
+        pole-object map (radians, ``[0, π/2]``).
     pole_warnings : ndarray of bool, shape (N,)
         ``pole_angles`` below the warning angle: the solver plane may flip here.
     map_singular : ndarray of bool, shape (N,)
         Where the zero-plane map itself says it is singular.
     sphere : SphereFrame
+    singular_directions : ndarray, shape (N, 3), or None
+        Per frame, the unit direction (sphere coordinates) whose ends are the map's
+        singular points; None means the sphere's poles ``±n0``.
     """
 
     result: SolveResult
@@ -688,6 +696,7 @@ class HISolveResult:
     pole_warnings: np.ndarray
     map_singular: np.ndarray
     sphere: SphereFrame
+    singular_directions: np.ndarray | None = None
 
 
 def solve_hi(
@@ -776,7 +785,7 @@ def solve_hi(
         sigma_min=bent.sigma_min,
         direction_unique=plane.r > 1e-12 * chain.reach,
     )
-    angles = pole_angles(plane.axes_sphere, pref.sphere.n0)
+    angles = pole_angles(plane.axes_sphere, plane.singular_directions)
     return HISolveResult(
         result=result,
         ee_axes=plane.axes,
@@ -788,6 +797,7 @@ def solve_hi(
         pole_warnings=angles < warning_angle,
         map_singular=plane.singular,
         sphere=pref.sphere,
+        singular_directions=plane.singular_directions,
     )
 
 
@@ -844,9 +854,10 @@ class FlipReport:
     turns : ndarray, shape (F,)
         The turn (radians, ``[0, π]``) of the solver-plane normal there.
     pole_crossing : ndarray of bool, shape (F,)
-        True where the EE axis passed within the warning angle of a pole between
-        the two frames (the map's singular point); False for other causes (a
-        swivel key, a parent-space rotation, a custom map's own discontinuity).
+        True where the EE axis passed within the warning angle of the map's
+        singular points between the two frames (the sphere's poles for the default
+        map, the pole target's line for the pole-object map); False for other
+        causes (a swivel key, a parent-space rotation, a custom map's own discontinuity).
     """
 
     frames: np.ndarray
@@ -855,7 +866,10 @@ class FlipReport:
 
 
 def _arc_pole_distances(u: np.ndarray, v: np.ndarray, pole: np.ndarray) -> np.ndarray:
-    """Smallest angle ``(M,)`` between a pole (and its antipode) and the short arcs ``u → v`` on the sphere."""
+    """Smallest angle ``(M,)`` between a pole (and its antipode) and the short arcs ``u → v`` on the sphere.
+
+    ``pole`` is ``(3,)`` or one unit direction per arc ``(M, 3)``.
+    """
     ends = np.minimum(pole_angles(u, pole), pole_angles(v, pole))
     normal = np.cross(u, v)
     length = np.linalg.norm(normal, axis=-1)
@@ -880,7 +894,10 @@ def find_flips(
     The batch order is the sequence order (frame ``k`` follows ``k − 1``); the
     solve itself never depends on it, this report alone does.
     """
-    return flips_from_normals(solved.solver_normals, solved.ee_axes_sphere, solved.sphere.n0, turn_threshold, warning_angle)
+    return flips_from_normals(
+        solved.solver_normals, solved.ee_axes_sphere, solved.sphere.n0, turn_threshold, warning_angle,
+        singular_directions=solved.singular_directions,
+    )
 
 
 def flips_from_normals(
@@ -889,9 +906,15 @@ def flips_from_normals(
     n0: np.ndarray,
     turn_threshold: float = DEFAULT_TURN_THRESHOLD,
     warning_angle: float = DEFAULT_WARNING_ANGLE,
+    *,
+    singular_directions: np.ndarray | None = None,
 ) -> FlipReport:
     """:func:`find_flips` on bare arrays: normals ``(N, 3)``, EE axes ``(N, 3)`` in sphere coordinates, pole ``n0 (3,)``.
 
+    ``singular_directions (N, 3)``: the map's singular directions per frame
+    (``HISolveResult.singular_directions``); default the sphere's poles ``±n0``.
+    A flip is a pole crossing when the EE axis passed within ``warning_angle`` of
+    them between the two frames (of either frame's direction when they move).
     For callers that stitch a sequence from several solves (e.g. a bake over chain shapes).
     """
     for name, value in (("turn_threshold", turn_threshold), ("warning_angle", warning_angle)):
@@ -904,5 +927,14 @@ def flips_from_normals(
     before, after = normals[:-1], normals[1:]
     turns = np.arctan2(np.linalg.norm(np.cross(before, after), axis=-1), _dots(before, after))
     flips = np.flatnonzero(turns > turn_threshold)
-    closest = _arc_pole_distances(axes[flips], axes[flips + 1], np.asarray(n0, dtype=float))
+    if singular_directions is None:
+        closest = _arc_pole_distances(axes[flips], axes[flips + 1], np.asarray(n0, dtype=float))
+    else:
+        directions = np.asarray(singular_directions, dtype=float)
+        if directions.shape != normals.shape:
+            raise IKInputError("singular_directions", f"expected shape {normals.shape}, got {directions.shape}")
+        closest = np.minimum(
+            _arc_pole_distances(axes[flips], axes[flips + 1], directions[flips]),
+            _arc_pole_distances(axes[flips], axes[flips + 1], directions[flips + 1]),
+        )
     return FlipReport(frames=flips + 1, turns=turns[flips], pole_crossing=closest <= warning_angle)

@@ -11,9 +11,12 @@ Registry
 ``register_zero_plane_map(name, factory)`` makes a map available by name.
 ``factory(a0 (3,), n0 (3,))`` returns a callable ``map(axes (N, 3), **data) ->
 normals (N, 3)``; ``data`` holds per-frame extras the map asks for (the
-pole-object map takes ``poles``). A map may also carry a method
-``singular(axes, **data) -> bool (N,)`` saying where it is singular;
-:func:`map_singularities` reports none for maps without one.
+pole-object map takes ``poles``). A map may also carry the methods
+``singular(axes, **data) -> bool (N,)`` saying where it is singular, and
+``singular_directions(axes, **data) -> (N, 3)`` giving per frame the unit
+direction whose two ends are its singular points (where the solver plane flips);
+:func:`map_singularities` and :func:`map_singular_directions` stand in for maps
+without them (none singular; the sphere's poles ``±n0``).
 :func:`zero_plane_normals` calls a map and rejects (``IKInputError``) normals
 that are not finite, not unit or not perpendicular to their axis.
 
@@ -111,6 +114,10 @@ class DefaultZeroPlaneMap:
         """True ``(N,)`` at the poles, where the meridian (and so the normal) is undefined."""
         return self._latitude_parts(axes)[1] <= DEGENERATE
 
+    def singular_directions(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+        """The poles: ``n0`` for every frame ``(N, 3)``."""
+        return np.broadcast_to(self.n0, np.shape(axes)).copy()
+
 
 class PoleObjectZeroPlaneMap:
     """The zero plane contains the EE axis and a pole target; the chain bulges toward the pole.
@@ -149,6 +156,15 @@ class PoleObjectZeroPlaneMap:
         poles = self._poles(axes, data)
         length = np.linalg.norm(np.cross(poles, axes), axis=-1)
         return length <= DEGENERATE * np.maximum(np.linalg.norm(poles, axis=-1), 1e-300)
+
+    def singular_directions(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
+        """The pole's direction from the start joint ``(N, 3)``: the plane flips where the EE axis lines up with it.
+
+        Where the pole sits on the start joint the fallback map's poles stand in.
+        """
+        poles = self._poles(axes, data)
+        length = np.linalg.norm(poles, axis=-1, keepdims=True)
+        return np.where(length > 0.0, poles / np.maximum(length, 1e-300), self.fallback.n0)
 
 
 register_zero_plane_map("DEFAULT", DefaultZeroPlaneMap)
@@ -210,6 +226,21 @@ def map_singularities(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndarr
     if singular is None:
         return np.zeros(len(axes), dtype=bool)
     return np.asarray(singular(np.asarray(axes, dtype=float), **data), dtype=bool)
+
+
+def map_singular_directions(zero_map: ZeroPlaneMap, axes: np.ndarray, n0: np.ndarray, **data: np.ndarray) -> np.ndarray:
+    """Unit directions ``(N, 3)`` whose ends are ``zero_map``'s singular points per frame.
+
+    Maps that do not say get the sphere's poles ``±n0`` (where the default map flips).
+    """
+    axes = np.asarray(axes, dtype=float)
+    directions = getattr(zero_map, "singular_directions", None)
+    if directions is None:
+        return np.broadcast_to(np.asarray(n0, dtype=float), axes.shape).copy()
+    directions = np.asarray(directions(axes, **data), dtype=float)
+    if directions.shape != axes.shape or not np.all(np.isfinite(directions)):
+        raise IKInputError("zero_plane_map", f"singular_directions returned shape {directions.shape}, expected {axes.shape}")
+    return directions / np.linalg.norm(directions, axis=-1, keepdims=True)
 
 
 def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarray) -> np.ndarray:

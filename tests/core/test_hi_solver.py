@@ -591,3 +591,20 @@ def test_flips_from_bare_arrays_match_the_report_of_a_solve():
     assert np.array_equal(bare.frames, report.frames) and np.array_equal(bare.turns, report.turns)
     with pytest.raises(IKInputError, match="one shape"):
         flips_from_normals(solved.solver_normals, solved.ee_axes_sphere[:-1], solved.sphere.n0)
+
+
+def test_pole_object_map_warns_and_flips_where_the_ee_axis_lines_up_with_the_pole():
+    """The pole-object map's singular points are the pole target's line, not the sphere's poles."""
+    chain, preferred = _arm()
+    angle = (np.arange(72) + 0.5) * np.radians(5.0)
+    targets = 1.2 * np.stack([np.cos(angle), np.sin(angle), np.zeros(72)], -1)  # the equator of ±z
+    pole = np.array([0.0, 2.0, 0.0])  # on the circle's path at 90°
+    solved = solve_hi(chain, targets, preferred, zero_plane_map="POLE_OBJECT", poles=pole)
+    toward_pole = np.degrees(np.arccos(np.abs(np.sin(angle))))  # hand: angle between the axis and the ±y line
+    np.testing.assert_allclose(np.degrees(solved.pole_angles), toward_pole, atol=1e-9)
+    assert np.array_equal(solved.pole_warnings, toward_pole < 10.0) and solved.pole_warnings.sum() == 8
+    flips = find_flips(solved)
+    assert list(flips.frames) == [18, 54]  # between 87.5° and 92.5°, and 267.5° and 272.5°
+    assert flips.pole_crossing.all()
+    default = solve_hi(chain, targets, preferred)  # the default map never flips on its equator
+    assert not default.pole_warnings.any() and len(find_flips(default).frames) == 0

@@ -238,3 +238,16 @@ def test_unknown_maps_and_bad_frames_are_refused():
     with pytest.raises(IKInputError, match="factory must be callable"):
         register_zero_plane_map("BROKEN", 42)
     assert "BROKEN" not in ZERO_PLANE_MAPS
+
+
+def test_singular_directions_name_where_each_map_flips():
+    from ik_solvers.core.zero_plane import map_singular_directions
+
+    a0, n0 = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
+    axes = np.array([[0.0, 1.0, 0.0], [0.6, 0.0, 0.8]])
+    poles = np.array([[0.0, 0.0, 3.0], [0.0, 0.0, 0.0]])  # the second pole sits on the start joint
+    np.testing.assert_array_equal(map_singular_directions(DefaultZeroPlaneMap(a0, n0), axes, n0), [n0, n0])
+    pole_map = PoleObjectZeroPlaneMap(a0, n0)
+    np.testing.assert_array_equal(map_singular_directions(pole_map, axes, n0, poles=poles), [[0, 0, 1.0], n0])
+    plain = lambda axes, **data: DefaultZeroPlaneMap(a0, n0)(axes)  # noqa: E731  (a map that does not say)
+    np.testing.assert_array_equal(map_singular_directions(plain, axes, n0), [n0, n0])
