@@ -193,24 +193,6 @@ class Chain:
         return vectors
 
     @cached_property
-    def frame_axis_table(self) -> tuple[np.ndarray, np.ndarray]:
-        """Axes grouped by frame: ``vectors (n + 1, 3, k)`` and each variable's flat column index.
-
-        ``frames @ vectors`` then gives every world axis in one batched product,
-        without first gathering a 3×3 frame per variable.
-        """
-        counts = np.bincount(self.dof_frame_index, minlength=self.n_joints + 1)
-        width = int(counts.max())
-        vectors = np.zeros((self.n_joints + 1, 3, width))
-        column = np.empty(self.n_dof, dtype=int)
-        used = np.zeros(self.n_joints + 1, dtype=int)
-        for k, frame in enumerate(self.dof_frame_index):
-            vectors[frame, :, used[frame]] = self.dof_frame_vectors[k]
-            column[k] = frame * width + used[frame]
-            used[frame] += 1
-        return vectors, column
-
-    @cached_property
     def frame_axis_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """Where every variable's axis is ± a coordinate axis of its frame: (frame, column, sign) per variable.
 

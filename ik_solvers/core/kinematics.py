@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain import Chain, JointKind
-from .vectors import cross, norm
+from .vectors import cross, matvec, norm
 from .rotations import (
     matrices_from_quaternions,
     matrices_from_rotvecs,
@@ -176,7 +176,7 @@ def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
         np.matmul(frames[:, i], local[:, i], out=frames[:, i + 1])
     positions = np.empty((n_batch, n + 1, 3))
     positions[:, 0] = chain.root_position + chain.root_rotation @ chain.offsets[0]
-    segments = (frames[:, 1:] @ chain.segment_vectors[:, :, None])[..., 0]
+    segments = matvec(frames[:, 1:], chain.segment_vectors)
     np.cumsum(segments, axis=1, out=positions[:, 1:])
     positions[:, 1:] += positions[:, :1]
     return Pose(frames=frames, positions=positions)
@@ -192,9 +192,7 @@ def world_axes(chain: Chain, pose: Pose) -> np.ndarray:
     if columns is not None:
         frame, column, sign = columns
         return np.swapaxes(pose.frames, 2, 3)[:, frame, column] * sign[:, None]
-    vectors, column = chain.frame_axis_table
-    grouped = pose.frames @ vectors  # (N, n + 1, 3, k)
-    return np.swapaxes(grouped, 2, 3).reshape(grouped.shape[0], -1, 3)[:, column]
+    return matvec(pose.frames[:, chain.dof_frame_index], chain.dof_frame_vectors)
 
 
 def position_jacobian(chain: Chain, pose: Pose, axes: np.ndarray | None = None) -> np.ndarray:
