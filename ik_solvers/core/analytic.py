@@ -12,7 +12,7 @@ from .errors import IKInputError
 from .iteration import StepInput, run_iterations
 from .kinematics import apply_increments, forward_kinematics, root_joint_positions
 from .result import Method, SolveOptions, SolveResult
-from .vectors import cross, dot, matvec, norm, tmatvec
+from .vectors import cross, dot, matvec, norm, tmatvec, unit_stride
 from .rotations import matrices_from_rotvecs, minimal_rotation_rotvecs, rotvecs_from_matrices
 
 
@@ -57,11 +57,12 @@ def two_bone_planar(l1: float, l2: float, targets: np.ndarray) -> TwoBoneSolutio
         raise IKInputError("l1" if l1 < l2 else "l2", "bone length below 1e-9 of the chain length")
     if not np.all(np.isfinite(targets)):
         raise IKInputError("targets", "must be finite")
-    r = np.hypot(targets[:, 0], targets[:, 1])
+    x, y = unit_stride(targets[:, 0]), unit_stride(targets[:, 1])
+    r = np.hypot(x, y)
     inner, outer = abs(l1 - l2), l1 + l2
     reach = np.clip(r, inner, outer)
     cos2 = np.clip((reach**2 - l1**2 - l2**2) / (2.0 * l1 * l2), -1.0, 1.0)
-    heading = np.arctan2(targets[:, 1], targets[:, 0])  # atan2(0, 0) = 0: the representative direction
+    heading = np.arctan2(y, x)  # atan2(0, 0) = 0: the representative direction
     branches = np.empty((targets.shape[0], 2, 2))
     for k, sign in enumerate((1.0, -1.0)):
         theta2 = sign * np.arccos(cos2)

@@ -48,7 +48,7 @@ from .kinematics import (
     local_quaternions,
 )
 from .result import Method, SolveOptions, SolveResult, Status
-from .rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices
+from .rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
 from .solve import register_solver, solve
 from .zero_plane import (
     ZeroPlaneMapFactory,
@@ -625,20 +625,6 @@ def _joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: 
     return quats
 
 
-def _rotvecs_from_quaternions(quats: np.ndarray) -> np.ndarray:
-    """Rotation vectors ``(N, 3)`` (angle in ``[0, π]``) from quaternions ``(N, 4)`` with ``w ≥ 0``.
-
-    The core's ``rotvecs_from_quaternions`` on unit-stride component copies: its
-    ``arctan2`` then takes the same loop for one frame as for many (see _unit_stride_inputs).
-    """
-    w, x, y, z = quats.T.copy()  # see _unit_stride_inputs
-    s = np.sqrt(x * x + y * y + z * z)
-    angle = 2.0 * np.arctan2(s, w)
-    small = s < 1e-6  # as the core: angle / sin(angle / 2) → 2 as the angle → 0
-    factor = np.where(small, 2.0 / np.maximum(w, 1e-300), angle / np.where(small, 1.0, s))
-    return np.stack([x * factor, y * factor, z * factor], -1)
-
-
 def _joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:
     """Joint variables ``(N, n_dof)``: ball joints from their quaternions, hinge-like joints by adding the bend."""
     chain = pref.chain
@@ -646,7 +632,7 @@ def _joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) 
     for j, kind in enumerate(chain.kinds):
         start = chain.dof_start[j]
         if kind is JointKind.BALL:
-            q[:, start : start + 3] = _rotvecs_from_quaternions(quats[:, j])
+            q[:, start : start + 3] = rotvecs_from_quaternions(quats[:, j])
         else:
             last = start + kind.value - 1
             q[:, last] += np.sign(chain.axes[last] @ pref.bend_axes[j]) * bends[:, j]

@@ -12,7 +12,7 @@ from .chain import Chain
 from .iteration import StepInput
 from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
 from .rotations import rotvecs_from_matrices
-from .vectors import cross, dot, matvec, norm, tmatvec
+from .vectors import cross, dot, matvec, norm, tmatvec, unit_stride
 
 # Singular values below this fraction of the largest are treated as zero by
 # the pseudo-inverse (the usual rank cut-off, in the spirit of numpy.linalg.pinv's rcond).
@@ -161,7 +161,7 @@ def smallest_eigenvalues(gram: np.ndarray) -> np.ndarray:
         return gram[:, 0, 0]
     if k == 2:
         mean = 0.5 * (gram[:, 0, 0] + gram[:, 1, 1])
-        return mean - np.hypot(0.5 * (gram[:, 0, 0] - gram[:, 1, 1]), gram[:, 0, 1])
+        return mean - np.hypot(0.5 * (gram[:, 0, 0] - gram[:, 1, 1]), unit_stride(gram[:, 0, 1]))
     if k != 3:
         return np.linalg.eigvalsh(gram)[:, 0]
     a = gram

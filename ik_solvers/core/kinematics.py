@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain import Chain, JointKind
-from .vectors import cross, matvec, norm
+from .vectors import cross, matvec, norm, unit_stride
 from .rotations import (
     matrices_from_quaternions,
     matrices_from_rotvecs,
@@ -124,14 +124,16 @@ def _angle_joint_basis(chain: Chain) -> _AngleJointBasis | None:
 
 def _angle_features(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """The nine products of ``(1, cos a, sin a)`` and ``(1, cos b, sin b)``, shape ``first.shape + (9,)``."""
+    # Contiguous in and out: strided operands of sin/cos round differently (vectors.unit_stride).
+    first, second = unit_stride(first), unit_stride(second)
     f1 = np.empty(first.shape + (3, 1))
     f1[..., 0, 0] = 1.0
-    np.cos(first, out=f1[..., 1, 0])
-    np.sin(first, out=f1[..., 2, 0])
+    f1[..., 1, 0] = np.cos(first)
+    f1[..., 2, 0] = np.sin(first)
     f2 = np.empty(second.shape + (1, 3))
     f2[..., 0, 0] = 1.0
-    np.cos(second, out=f2[..., 0, 1])
-    np.sin(second, out=f2[..., 0, 2])
+    f2[..., 0, 1] = np.cos(second)
+    f2[..., 0, 2] = np.sin(second)
     return (f1 * f2).reshape(first.shape + (9,))
 
 

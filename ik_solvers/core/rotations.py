@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .vectors import cross, dot, norm
+from .vectors import cross, dot, norm, unit_stride
 
 # Below this angle (radians) the Rodrigues series terms are replaced by their
 # Taylor expansions: sin(x)/x and (1 - cos x)/x^2 lose all precision near 0.
@@ -25,6 +25,7 @@ def skew(vectors: np.ndarray) -> np.ndarray:
 def matrices_from_axis_angles(axes: np.ndarray, angles: np.ndarray) -> np.ndarray:
     """Rotation matrices about unit ``axes (..., 3)`` by ``angles (...)`` radians → ``(..., 3, 3)``."""
     k = skew(axes)
+    angles = unit_stride(angles)
     s = np.sin(angles)[..., None, None]
     c = np.cos(angles)[..., None, None]
     return np.eye(3) + s * k + (1.0 - c) * (k @ k)
@@ -106,7 +107,7 @@ def rotvecs_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
     q = canonical_quaternions(quaternions)
     v = q[..., 1:]
     s = norm(v)
-    angle = 2.0 * np.arctan2(s, q[..., 0])
+    angle = 2.0 * np.arctan2(s, unit_stride(q[..., 0]))
     small = s < _SMALL_ANGLE
     # angle / sin(angle/2) → 2 as the angle → 0 (w → 1).
     factor = np.where(small, 2.0 / np.maximum(q[..., 0], 1e-300), angle / np.where(small, 1.0, s))

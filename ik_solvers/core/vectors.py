@@ -15,6 +15,18 @@ _NEXT = np.array([1, 2, 0])
 _AFTER_NEXT = np.array([2, 0, 1])
 
 
+def unit_stride(a: np.ndarray) -> np.ndarray:
+    """A fresh contiguous copy, for the inputs of transcendental ufuncs.
+
+    numpy's SIMD sin / cos / arctan2 read unit-stride operands directly but send
+    strided ones (a column of a batch) through a buffered scalar loop, and the
+    two round differently in the last bit; a one-element slice counts as
+    contiguous while its batch's column does not. Copying first gives every
+    element the same code path whatever the batch.
+    """
+    return np.array(a, dtype=float, copy=True, order="C")
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``Σ_k a[..., k] b[..., k]`` summed in index order."""
     total = a[..., 0] * b[..., 0]
