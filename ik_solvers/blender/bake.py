@@ -19,7 +19,7 @@ import numpy as np
 from bpy.props import BoolProperty, IntProperty, StringProperty
 from bpy_extras import anim_utils
 
-from ..core import HISolveResult, SphereFrame, Status, find_flips
+from ..core import Status, flips_from_normals
 from . import live, solving
 from .rig import RigError, read_chain, rotation_channel_values
 
@@ -503,6 +503,9 @@ class HIFrames:
         The HI solve's warning that the pole angle is below its warning angle.
     poles : ndarray, shape (M, 3)
         The sphere's pole ``n0`` each frame was solved with (one per chain shape).
+    singular_directions : ndarray, shape (M, 3)
+        Where the zero-plane map in use is singular (±n0 for the default map, the
+        pole target's line for the pole-object map): what a pole crossing crosses.
     """
 
     solver_normals: np.ndarray
@@ -510,6 +513,7 @@ class HIFrames:
     pole_angles: np.ndarray
     pole_warnings: np.ndarray
     poles: np.ndarray
+    singular_directions: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -577,13 +581,10 @@ def _flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict]:
     shapes = np.unique(hi.poles, axis=0)
     for pole in shapes:
         rows = np.flatnonzero(np.all(hi.poles == pole, axis=1))
-        # find_flips reads the normals, the sphere's EE axes and its pole alone.
-        sequence = HISolveResult(
-            result=None, ee_axes=None, ee_axes_sphere=hi.ee_axes_sphere[rows], zero_plane_normals=None,
-            solver_normals=hi.solver_normals[rows], swivel=None, pole_angles=None, pole_warnings=None,
-            map_singular=None, sphere=SphereFrame(a0=None, n0=pole),
+        report = flips_from_normals(
+            hi.solver_normals[rows], hi.ee_axes_sphere[rows], pole, warning_angle=warning_angle,
+            singular_directions=hi.singular_directions[rows],
         )
-        report = find_flips(sequence, warning_angle=warning_angle)
         for k, turn, crossing in zip(report.frames, report.turns, report.pole_crossing):
             before, after = rows[k - 1], rows[k]
             flips.append({
@@ -800,8 +801,9 @@ class BakeJob:
                 if hi is None:
                     hi = HIFrames(solver_normals=np.empty((n, 3)), ee_axes_sphere=np.empty((n, 3)),
                                   pole_angles=np.empty(n), pole_warnings=np.empty(n, dtype=bool),
-                                  poles=np.empty((n, 3)))
-                for name_ in ("solver_normals", "ee_axes_sphere", "pole_angles", "pole_warnings"):
+                                  poles=np.empty((n, 3)), singular_directions=np.empty((n, 3)))
+                for name_ in ("solver_normals", "ee_axes_sphere", "pole_angles", "pole_warnings",
+                              "singular_directions"):
                     getattr(hi, name_)[rows] = getattr(outcome.hi, name_)
                 hi.poles[rows] = outcome.hi.sphere.n0
         return SolvedFrames(frames=frames, q=q, status=status, error=error, bound=bound, hi=hi,

@@ -586,6 +586,29 @@ def arm_reaching_across_its_pole(method: str = "HI"):
     return obj, target, chain
 
 
+def test_pole_object_map_flips_are_told_by_the_pole_line_not_the_preferred_poles(baking):
+    """With the pole-object map the singular direction is the shoulder→pole line: crossing it is a
+    warned pole crossing, while crossing the preferred pose's poles ±n0 is nothing special."""
+    obj, target, chain = arm_reaching_across_its_pole()
+    shoulder = np.array([0.0, 0.0, 1.4])
+    pole = add_empty("Pole", location=tuple(shoulder + (0.0, -0.5, 0.0)))
+    chain.zero_plane_map, chain.pole_target = "POLE_OBJECT", pole
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=41) == {"FINISHED"}
+    across_n0 = json.loads(chain.last_bake_report)
+    assert across_n0["flip_frames"] == []
+
+    # Now a path that sweeps across the pole line, 0.4 from the shoulder, at frame 21.
+    line_point = shoulder + 0.4 * np.array([0.0, -1.0, 0.0])
+    target.animation_data_clear()
+    key_path(target, [1, 41], [line_point - (0.0, 0.0, 0.2), line_point + (0.0, 0.0, 0.2)])
+    for point in bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
+        point.interpolation = "LINEAR"
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=41) == {"FINISHED"}
+    flips = json.loads(chain.last_bake_report)["flip_frames"]
+    assert flips and {flip["frame"] for flip in flips} <= {21, 22}
+    assert all(flip["pole_crossing"] and flip["warned"] for flip in flips)
+
+
 def test_hi_bake_reports_the_flip_where_the_target_crosses_the_pole(baking):
     obj, _target, chain = arm_reaching_across_its_pole()
     assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=41) == {"FINISHED"}
