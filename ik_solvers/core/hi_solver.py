@@ -49,7 +49,7 @@ from .kinematics import (
 )
 from .result import Method, SolveOptions, SolveResult, Status
 from .rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
-from .solve import register_solver, solve
+from .solve import register_solver, solve, validated_targets
 from .zero_plane import (
     ZeroPlaneMapFactory,
     build_zero_plane_map,
@@ -407,17 +407,6 @@ class _Plane:
     singular_directions: np.ndarray
 
 
-def _check_targets(targets: np.ndarray) -> np.ndarray:
-    targets = np.asarray(targets, dtype=float)
-    if targets.ndim == 1:
-        targets = targets[None]
-    if targets.ndim != 2 or targets.shape[1] != 3 or targets.shape[0] == 0:
-        raise IKInputError("targets", f"expected shape (N, 3) with N ≥ 1, got {targets.shape}")
-    if not np.all(np.isfinite(targets)):
-        raise IKInputError("targets", "must be finite (NaN or inf found)")
-    return targets
-
-
 def _solver_planes(
     pref: PreferredPose,
     targets: np.ndarray,
@@ -737,7 +726,7 @@ def solve_hi(
         raise IKInputError("preferred", "the PreferredPose was made for another chain")
     if not np.isfinite(warning_angle) or warning_angle < 0.0:
         raise IKInputError("warning_angle", f"must be a non-negative angle, got {warning_angle!r}")
-    targets = _check_targets(targets)
+    targets = validated_targets(targets)
     in_plane_method = Method(in_plane_method)
     chain = pref.chain
     plane = _solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
@@ -819,7 +808,7 @@ def swivel_for_plane(
     Only the part of each normal ⟂ the EE axis counts.
     """
     pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
-    targets = _check_targets(targets)
+    targets = validated_targets(targets)
     normals = np.asarray(plane_normals, dtype=float)
     normals = np.broadcast_to(normals, targets.shape) if normals.ndim == 1 else normals
     if normals.shape != targets.shape or not np.all(np.isfinite(normals)):

@@ -96,13 +96,7 @@ def solve(
     if method not in SOLVERS:
         raise IKInputError("method", f"{method.value} has no registered solver")
     options = SolveOptions() if options is None else options
-    targets = np.asarray(targets, dtype=float)
-    if targets.ndim == 1:
-        targets = targets[None]
-    if targets.ndim != 2 or targets.shape[1] != 3 or targets.shape[0] == 0:
-        raise IKInputError("targets", f"expected shape (N, 3) with N ≥ 1, got {targets.shape}")
-    if not np.all(np.isfinite(targets)):
-        raise IKInputError("targets", "must be finite (NaN or inf found)")
+    targets = validated_targets(targets)
     if initial is None:
         q0 = chain.zero_pose(targets.shape[0])
     else:
@@ -115,6 +109,18 @@ def solve(
             raise IKInputError("initial", "must be finite")
     check_in_plane(chain, targets, q0)
     return SOLVERS[method](chain, targets, q0, options, **method_args)
+
+
+def validated_targets(targets: np.ndarray) -> np.ndarray:
+    """Targets as a finite float array ``(N, 3)`` (a single ``(3,)`` target becomes N = 1)."""
+    targets = np.asarray(targets, dtype=float)
+    if targets.ndim == 1:
+        targets = targets[None]
+    if targets.ndim != 2 or targets.shape[1] != 3 or targets.shape[0] == 0:
+        raise IKInputError("targets", f"expected shape (N, 3) with N ≥ 1, got {targets.shape}")
+    if not np.all(np.isfinite(targets)):
+        raise IKInputError("targets", "must be finite (NaN or inf found)")
+    return targets
 
 
 def plane_normal(chain: Chain, q: np.ndarray) -> np.ndarray | None:
