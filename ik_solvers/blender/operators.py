@@ -17,13 +17,6 @@ def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
     return obj
 
 
-def _active_chain(obj: bpy.types.Object):
-    settings = obj.ik_solvers
-    if 0 <= settings.active_chain_index < len(settings.chains):
-        return settings.chains[settings.active_chain_index]
-    return None
-
-
 def _unique_chain_name(settings, base: str) -> str:
     names = {chain.name for chain in settings.chains}
     if base not in names:
@@ -76,6 +69,15 @@ def capture_preferred_pose(obj, chain_settings, scene) -> None:
 
 
 # --------------------------------------------------------------------------- operators
+class _ActiveChainPoll:
+    """Operators that act on the active chain: available when an armature (not in Edit Mode) has one."""
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = _armature(context)
+        return obj is not None and obj.ik_solvers.active_chain is not None
+
+
 class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
     """Add an IK chain ending at the active bone, with a selected Empty as its target"""
 
@@ -111,17 +113,12 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class IK_SOLVERS_OT_chain_remove(bpy.types.Operator):
+class IK_SOLVERS_OT_chain_remove(_ActiveChainPoll, bpy.types.Operator):
     """Remove the active IK chain"""
 
     bl_idname = "ik_solvers.chain_remove"
     bl_label = "Remove IK Chain"
     bl_options = {"REGISTER", "UNDO"}
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        obj = _armature(context)
-        return obj is not None and _active_chain(obj) is not None
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         obj = _armature(context)
@@ -151,7 +148,7 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
         if self.all_chains:
             chains = [chain for chain in settings.chains if chain.enabled]
         else:
-            chains = [c for c in (_active_chain(obj),) if c is not None]
+            chains = [c for c in (settings.active_chain,) if c is not None]
         if not chains:
             self.report({"ERROR"}, "No IK chain to solve.")
             return {"CANCELLED"}
@@ -207,21 +204,16 @@ def solve_chains(obj, chains, view_layer) -> list[tuple[str, float, float, int, 
     return outcomes
 
 
-class IK_SOLVERS_OT_capture_preferred_pose(bpy.types.Operator):
+class IK_SOLVERS_OT_capture_preferred_pose(_ActiveChainPoll, bpy.types.Operator):
     """Store the chain's current pose as its preferred pose (the HI solver's reference)"""
 
     bl_idname = "ik_solvers.capture_preferred_pose"
     bl_label = "Capture Preferred Pose"
     bl_options = {"REGISTER", "UNDO"}
 
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        obj = _armature(context)
-        return obj is not None and _active_chain(obj) is not None
-
     def execute(self, context: bpy.types.Context) -> set[str]:
         obj = _armature(context)
-        chain = _active_chain(obj)
+        chain = obj.ik_solvers.active_chain
         try:
             capture_preferred_pose(obj, chain, context.scene)
         except RigError as error:
