@@ -1,10 +1,12 @@
 """Small-vector algebra whose results never depend on the batch size.
 
 numpy's reductions (``einsum``, ``linalg.norm``, BLAS-backed products of
-strided stacks) pick summation orders by memory layout and batch shape, so a
-target solved alone can differ in the last bit from the same target solved in
-a batch. History independence (SPEC §5) and ``ik_batch --jobs`` promise bit
-identity, so the solvers sum short axes here, term by term, in a fixed order.
+strided stacks) pick summation orders by memory layout and batch shape, and its
+SIMD transcendental functions round strided operands differently from
+contiguous ones, so a target solved alone can differ in the last bit from the
+same target solved in a batch. History independence (SPEC §5) and
+``ik_batch --jobs`` promise bit identity, so the solvers sum short axes here,
+term by term, in a fixed order, and copy transcendental inputs to unit stride.
 """
 
 from __future__ import annotations
@@ -40,9 +42,23 @@ def norm(a: np.ndarray) -> np.ndarray:
     return np.sqrt(dot(a, a))
 
 
+# Above this many elements per operand, three component products beat the
+# gathered form (fewer large copies); below, the gathered form's fewer calls win.
+# Both compute a_i b_j − a_j b_i exactly alike, so the switch changes no bit.
+_CROSS_BY_COMPONENTS = 3000
+
+
 def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cross products of ``(..., 3)`` arrays."""
-    return a[..., _NEXT] * b[..., _AFTER_NEXT] - a[..., _AFTER_NEXT] * b[..., _NEXT]
+    if max(a.size, b.size) < _CROSS_BY_COMPONENTS:
+        return a[..., _NEXT] * b[..., _AFTER_NEXT] - a[..., _AFTER_NEXT] * b[..., _NEXT]
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    np.subtract(a1 * b2, a2 * b1, out=out[..., 0])
+    np.subtract(a2 * b0, a0 * b2, out=out[..., 1])
+    np.subtract(a0 * b1, a1 * b0, out=out[..., 2])
+    return out
 
 
 def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -201,3 +201,14 @@ def test_invalid_chains_raise_naming_the_field(change, field):
 def test_straight_chain_refuses_bad_lengths(lengths):
     with pytest.raises(IKInputError, match="lengths"):
         Chain.straight(lengths)
+
+
+def test_cross_gives_the_same_bits_for_small_and_large_batches():
+    from ik_solvers.core.vectors import cross
+
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(size=(400, 30, 3)), rng.normal(size=(400, 30, 3))
+    whole = cross(a, b)  # above the size where it switches to component products
+    alone = np.concatenate([cross(a[k : k + 1], b[k : k + 1]) for k in range(400)])
+    np.testing.assert_array_equal(whole, alone)
+    np.testing.assert_allclose(whole, np.cross(a, b), atol=1e-15)
