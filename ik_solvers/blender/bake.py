@@ -21,6 +21,7 @@ from bpy_extras import anim_utils
 
 from ..core import Status, flips_from_normals
 from . import live, solving
+from .operators import posable_armature
 from .rig import RigError, read_chain, rotation_channel_values
 
 
@@ -963,13 +964,6 @@ class _PoseSnapshot:
 
 
 # --------------------------------------------------------------------------- the operator
-def _armature(context) -> bpy.types.Object | None:
-    obj = context.object
-    if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
-        return None
-    return obj
-
-
 class IK_SOLVERS_OT_bake(bpy.types.Operator):
     """Bake the IK chain over a frame range into rotation keys of its bones (Esc cancels)"""
 
@@ -994,7 +988,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context) -> bool:
-        obj = _armature(context)
+        obj = posable_armature(context)
         if obj is None:
             cls.poll_message_set("Select an armature (not in Edit Mode)")
             return False
@@ -1023,7 +1017,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         return BakeOptions(self.frame_start, self.frame_end, self.step, names)
 
     def execute(self, context):
-        obj = _armature(context)
+        obj = posable_armature(context)
         try:
             self._job = BakeJob(context, obj, self._bake_options(obj))
         except BakeError as error:

@@ -20,6 +20,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from . import solving
+from .operators import posable_armature
 from .rig import RigError, read_chain, write_pose
 
 SOLVE_SETTINGS = (
@@ -232,8 +233,8 @@ class IK_SOLVERS_OT_live_toggle(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context) -> bool:
-        obj = context.object
-        if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
+        obj = posable_armature(context)
+        if obj is None:
             cls.poll_message_set("Select an armature (not in Edit Mode)")
             return False
         if obj.ik_solvers.active_chain is None:

@@ -10,7 +10,8 @@ from . import solving
 from .rig import RigError, basis_quaternion, read_chain, root_matrices_world, write_pose
 
 
-def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
+def posable_armature(context: bpy.types.Context) -> bpy.types.Object | None:
+    """The active object if it is an armature whose pose can be written (not in Edit Mode), else None."""
     obj = context.object
     if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
         return None
@@ -74,7 +75,7 @@ class _ActiveChainPoll:
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        obj = _armature(context)
+        obj = posable_armature(context)
         return obj is not None and obj.ik_solvers.active_chain is not None
 
 
@@ -87,10 +88,10 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        return _armature(context) is not None
+        return posable_armature(context) is not None
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        obj = _armature(context)
+        obj = posable_armature(context)
         settings = obj.ik_solvers
         name = _unique_chain_name(settings, "Chain")
         chain = settings.chains.add()
@@ -121,7 +122,7 @@ class IK_SOLVERS_OT_chain_remove(_ActiveChainPoll, bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        obj = _armature(context)
+        obj = posable_armature(context)
         settings = obj.ik_solvers
         settings.chains.remove(settings.active_chain_index)
         settings.active_chain_index = max(0, min(settings.active_chain_index, len(settings.chains) - 1))
@@ -139,11 +140,11 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        obj = _armature(context)
+        obj = posable_armature(context)
         return obj is not None and len(obj.ik_solvers.chains) > 0
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        obj = _armature(context)
+        obj = posable_armature(context)
         settings = obj.ik_solvers
         if self.all_chains:
             chains = [chain for chain in settings.chains if chain.enabled]
@@ -212,7 +213,7 @@ class IK_SOLVERS_OT_capture_preferred_pose(_ActiveChainPoll, bpy.types.Operator)
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        obj = _armature(context)
+        obj = posable_armature(context)
         chain = obj.ik_solvers.active_chain
         try:
             capture_preferred_pose(obj, chain, context.scene)
