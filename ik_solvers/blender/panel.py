@@ -23,12 +23,7 @@ def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
 
 def _active_chain(context: bpy.types.Context):
     obj = _armature(context)
-    if obj is None:
-        return None
-    settings = obj.ik_solvers
-    if 0 <= settings.active_chain_index < len(settings.chains):
-        return settings.chains[settings.active_chain_index]
-    return None
+    return None if obj is None else obj.ik_solvers.active_chain
 
 
 def pole_warning(chain) -> str | None:
@@ -54,6 +49,16 @@ class _SidebarPanel:
     bl_space_type = "VIEW_3D"
     bl_region_type = "UI"
     bl_category = "IK"
+
+
+class _ChainSubpanel(_SidebarPanel):
+    """A subpanel of the IK panel about the active chain: shown only when there is one."""
+
+    bl_parent_id = "VIEW3D_PT_ik_solvers"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return _active_chain(context) is not None
 
 
 class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
@@ -93,15 +98,10 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         row.operator("ik_solvers.capture_preferred_pose", icon="ARMATURE_DATA")
 
 
-class VIEW3D_PT_ik_solvers_method(_SidebarPanel, bpy.types.Panel):
+class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
     """Parameters of the active chain's method."""
 
     bl_label = "Method Settings"
-    bl_parent_id = "VIEW3D_PT_ik_solvers"
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        return _active_chain(context) is not None
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
@@ -121,11 +121,10 @@ class VIEW3D_PT_ik_solvers_method(_SidebarPanel, bpy.types.Panel):
             col.prop(chain, "pole_target")
 
 
-class VIEW3D_PT_ik_solvers_hi(_SidebarPanel, bpy.types.Panel):
+class VIEW3D_PT_ik_solvers_hi(_ChainSubpanel, bpy.types.Panel):
     """HI solver: swivel angle, zero-plane map, pole, parent space, flip warning."""
 
     bl_label = "HI Solver"
-    bl_parent_id = "VIEW3D_PT_ik_solvers"
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -151,15 +150,10 @@ class VIEW3D_PT_ik_solvers_hi(_SidebarPanel, bpy.types.Panel):
             box.label(text=warning, icon="ERROR")
 
 
-class VIEW3D_PT_ik_solvers_status(_SidebarPanel, bpy.types.Panel):
+class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
     """The last solve's and the last bake's outcome."""
 
     bl_label = "Status"
-    bl_parent_id = "VIEW3D_PT_ik_solvers"
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        return _active_chain(context) is not None
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
