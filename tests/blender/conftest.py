@@ -111,6 +111,14 @@ def build_long_chain(count: int = 10, **kwargs):
     return build_armature(specs, **kwargs)
 
 
+def build_zero_length_segment():
+    """Bones ``a`` → ``b``, ``b`` disconnected but starting at ``a``'s head: ``a``'s segment has no length."""
+    return build_armature([
+        {"name": "a", "head": (0, 0, 0), "tail": (0, 0.3, 0)},
+        {"name": "b", "head": (0, 0, 0), "tail": (0.3, 0, 0), "parent": "a", "connect": False},
+    ])
+
+
 def build_transformed_arm():
     """The arm on an armature rotated, translated, uniformly scaled and parented to a rotated Empty."""
     holder = add_empty("Holder", location=(0.5, -0.3, 0.2))

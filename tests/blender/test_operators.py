@@ -16,6 +16,7 @@ from conftest import (
     build_arm,
     build_armature,
     build_leg,
+    build_zero_length_segment,
     evaluated_head,
     evaluated_tip,
     float32_slack,
@@ -244,10 +245,7 @@ def test_failures_report_and_leave_the_pose_unchanged(addon, break_it, message):
 
 
 def test_zero_length_segment_is_reported(addon):
-    obj = build_armature([
-        {"name": "a", "head": (0, 0, 0), "tail": (0, 0.3, 0)},
-        {"name": "b", "head": (0, 0, 0), "tail": (0.3, 0, 0), "parent": "a", "connect": False},
-    ])
+    obj = build_zero_length_segment()
     add_chain(obj, "b", 2, add_empty(location=(0.2, 0.2, 0.0)), "DLS")
     before = pose_snapshot(obj)
     with pytest.raises(RuntimeError, match="zero-length or too short segment"):

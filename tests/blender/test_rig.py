@@ -16,8 +16,8 @@ from conftest import (
     RIG_BUILDERS,
     add_empty,
     build_arm,
-    build_armature,
     build_leg,
+    build_zero_length_segment,
     evaluated_head,
     evaluated_tip,
     float32_slack,
@@ -302,11 +302,7 @@ def test_missing_bones_and_bad_lengths_are_refused(scene):
 
 
 def test_zero_length_segment_is_refused(scene):
-    # A disconnected child starting at its parent's head: the parent's segment has no length.
-    obj = build_armature([
-        {"name": "a", "head": (0, 0, 0), "tail": (0, 0.3, 0)},
-        {"name": "b", "head": (0, 0, 0), "tail": (0.3, 0, 0), "parent": "a", "connect": False},
-    ])
+    obj = build_zero_length_segment()
     with pytest.raises(rig.RigError, match="zero-length or too short segment"):
         rig.read_chain(obj, "b", 2)
 
