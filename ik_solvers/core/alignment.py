@@ -11,7 +11,7 @@ import numpy as np
 from .chain import Chain, JointKind
 from .kinematics import apply_increments
 from .vectors import cross, dot, matvec, norm, tmatvec
-from .rotations import matrices_from_axis_angles, minimal_rotation_rotvecs
+from .rotations import minimal_rotation_rotvecs, rotate_about_axes
 
 
 def _hinge_angles(axes: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -73,7 +73,7 @@ def align_joint(
         before = q[:, start + 1].copy()
         q[:, start + 1] = np.clip(before + turn2, chain.lower[start + 1], chain.upper[start + 1])
         applied = q[:, start + 1] - before
-        carried = matvec(matrices_from_axis_angles(axis2, applied), carried)
+        carried = rotate_about_axes(axis2, applied, carried)
     axis1 = matvec(parent_frames, chain.dof_frame_vectors[start])  # rest rotation already folded in
     turn1 = _clamp_angle(_hinge_angles(axis1, carried, desired), max_angle)
     q[:, start] = np.clip(q[:, start] + turn1, chain.lower[start], chain.upper[start])

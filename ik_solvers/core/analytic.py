@@ -13,7 +13,14 @@ from .iteration import StepInput, run_iterations
 from .kinematics import apply_increments, forward_kinematics, root_joint_positions
 from .result import Method, SolveOptions, SolveResult
 from .vectors import cross, dot, matvec, norm, tmatvec, unit_stride
-from .rotations import matrices_from_rotvecs, minimal_rotation_rotvecs, rotvecs_from_matrices
+from .rotations import (
+    minimal_rotation_rotvecs,
+    quaternion_products,
+    quaternions_from_rotvecs,
+    rotate_about_axes,
+    rotate_by_quaternions,
+    rotvecs_from_quaternions,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,24 +144,27 @@ def _analytic_step(state: StepInput, bend_directions: np.ndarray | None) -> np.n
         dq = np.zeros_like(q)
         dq[:, start : start + 3] = tmatvec(frames[:, 2], axis * turn[:, None])
         q = apply_increments(chain, q, dq)
+        limited = np.any(np.isfinite(chain.lower[start : start + 3]) | np.isfinite(chain.upper[start : start + 3]))
+        # Limits may have clipped the rotation vector: then only FK knows where the tip went.
+        tip = forward_kinematics(chain, q).tips if limited else positions[:, 1] + rotate_about_axes(axis, turn, w)
     else:
-        q[:, start] = np.clip(q[:, start] + turn, chain.lower[start], chain.upper[start])
+        before = q[:, start].copy()
+        q[:, start] = np.clip(before + turn, chain.lower[start], chain.upper[start])
+        tip = positions[:, 1] + rotate_about_axes(axis, q[:, start] - before, w)
 
     # Shoulder: point the (now right-length) shoulder-to-tip vector at the target.
-    bent_pose = forward_kinematics(chain, q)
-    bent = bent_pose.positions
-    carried = bent[:, 2] - p0
+    carried = tip - p0
     desired = state.targets - p0
     if chain.kinds[0] is not JointKind.BALL:
-        return align_joint(chain, q, 0, frames[:, 0], bent_pose.frames[:, 1], carried, desired)
-    swing = matrices_from_rotvecs(minimal_rotation_rotvecs(carried, desired))
+        return align_joint(chain, q, 0, frames[:, 0], frames[:, 1], carried, desired)
+    swing = quaternions_from_rotvecs(minimal_rotation_rotvecs(carried, desired))
     if bend_directions is not None:
         heading = desired / np.maximum(norm(desired), 1e-300)[:, None]
-        elbow = matvec(swing, bent[:, 1] - p0)
+        elbow = rotate_by_quaternions(swing, u)
         twist = _hinge_angles(heading, elbow, bend_directions) * (r > 0.0)
-        swing = matrices_from_rotvecs(heading * twist[:, None]) @ swing
-    frame0 = frames[:, 1]
-    delta = rotvecs_from_matrices(np.swapaxes(frame0, 1, 2) @ swing @ frame0)
+        swing = quaternion_products(quaternions_from_rotvecs(heading * twist[:, None]), swing)
+    # A rotation vector turns like a vector: the world turn seen in joint 0's frame.
+    delta = tmatvec(frames[:, 1], rotvecs_from_quaternions(swing))
     dq = np.zeros_like(q)
     dq[:, :3] = delta
     return apply_increments(chain, q, dq)

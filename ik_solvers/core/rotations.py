@@ -31,6 +31,20 @@ def matrices_from_axis_angles(axes: np.ndarray, angles: np.ndarray) -> np.ndarra
     return np.eye(3) + s * k + (1.0 - c) * (k @ k)
 
 
+def rotate_about_axes(axes: np.ndarray, angles: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """``vectors (..., 3)`` turned by ``angles (...)`` about unit ``axes (..., 3)`` (Rodrigues' formula)."""
+    angles = unit_stride(angles)
+    c, s = np.cos(angles)[..., None], np.sin(angles)[..., None]
+    return vectors * c + cross(axes, vectors) * s + axes * (dot(axes, vectors)[..., None] * (1.0 - c))
+
+
+def rotate_by_quaternions(quaternions: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """``vectors (..., 3)`` rotated by unit quaternions ``(..., 4)`` ``(w, x, y, z)``: ``v + 2w(r×v) + 2r×(r×v)``."""
+    r = quaternions[..., 1:]
+    turn = cross(r, vectors)
+    return vectors + 2.0 * quaternions[..., :1] * turn + 2.0 * cross(r, turn)
+
+
 def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(..., 3, 3)`` from rotation vectors ``(..., 3)`` (axis × angle, radians)."""
     angle = norm(rotvecs)
