@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-import csv
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = REPO_ROOT / "scripts" / "solver_race.py"
+from conftest import csv_rows, load_script
+
 SAMPLES = 10
 
-
-def _load_race():
-    spec = importlib.util.spec_from_file_location("solver_race", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-race = _load_race()
-
-
-def _rows(path: Path) -> list[dict]:
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+race = load_script("solver_race")
 
 
 def _header(path: Path) -> str:
@@ -55,7 +38,7 @@ def test_files_and_columns(race_out):
 
 
 def test_one_row_per_series_step_and_category(race_out):
-    rows = _rows(race_out / "race_points.csv")
+    rows = csv_rows(race_out / "race_points.csv")
     expected_points = len(race.STEP_SCALES) + len(race.SERIES) - 1  # only jt_fixed is swept
     assert len(rows) == 2 * expected_points
     keys = {(r["series"], r["step"], r["category"]) for r in rows}
@@ -71,7 +54,7 @@ def test_one_row_per_series_step_and_category(race_out):
 
 
 def test_metrics_are_in_range_and_score_is_shared_by_a_pair(race_out):
-    rows = _rows(race_out / "race_points.csv")
+    rows = csv_rows(race_out / "race_points.csv")
     scores = {}
     for r in rows:
         assert 0.0 <= float(r["success_rate"]) <= 1.0
@@ -91,14 +74,14 @@ def test_metrics_are_in_range_and_score_is_shared_by_a_pair(race_out):
 
 def test_unreachable_targets_never_beat_their_lower_bound(race_out):
     """Unreachable targets start at least 5% of the reach (3.2) beyond it."""
-    for r in _rows(race_out / "race_points.csv"):
+    for r in csv_rows(race_out / "race_points.csv"):
         if r["category"] == "unreachable":
             assert float(r["mean_final_error"]) >= 0.05 * 3.2 - 1e-12
 
 
 def test_best_file_picks_each_series_highest_score(race_out):
-    rows = _rows(race_out / "race_points.csv")
-    best = _rows(race_out / "race_best.csv")
+    rows = csv_rows(race_out / "race_points.csv")
+    best = csv_rows(race_out / "race_best.csv")
     assert len(best) == len(race.SERIES)
     assert [float(b["score"]) for b in best] == sorted((float(b["score"]) for b in best), reverse=True)
     for b in best:
@@ -147,8 +130,8 @@ def test_targets_are_fixed_by_the_seed():
 
 def test_outcomes_are_deterministic(race_out, recorded_run):
     timed = {"mean_runtime_ms", "score"}  # wall-clock times, and the score that weighs them
-    first = _rows(race_out / "race_points.csv")
-    second = _rows(recorded_run[0] / "race_points.csv")
+    first = csv_rows(race_out / "race_points.csv")
+    second = csv_rows(recorded_run[0] / "race_points.csv")
     for a, b in zip(first, second, strict=True):
         assert {k: v for k, v in a.items() if k not in timed} == {k: v for k, v in b.items() if k not in timed}
 

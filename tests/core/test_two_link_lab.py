@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,19 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = REPO_ROOT / "scripts" / "two_link_lab.py"
+from conftest import REPO_ROOT, csv_rows, load_script, script_path
 
+SCRIPT = script_path("two_link_lab")
 
-def _load_lab():
-    spec = importlib.util.spec_from_file_location("two_link_lab", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-lab = _load_lab()
+lab = load_script("two_link_lab")
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +23,6 @@ def lab_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("two_link_lab")
     assert lab.main(["--out", str(out)]) == 0
     return out
-
-
-def _rows(path: Path) -> list[dict]:
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def _planar_tip(l1: float, l2: float, theta1: float, theta2: float) -> np.ndarray:
@@ -67,7 +52,7 @@ def test_output_files_and_columns_are_exactly_as_specified(lab_out):
 
 
 def test_summary_has_every_case_step_and_budget(lab_out):
-    rows = _rows(lab_out / "summary.csv")
+    rows = csv_rows(lab_out / "summary.csv")
     keys = {(r["case"], float(r["eta"]), int(r["budget"])) for r in rows}
     assert keys == {(c, e, b) for c in ("regular", "straight") for e in (0.05, 0.2, 2.0) for b in (10, 40, 200)}
     assert len(rows) == 18
@@ -75,24 +60,24 @@ def test_summary_has_every_case_step_and_budget(lab_out):
 
 def test_objective_never_rises_below_the_step_bound(lab_out):
     bound = json.loads((lab_out / "step_bound.json").read_text())["step_bound"]
-    rows = [r for r in _rows(lab_out / "iterations.csv") if r["case"] == "regular" and float(r["eta"]) < bound]
+    rows = [r for r in csv_rows(lab_out / "iterations.csv") if r["case"] == "regular" and float(r["eta"]) < bound]
     assert {float(r["eta"]) for r in rows} == {0.05, 0.2}
     for eta in (0.05, 0.2):
         objective = np.array([float(r["objective"]) for r in rows if float(r["eta"]) == eta])
         assert objective.size == 201
         assert np.all(np.diff(objective) <= 1e-12)
-    summary = [r for r in _rows(lab_out / "summary.csv") if r["case"] == "regular" and float(r["eta"]) < bound]
+    summary = [r for r in csv_rows(lab_out / "summary.csv") if r["case"] == "regular" and float(r["eta"]) < bound]
     assert all(int(r["objective_increases"]) == 0 for r in summary)
 
 
 def test_a_step_far_above_the_bound_raises_the_objective(lab_out):
     """η = 2 is over five times 2/L: the fixed step overshoots and F goes up (reported, not hidden)."""
-    summary = [r for r in _rows(lab_out / "summary.csv") if r["case"] == "regular" and r["eta"] == "2.0"]
+    summary = [r for r in csv_rows(lab_out / "summary.csv") if r["case"] == "regular" and r["eta"] == "2.0"]
     assert all(int(r["objective_increases"]) > 0 for r in summary)
 
 
 def test_trajectory_rows_match_hand_kinematics(lab_out):
-    rows = _rows(lab_out / "iterations.csv")
+    rows = csv_rows(lab_out / "iterations.csv")
     start = rows[0]
     assert (start["case"], int(start["step"])) == ("regular", 0)
     assert (float(start["theta1"]), float(start["theta2"])) == (0.2, 0.4)
@@ -106,8 +91,8 @@ def test_trajectory_rows_match_hand_kinematics(lab_out):
 
 
 def test_summary_error_is_the_state_after_exactly_budget_updates(lab_out):
-    trajectories = _rows(lab_out / "iterations.csv")
-    for row in _rows(lab_out / "summary.csv"):
+    trajectories = csv_rows(lab_out / "iterations.csv")
+    for row in csv_rows(lab_out / "summary.csv"):
         state = next(
             t for t in trajectories
             if t["case"] == row["case"] and t["eta"] == row["eta"] and int(t["step"]) == int(row["budget"])
@@ -117,7 +102,7 @@ def test_summary_error_is_the_state_after_exactly_budget_updates(lab_out):
 
 
 def test_fixed_step_0_2_reaches_the_regular_target_linearly(lab_out):
-    errors = {int(r["budget"]): float(r["target_error"]) for r in _rows(lab_out / "summary.csv")
+    errors = {int(r["budget"]): float(r["target_error"]) for r in csv_rows(lab_out / "summary.csv")
               if r["case"] == "regular" and r["eta"] == "0.2"}
     assert errors[10] > errors[40] > errors[200]
     assert errors[200] < 1e-5
@@ -126,13 +111,13 @@ def test_fixed_step_0_2_reaches_the_regular_target_linearly(lab_out):
 def test_straight_case_has_zero_gradient_and_stalls_at_error_one(lab_out):
     gradient = json.loads((lab_out / "gradient_check.json").read_text())["start_gradients"]["straight"]
     assert gradient == [0.0, 0.0]
-    rows = [r for r in _rows(lab_out / "summary.csv") if r["case"] == "straight"]
+    rows = [r for r in csv_rows(lab_out / "summary.csv") if r["case"] == "straight"]
     assert len(rows) == 9
     for row in rows:
         assert row["status"] == "STALLED"
         assert float(row["target_error"]) == 1.0
         assert int(row["objective_increases"]) == 0
-    path = [r for r in _rows(lab_out / "iterations.csv") if r["case"] == "straight"]
+    path = [r for r in csv_rows(lab_out / "iterations.csv") if r["case"] == "straight"]
     assert len(path) == 3 * 201  # padded to the full budget although the core stops at once
     assert all(float(r["theta1"]) == 0.0 and float(r["theta2"]) == 0.0 for r in path)
 
