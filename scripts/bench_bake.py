@@ -33,7 +33,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+for path in (REPO, REPO / "scripts"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from _rigs import build_armature, key_location_every_frame, nla_bake_pose  # noqa: E402
 
 GOAL_RATIO = 5.0
 STRETCH_RATIO = 10.0
@@ -43,27 +48,9 @@ ACCURACY_SAMPLES = 200
 
 
 # --------------------------------------------------------------------------- scene building
-def build_armature(bpy, specs, name="Rig"):
-    """An armature from bone specs ``(name, head, tail, parent or None, connected)``; object mode."""
-    data = bpy.data.armatures.new(name)
-    obj = bpy.data.objects.new(name, data)
-    bpy.context.scene.collection.objects.link(obj)
-    bpy.context.view_layer.objects.active = obj
-    obj.select_set(True)
-    bpy.ops.object.mode_set(mode="EDIT")
-    for bone_name, head, tail, parent, connected in specs:
-        bone = data.edit_bones.new(bone_name)
-        bone.head, bone.tail = head, tail
-        if parent:
-            bone.parent = data.edit_bones[parent]
-            bone.use_connect = connected
-    bpy.ops.object.mode_set(mode="OBJECT")
-    return obj
-
-
 def arm_specs():
-    return [("upper_arm", (0.0, 0.0, 1.4), (0.3, 0.0, 1.4), None, False),
-            ("forearm", (0.3, 0.0, 1.4), (0.57, 0.08, 1.39), "upper_arm", True)]
+    return [{"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4)},
+            {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "parent": "upper_arm"}]
 
 
 def chain10_specs():
@@ -72,7 +59,8 @@ def chain10_specs():
     for index in range(10):
         direction = np.array([1.0, 0.0, 0.0]) + 0.3 * rng.normal(size=3)
         tail = head + 0.12 * direction / np.linalg.norm(direction)
-        specs.append((f"b{index}", tuple(head), tuple(tail), f"b{index - 1}" if index else None, False))
+        specs.append({"name": f"b{index}", "head": tuple(head), "tail": tuple(tail),
+                      "parent": f"b{index - 1}" if index else None, "connect": False})
         head = tail + 0.02 * rng.normal(size=3)
     return specs
 
@@ -91,34 +79,14 @@ def target_path(frames: int, centre, radius) -> np.ndarray:
     return np.asarray(centre) + radius * offsets
 
 
-def key_every_frame(bpy, obj, positions: np.ndarray) -> None:
-    """Linear location keys on ``obj`` at frames 1..N, in bulk."""
-    from bpy_extras import anim_utils
-
-    obj.animation_data_create()
-    action = bpy.data.actions.new(f"{obj.name}Path")
-    obj.animation_data.action = action
-    slot = action.slots.new(obj.id_type, obj.name)
-    obj.animation_data.action_slot = slot
-    channelbag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
-    n = len(positions)
-    frames = np.arange(1, n + 1, dtype=np.float32)
-    for axis in range(3):
-        fcurve = channelbag.fcurves.new("location", index=axis)
-        fcurve.keyframe_points.add(n)
-        fcurve.keyframe_points.foreach_set("co", np.column_stack([frames, positions[:, axis]]).astype(np.float32).ravel())
-        fcurve.keyframe_points.foreach_set("interpolation", np.ones(n, dtype=np.int32))  # LINEAR
-        fcurve.update()
-
-
 def fresh_scene(bpy, rig_name: str, frames: int):
     """Empty scene with the rig, an Empty target keyed along the path, scene range 1..frames."""
     bpy.ops.wm.read_homefile(use_empty=True)
     specs, tip, length, centre, radius = RIGS[rig_name]
-    obj = build_armature(bpy, specs())
+    obj = build_armature(specs())
     target = bpy.data.objects.new("Target", None)
     bpy.context.scene.collection.objects.link(target)
-    key_every_frame(bpy, target, target_path(frames, centre, radius))
+    key_location_every_frame(target, target_path(frames, centre, radius))
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, frames
     scene.frame_set(1)
@@ -153,16 +121,7 @@ def blender_bake(bpy, rig_name: str, frames: int, repeats: int) -> dict:
     for _ in range(repeats):
         constraint = obj.pose.bones[tip].constraints.new("IK")
         constraint.target, constraint.chain_count = target, length
-        bpy.context.view_layer.objects.active = obj
-        bpy.ops.object.mode_set(mode="POSE")
-        for pose_bone in obj.pose.bones:
-            pose_bone.select = True
-        started = time.perf_counter()
-        result = bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=True, visual_keying=True,
-                                  clear_constraints=True, bake_types={"POSE"})
-        times.append(time.perf_counter() - started)
-        bpy.ops.object.mode_set(mode="OBJECT")
-        assert result == {"FINISHED"}, result
+        times.append(nla_bake_pose(obj, frames, clear_constraints=True))
         memory.append(rss_mb())
     errors = tip_errors(bpy, obj, target, tip, frames)
     return {

@@ -47,6 +47,7 @@ for path in (REPO, REPO / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+from _rigs import build_armature, key_location_every_frame, nla_bake_pose  # noqa: E402
 from demo import import_bpy  # noqa: E402
 
 PATHS = ("reachable", "out_of_reach", "near_root", "pole_crossing", "bend_circle", "behind", "normal_crossing")
@@ -135,40 +136,18 @@ def target_paths(spec: RigSpec, frames: int) -> dict[str, np.ndarray]:
 def fresh_scene(spec: RigSpec, targets: np.ndarray):
     """Empty scene with the rig, a target keyed at every frame (linear) and the pole Empty."""
     bpy = import_bpy()
-    from bpy_extras import anim_utils
-
     bpy.ops.wm.read_homefile(use_empty=True)
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, len(targets)
-    data = bpy.data.armatures.new(spec.name)
-    rig = bpy.data.objects.new(spec.name, data)
-    scene.collection.objects.link(rig)
-    bpy.context.view_layer.objects.active = rig
-    rig.select_set(True)
-    bpy.ops.object.mode_set(mode="EDIT")
     # A fixed base bone (a clavicle) the chain hangs from, connected: iTaSC gives an unparented or
     # disconnected chain root translational freedom, which no other solver here has.
-    base = data.edit_bones.new("base")
-    base.head, base.tail = tuple(spec.root - 0.1 * spec.forward), tuple(spec.root)
-    for name, head, tail, parent in spec.bones:
-        bone = data.edit_bones.new(name)
-        bone.head, bone.tail = tuple(head), tuple(tail)
-        bone.parent = data.edit_bones[parent or "base"]
-        bone.use_connect = True
-    bpy.ops.object.mode_set(mode="OBJECT")
+    base = {"name": "base", "head": spec.root - 0.1 * spec.forward, "tail": spec.root}
+    chain = [{"name": name, "head": head, "tail": tail, "parent": parent or "base"}
+             for name, head, tail, parent in spec.bones]
+    rig = build_armature([base, *chain], name=spec.name)
     target = bpy.data.objects.new("Target", None)
     scene.collection.objects.link(target)
-    target.keyframe_insert("location", frame=1)
-    channelbag = anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data)
-    frames = np.arange(1, len(targets) + 1, dtype=np.float32)
-    for axis in range(3):
-        fcurve = channelbag.fcurves.find("location", index=axis)
-        fcurve.keyframe_points.clear()
-        fcurve.keyframe_points.add(len(targets))
-        fcurve.keyframe_points.foreach_set("co", np.column_stack([frames, targets[:, axis]]).astype(np.float32).ravel())
-        linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
-        fcurve.keyframe_points.foreach_set("interpolation", np.full(len(targets), linear, np.int32))
-        fcurve.update()
+    key_location_every_frame(target, targets)
     pole = None
     if spec.pole is not None:
         pole = bpy.data.objects.new("Pole", None)
@@ -332,16 +311,7 @@ def run_blender(spec: RigSpec, solver: tuple[str, str | None], targets_path: np.
     bound = lower_bounds(rig, bones[-1], len(bones), targets)
     flips = plane_flips(joints, path_length)
     # Bake: nla.bake with visual keying (the constraint stays; we only time the bake itself).
-    bpy.context.view_layer.objects.active = rig
-    bpy.ops.object.mode_set(mode="POSE")
-    for pose_bone in rig.pose.bones:
-        pose_bone.select = True
-    started = time.perf_counter()
-    result = bpy.ops.nla.bake(frame_start=1, frame_end=n, only_selected=True, visual_keying=True,
-                              clear_constraints=False, bake_types={"POSE"})
-    bake_seconds = time.perf_counter() - started
-    bpy.ops.object.mode_set(mode="OBJECT")
-    assert result == {"FINISHED"}, result
+    bake_seconds = nla_bake_pose(rig, n, clear_constraints=False)
     out = stats(joints, targets, bound, flips, None, n)
     out.update(solve_us=max(seconds - base_seconds, 0.0) / n * 1e6, eval_us=seconds / n * 1e6,
                bake_us=bake_seconds / n * 1e6, history_mm=history, history_unit="mm (joint positions)",
