@@ -90,6 +90,13 @@ def evaluated_bone_matrices(obj, names) -> np.ndarray:
     return np.array([np.array(obj.matrix_world @ obj.pose.bones[n].matrix) for n in names])
 
 
+def assert_tip_on_target(obj, bone: str, target, atol: float = 3e-6) -> None:
+    """At the current frame, Blender's evaluated tail of ``bone`` sits on ``target``'s world position."""
+    tip = np.array(obj.matrix_world @ obj.pose.bones[bone].tail)
+    np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=atol,
+                               err_msg=f"{bone} at frame {bpy.context.scene.frame_current}")
+
+
 def arm_with_extra_bone():
     """The 0.30 / 0.28 arm plus an unrelated 'spine' bone whose keys must survive the bake."""
     return build_armature([
@@ -320,8 +327,7 @@ def test_baked_keys_evaluate_to_the_current_frame_solve(baking, method, moving_r
         scene.frame_set(frame)
         baked = evaluated_bone_matrices(obj, names)
         np.testing.assert_allclose(baked, live, atol=2e-6, err_msg=f"frame {frame}")
-        tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
-        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6)
+        assert_tip_on_target(obj, "forearm", target)
 
 
 def test_animated_location_of_a_disconnected_chain_bone_is_followed(baking):
@@ -337,8 +343,7 @@ def test_animated_location_of_a_disconnected_chain_bone_is_followed(baking):
     assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30) == {"FINISHED"}
     for frame in (1, 13, 30):
         scene.frame_set(frame)
-        tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
-        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6)
+        assert_tip_on_target(obj, "forearm", target)
 
 
 def test_ten_bone_chain_bake_reaches_every_frames_target(baking):
@@ -355,8 +360,7 @@ def test_ten_bone_chain_bake_reaches_every_frames_target(baking):
     assert chain.bake_frames == 60 and chain.bake_converged == 60, chain.last_bake_report
     for frame in (1, 22, 60):
         scene.frame_set(frame)
-        tip = np.array(obj.matrix_world @ obj.pose.bones["b9"].tail)
-        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=1e-5)
+        assert_tip_on_target(obj, "b9", target, atol=1e-5)
     assert positions.shape == (6, 3) and rig_chain.chain.n_joints == 10
 
 
@@ -692,8 +696,7 @@ def test_live_chains_hold_still_while_the_bake_steps_through_frames(baking):
     assert live.state.solves == solves
     scene.frame_set(33)  # live again afterwards, on top of the baked keys: the same pose
     assert live.state.solves == solves + 1
-    tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
-    np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6)
+    assert_tip_on_target(obj, "forearm", target)
 
 
 class _ModalStandIn:
@@ -754,8 +757,7 @@ def test_every_rotation_mode_bakes_to_keys_that_reach_the_target(baking, mode):
     assert {f.data_path for f in bag.fcurves} == {obj.pose.bones[n].path_from_id(prop) for n in ("upper_arm", "forearm")}
     for frame in (1, 18, 50):
         scene.frame_set(frame)
-        tip = np.array(obj.matrix_world @ obj.pose.bones["forearm"].tail)
-        np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6, err_msg=f"frame {frame}")
+        assert_tip_on_target(obj, "forearm", target)
 
 
 def test_a_chain_rooted_on_an_earlier_chains_bones_follows_their_new_keys(baking):
@@ -779,9 +781,7 @@ def test_a_chain_rooted_on_an_earlier_chains_bones_follows_their_new_keys(baking
     for frame in (1, 11, 30):
         scene.frame_set(frame)
         for bone, target in (("spine2", chest), ("forearm", hand)):
-            tip = np.array(obj.matrix_world @ obj.pose.bones[bone].tail)
-            np.testing.assert_allclose(tip, np.array(target.matrix_world.translation), atol=3e-6,
-                                       err_msg=f"{bone} at frame {frame}")
+            assert_tip_on_target(obj, bone, target)
 
 
 # --------------------------------------------------------------------------- the public steps
