@@ -111,6 +111,16 @@ def build_long_chain(count: int = 10, **kwargs):
     return build_armature(specs, **kwargs)
 
 
+def build_two_arms():
+    """Two independent two-bone arms on one armature: ``l_upper → l_fore`` at +y, ``r_upper → r_fore`` at -y."""
+    return build_armature([
+        {"name": "l_upper", "head": (0.0, 0.2, 1.4), "tail": (0.3, 0.2, 1.4)},
+        {"name": "l_fore", "head": (0.3, 0.2, 1.4), "tail": (0.58, 0.25, 1.4), "parent": "l_upper"},
+        {"name": "r_upper", "head": (0.0, -0.2, 1.4), "tail": (0.3, -0.2, 1.4)},
+        {"name": "r_fore", "head": (0.3, -0.2, 1.4), "tail": (0.58, -0.25, 1.4), "parent": "r_upper"},
+    ])
+
+
 def build_zero_length_segment():
     """Bones ``a`` → ``b``, ``b`` disconnected but starting at ``a``'s head: ``a``'s segment has no length."""
     return build_armature([

@@ -15,7 +15,7 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import add_empty, build_arm, build_armature, build_long_chain
+from conftest import add_empty, build_arm, build_armature, build_long_chain, build_two_arms
 from ik_solvers.blender import bake, solving
 from ik_solvers.blender.rig import read_chain
 
@@ -509,12 +509,7 @@ def test_report_counts_unreachable_frames_and_is_stored(baking):
 
 
 def test_all_chains_bakes_each_enabled_chain(baking):
-    obj = build_armature([
-        {"name": "l_upper", "head": (0.0, 0.2, 1.4), "tail": (0.3, 0.2, 1.4)},
-        {"name": "l_fore", "head": (0.3, 0.2, 1.4), "tail": (0.58, 0.25, 1.4), "parent": "l_upper"},
-        {"name": "r_upper", "head": (0.0, -0.2, 1.4), "tail": (0.3, -0.2, 1.4)},
-        {"name": "r_fore", "head": (0.3, -0.2, 1.4), "tail": (0.58, -0.25, 1.4), "parent": "r_upper"},
-    ])
+    obj = build_two_arms()
     left, right = add_empty("L", (0.4, 0.3, 1.3)), add_empty("R", (0.4, -0.3, 1.5))
     key_path(left, [1, 10], [(0.4, 0.3, 1.3), (0.3, 0.4, 1.5)])
     add_chain(obj, left, tip="l_fore", name="Left")

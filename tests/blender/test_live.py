@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ik_solvers
-from conftest import add_empty, build_arm, build_armature, evaluated_tip
+from conftest import add_empty, build_arm, build_two_arms, evaluated_tip
 from ik_solvers.blender import live
 
 
@@ -76,12 +76,7 @@ def test_frame_change_resolves_animated_target_and_keyed_bones(living):
 
 
 def test_two_live_chains_solve_without_recursion(living):
-    obj = build_armature([
-        {"name": "l_upper", "head": (0.0, 0.2, 1.4), "tail": (0.3, 0.2, 1.4)},
-        {"name": "l_fore", "head": (0.3, 0.2, 1.4), "tail": (0.58, 0.25, 1.4), "parent": "l_upper"},
-        {"name": "r_upper", "head": (0.0, -0.2, 1.4), "tail": (0.3, -0.2, 1.4)},
-        {"name": "r_fore", "head": (0.3, -0.2, 1.4), "tail": (0.58, -0.25, 1.4), "parent": "r_upper"},
-    ])
+    obj = build_two_arms()
     targets = {}
     for side, y in (("l", 0.3), ("r", -0.3)):
         targets[side] = add_empty(side, (0.4, y, 1.3))
