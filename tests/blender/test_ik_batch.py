@@ -100,6 +100,17 @@ def baked_keys(path: Path) -> dict[tuple[str, int], np.ndarray]:
     return keys
 
 
+def operator_baked_keys(obj, tmp_path: Path) -> dict[tuple[str, int], np.ndarray]:
+    """The keys the add-on's own bake operator writes for all of ``obj``'s chains over ``FRAMES``,
+    saved as a copy and read back as :func:`baked_keys` reads the batch's outputs."""
+    with bpy.context.temp_override(active_object=obj, object=obj, selected_objects=[obj]):
+        assert bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=FRAMES[0], frame_end=FRAMES[1],
+                                       all_chains=True) == {"FINISHED"}
+    operator = tmp_path / "operator.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(operator), copy=True)
+    return baked_keys(operator)
+
+
 # --------------------------------------------------------------------------- argument parsing
 def test_blender_style_takes_the_arguments_after_the_double_dash():
     argv = ["/opt/blender/blender", "-b", "shot.blend", "--python", "scripts/ik_batch.py", "--",
@@ -308,12 +319,7 @@ def test_keys_equal_the_bake_operators_whatever_the_chunking(scene_file, tmp_pat
     bpy.ops.wm.open_mainfile(filepath=str(scene_file), load_ui=False)
     obj = bpy.data.objects["Rig"]
     bpy.context.view_layer.objects.active = obj
-    with bpy.context.temp_override(active_object=obj, object=obj, selected_objects=[obj]):
-        assert bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=FRAMES[0], frame_end=FRAMES[1],
-                                       all_chains=True) == {"FINISHED"}
-    operator = tmp_path / "operator.blend"
-    bpy.ops.wm.save_as_mainfile(filepath=str(operator), copy=True)
-    reference = baked_keys(operator)
+    reference = operator_baked_keys(obj, tmp_path)
     assert len(reference) == 5 * 4
     for other in (baked_keys(chunked), baked_keys(whole)):
         assert other.keys() == reference.keys()
@@ -340,12 +346,7 @@ def test_a_chain_hanging_from_another_sees_its_keys(addon, tmp_path):
     scene.frame_start, scene.frame_end = FRAMES
     path = tmp_path / "hand.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
-    with bpy.context.temp_override(active_object=obj, object=obj, selected_objects=[obj]):
-        assert bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=FRAMES[0], frame_end=FRAMES[1],
-                                       all_chains=True) == {"FINISHED"}
-    operator = tmp_path / "operator.blend"
-    bpy.ops.wm.save_as_mainfile(filepath=str(operator), copy=True)
-    reference = baked_keys(operator)
+    reference = operator_baked_keys(obj, tmp_path)
     whole, one, two = tmp_path / "whole.blend", tmp_path / "one.blend", tmp_path / "two.blend"
     run_batch(path, "--output", whole, "--chunk-size", "1000")
     run_batch(path, "--output", one, "--chunk-size", "13")
