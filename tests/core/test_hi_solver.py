@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from conftest import load_script
 
 from ik_solvers.core import (
     Chain,
@@ -546,21 +547,8 @@ def test_parent_space_rotations_follow_the_chosen_parent():
 
 
 # ---------------------------------------------------------------- scripts
-def _load_script(name: str):
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_hi_benchmark_solves_both_chains_and_reports_frames_per_second(capsys):
-    figures = _load_script("bench_hi").benchmark_hi(n_frames=400, repeats=1)
+    figures = load_script("bench_hi").benchmark_hi(n_frames=400, repeats=1)
     assert set(figures) == {"two_bone", "four_bone"}
     for entry in figures.values():
         assert entry["frames"] == 400
@@ -571,7 +559,7 @@ def test_hi_benchmark_solves_both_chains_and_reports_frames_per_second(capsys):
 
 
 def test_zero_plane_figure_script_writes_the_png(tmp_path):
-    plot = _load_script("plot_zero_plane_map")
+    plot = load_script("plot_zero_plane_map")
     assert plot.main(["--out", str(tmp_path)]) == 0
     png = tmp_path / "hi-default-map.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
