@@ -123,13 +123,19 @@ def _read_rig(obj, chain, key):
     return read_chain(obj, chain.tip_bone, chain.chain_length)
 
 
-def _set_outcome(chain, status: str, message: str, result=None, prepared=None) -> None:
-    """Store a live solve's outcome on the chain, writing only what changed (each write is an update)."""
+def _set_outcome(chain, status: str, message: str, outcome=None, prepared=None) -> None:
+    """Store a live solve's outcome on the chain, writing only what changed (each write is an update).
+
+    HI chains also get the pole distance, so the panel's flip warning follows the live pose.
+    """
     values = {"last_status": status, "last_message": message}
-    if result is not None:
+    if outcome is not None:
+        result = outcome.result
         error, lower_bound = solving.world_errors(prepared, result)
         values.update(last_error=float(error[0]), last_lower_bound=float(lower_bound[0]),
                       last_iterations=int(result.iterations[0]))
+        if outcome.hi is not None:
+            values["last_pole_distance"] = float(outcome.hi.pole_angles[0])
     for name, value in values.items():
         if getattr(chain, name) != value:
             setattr(chain, name, value)
@@ -168,7 +174,8 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     if not force and state.signatures.get(key) == signature:
                         continue
                     prepared = solving.prepare_solve(obj, chain, inputs, rig=rig)
-                    result = solving.run_solve(prepared)
+                    outcome = solving.run_solve_full(prepared)
+                    result = outcome.result
                     write_pose(obj, rig, result.q[0])
                 except RigError as error:
                     state.signatures.pop(key, None)
@@ -179,7 +186,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                 state.rigs[key] = (_rig_inputs(obj, chain), replace(rig, q=result.q[0].copy()))
                 state.solves += 1
                 solved += 1
-                _set_outcome(chain, result.status[0].value, "", result, prepared)
+                _set_outcome(chain, result.status[0].value, "", outcome, prepared)
     finally:
         state.busy = False
     return solved

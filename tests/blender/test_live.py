@@ -151,3 +151,24 @@ def test_live_chain_survives_saving_and_loading_the_file(living, tmp_path):
     target.location = (0.3, -0.25, 1.45)
     bpy.context.view_layer.update()
     np.testing.assert_allclose(evaluated_tip(obj, "forearm"), target_of(target), atol=2e-6)
+
+
+def test_live_hi_chain_keeps_the_pole_distance_current_for_the_flip_warning(living):
+    from ik_solvers.blender.panel import pole_warning
+
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Arm", "forearm", 2, target, "HI"
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    far = chain.last_pole_distance
+    assert far > chain.flip_threshold and pole_warning(chain) is None
+    # The rest pose's plane normal n0 ∝ (0, 0.003, 0.024) from the shoulder (0, 0, 1.4): put the
+    # target on that pole, as in the bake's pole-crossing test.
+    n0 = np.array([0.0, 0.003, 0.024]) / np.linalg.norm([0.0, 0.003, 0.024])
+    target.location = tuple(np.array([0.0, 0.0, 1.4]) + 0.4 * n0 + (0.01, 0.0, 0.0))
+    bpy.context.view_layer.update()
+    assert chain.last_pole_distance < np.radians(3.0)
+    assert pole_warning(chain) is not None
