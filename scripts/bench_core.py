@@ -95,6 +95,7 @@ def bench_case(case: Case, n_targets: int, loop_sample: int, repeats: int) -> li
             solve(case.chain, targets[i], method, options, **extras)
             per_target.append(time.perf_counter() - t0)
         per_target = np.array(per_target)
+        sample_reachable = reachable[sample]
         reach_ok = result.status[reachable] == Status.CONVERGED
         far_ok = result.status[~reachable] == Status.UNREACHABLE
         # A separate batched run on the reachable half alone: the headline "solves/s to 1e-6".
@@ -108,6 +109,8 @@ def bench_case(case: Case, n_targets: int, loop_sample: int, repeats: int) -> li
             "batched_reachable_solves_per_s": reachable.sum() / reach_seconds,
             "looped_solves_per_s": 1.0 / per_target.mean(),
             "looped_median_us": float(np.median(per_target) * 1e6),
+            "looped_median_us_reachable": float(np.median(per_target[sample_reachable]) * 1e6),
+            "looped_median_us_unreachable": float(np.median(per_target[~sample_reachable]) * 1e6),
             "speedup_batched_over_looped": per_target.mean() / (seconds / n_targets),
             "reachable_converged_pct": 100.0 * reach_ok.mean(),
             "unreachable_at_bound_pct": 100.0 * far_ok.mean(),
@@ -119,7 +122,8 @@ def bench_case(case: Case, n_targets: int, loop_sample: int, repeats: int) -> li
         print(
             f"{case.name:24s} {label:28s} batched {row['batched_solves_per_s']:>11,.0f}/s "
             f"({row['batched_us_per_solve']:7.2f} µs)  reach-only {row['batched_reachable_solves_per_s']:>10,.0f}/s  "
-            f"looped median {row['looped_median_us']:8.0f} µs  ×{row['speedup_batched_over_looped']:6.1f}  "
+            f"looped median {row['looped_median_us']:8.0f} µs (reachable {row['looped_median_us_reachable']:7.0f})  "
+            f"×{row['speedup_batched_over_looped']:6.1f}  "
             f"conv {row['reachable_converged_pct']:5.1f}%  bound {row['unreachable_at_bound_pct']:5.1f}%  "
             f"it {row['mean_iterations']:5.1f}",
             flush=True,
@@ -155,20 +159,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop-sample", type=int, default=100, help="targets timed one by one per method")
     parser.add_argument("--repeats", type=int, default=3, help="batched runs per method; the fastest counts")
     parser.add_argument("--skip-hi", action="store_true", help="leave out the HI solver rows")
+    parser.add_argument("--chains", nargs="+", type=int, choices=range(4), default=range(4), metavar="K",
+                        help="only these chains: 0 planar 2-link, 1 3D arm, 2 10-bone, 3 30-bone")
     args = parser.parse_args(argv)
     if args.targets < 2 or args.loop_sample < 2 or args.repeats < 1:
         print("bench_core: --targets and --loop-sample need at least 2, --repeats at least 1", file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [bench_closed_form(args.targets, args.repeats)]
-    for case in cases():
+    for index, case in enumerate(cases()):
+        if index not in args.chains:
+            continue
         rows += bench_case(case, args.targets, args.loop_sample, args.repeats)
     if not args.skip_hi:
         from bench_hi import benchmark_hi
 
         hi = benchmark_hi(args.targets)
         rows += [{"chain": name, "method": "HI", "batched_solves_per_s": rate} for name, rate in hi.items()]
-    fields = sorted({key for row in rows for key in row}, key=lambda k: list(rows[1]).index(k) if k in rows[1] else 99)
+    fields = list(dict.fromkeys(key for row in sorted(rows, key=len, reverse=True) for key in row))
     with open(args.out / "bench_core.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
