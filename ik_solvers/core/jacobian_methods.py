@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .chain import Chain
 from .iteration import StepInput
 from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
 from .rotations import rotvecs_from_matrices

@@ -156,7 +156,6 @@ def test_bake_writes_only_the_chains_rotation_channels(baking):
 
 
 def test_bake_creates_action_and_slot_once_and_reuses_them(baking):
-    scene = baking
     obj = build_arm()
     target = add_empty(location=(0.4, 0.1, 1.3))
     circling_target(target, np.arange(1, 31, 5))
@@ -438,7 +437,6 @@ def test_fcurve_sampling_is_refused_where_it_would_differ(baking, change, reason
 
 # --------------------------------------------------------------------------- keys
 def test_keys_are_continuous_euler_and_single_hemisphere_quaternions(baking):
-    scene = baking
     obj = build_arm()
     obj.pose.bones["upper_arm"].rotation_mode = "ZYX"
     target = add_empty()

@@ -231,7 +231,7 @@ def test_random_chains_and_targets_never_give_nan(chain_and_targets, method):
 
 @pytest.mark.parametrize("method", [Method.DLS, Method.SDLS, Method.PSEUDO_INVERSE], ids=lambda m: m.name)
 def test_orientation_rows_turn_the_tip_frame_to_the_target_rotation(method):
-    from ik_solvers.core.rotations import matrices_from_rotvecs, rotvecs_from_matrices
+    from ik_solvers.core.rotations import rotvecs_from_matrices
 
     chain = Chain.straight([0.5, 0.4, 0.3, 0.2], JointKind.BALL)
     wanted_q = np.random.default_rng(7).normal(size=(5, chain.n_dof)) * 0.4
