@@ -10,7 +10,6 @@ from functools import cached_property
 import numpy as np
 
 from .errors import IKInputError
-from .rotations import quaternions_from_matrices
 
 # A segment shorter than this fraction of the chain's total length is refused:
 # its direction is numerically meaningless and it would turn Jacobian columns
@@ -146,15 +145,6 @@ class Chain:
         return vectors
 
     @cached_property
-    def rest_is_identity(self) -> bool:
-        return bool(np.allclose(self.rest_rotations, np.eye(3), rtol=0.0, atol=0.0))
-
-    @cached_property
-    def rest_quaternions(self) -> np.ndarray:
-        """Rest rotations ``(n, 4)`` as quaternions ``(w, x, y, z)``."""
-        return quaternions_from_matrices(self.rest_rotations)
-
-    @cached_property
     def reach(self) -> float:
         """Largest distance from joint 0 to the tip: the sum of segment lengths."""
         return float(self.segment_lengths.sum())
@@ -218,10 +208,6 @@ class Chain:
     def ball_joints(self) -> np.ndarray:
         """Indices of the ball joints."""
         return np.flatnonzero([k is JointKind.BALL for k in self.kinds])
-
-    @cached_property
-    def is_ball_dof(self) -> np.ndarray:
-        return np.array([self.kinds[j] is JointKind.BALL for j in self.dof_joint], dtype=bool)
 
     @cached_property
     def dof_stride_joints(self) -> np.ndarray:
@@ -289,12 +275,6 @@ class Chain:
             root_position=root_position,
             root_rotation=np.eye(3) if root_rotation is None else root_rotation,
         )
-
-    def with_root(self, root_position: np.ndarray, root_rotation: np.ndarray) -> "Chain":
-        """The same chain hung from another root frame."""
-        from dataclasses import replace
-
-        return replace(self, root_position=root_position, root_rotation=root_rotation)
 
     def zero_pose(self, batch: int = 1) -> np.ndarray:
         """Joint variables ``(batch, n_dof)`` of the rest pose (all zero)."""
