@@ -20,7 +20,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from . import solving
-from .operators import posable_armature
+from .operators import ActiveChainPoll
 from .rig import RigError, read_chain, write_pose
 
 SOLVE_SETTINGS = (
@@ -231,23 +231,13 @@ HANDLERS = (
 
 
 # --------------------------------------------------------------------------- operator
-class IK_SOLVERS_OT_live_toggle(bpy.types.Operator):
+class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
     """Turn live mode on or off for the active chain: re-solve whenever its target moves or the frame changes"""
 
     bl_idname = "ik_solvers.live_toggle"
     bl_label = "Toggle Live IK"
     bl_options = {"REGISTER", "UNDO"}
 
-    @classmethod
-    def poll(cls, context) -> bool:
-        obj = posable_armature(context)
-        if obj is None:
-            cls.poll_message_set("Select an armature (not in Edit Mode)")
-            return False
-        if obj.ik_solvers.active_chain is None:
-            cls.poll_message_set("The armature has no IK chain")
-            return False
-        return True
 
     def execute(self, context):
         chain = context.object.ik_solvers.active_chain

@@ -70,13 +70,19 @@ def capture_preferred_pose(obj, chain_settings, scene) -> None:
 
 
 # --------------------------------------------------------------------------- operators
-class _ActiveChainPoll:
+class ActiveChainPoll:
     """Operators that act on the active chain: available when an armature (not in Edit Mode) has one."""
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
         obj = posable_armature(context)
-        return obj is not None and obj.ik_solvers.active_chain is not None
+        if obj is None:
+            cls.poll_message_set("Select an armature (not in Edit Mode)")
+            return False
+        if obj.ik_solvers.active_chain is None:
+            cls.poll_message_set("The armature has no IK chain")
+            return False
+        return True
 
 
 class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
@@ -114,7 +120,7 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class IK_SOLVERS_OT_chain_remove(_ActiveChainPoll, bpy.types.Operator):
+class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
     """Remove the active IK chain"""
 
     bl_idname = "ik_solvers.chain_remove"
@@ -205,7 +211,7 @@ def solve_chains(obj, chains, view_layer) -> list[tuple[str, float, float, int, 
     return outcomes
 
 
-class IK_SOLVERS_OT_capture_preferred_pose(_ActiveChainPoll, bpy.types.Operator):
+class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
     """Store the chain's current pose as its preferred pose (the HI solver's reference)"""
 
     bl_idname = "ik_solvers.capture_preferred_pose"
