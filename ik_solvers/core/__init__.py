@@ -26,6 +26,7 @@ from .kinematics import (
     position_jacobian,
     world_axes,
 )
+from .methods import METHOD_FACTS, MethodFacts
 from .result import Method, SolveOptions, SolveResult, Status
 from .solve import SOLVERS, register_solver, solve
 from .zero_plane import ZERO_PLANE_MAPS, register_zero_plane_map
@@ -36,7 +37,9 @@ __all__ = [
     "HISolveResult",
     "IKInputError",
     "JointKind",
+    "METHOD_FACTS",
     "Method",
+    "MethodFacts",
     "ParentSpace",
     "Pose",
     "PreferredPose",
