@@ -779,10 +779,14 @@ def solve_hi(
 def _solve_hi_registered(
     chain: Chain, targets: np.ndarray, q0: np.ndarray, options: SolveOptions, **hi_args: object
 ) -> SolveResult:
-    """``solve(..., Method.HI, initial=preferred, **hi_args)``: the initial pose is the preferred pose."""
+    """``solve(..., Method.HI, initial=preferred, **hi_args)``: the initial pose is the preferred pose.
+
+    The result carries the HI diagnostics in ``result.hi``.
+    """
     if np.any(q0 != q0[:1]):
         raise IKInputError("initial", "the HI solver takes one preferred pose for the whole batch (all rows equal)")
-    return solve_hi(chain, targets, q0[0], options=options, **hi_args).result
+    solved = solve_hi(chain, targets, q0[0], options=options, **hi_args)
+    return replace(solved.result, hi=solved)
 
 
 register_solver(Method.HI, _solve_hi_registered)

@@ -68,6 +68,10 @@ class SolveOptions:
         toward the target, where Jacobian steps are small or singular.
     record_trajectory : bool
         Keep the joint variables after every iteration (``SolveResult.trajectory``).
+    reference_weight : float
+        Strength of the secondary objective that pulls the joints toward the
+        reference pose (``solve(..., reference=)``, by default the initial pose)
+        where the target leaves freedom; 0 turns it off.
     """
 
     max_iterations: int = 100
@@ -80,12 +84,15 @@ class SolveOptions:
     orientation_weight: float = 0.0
     warm_start_passes: int = 0
     record_trajectory: bool = False
+    reference_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, (int, np.integer)) or self.max_iterations <= 0:
             raise IKInputError("max_iterations", "must be a positive integer")
         if not np.isfinite(self.orientation_weight) or self.orientation_weight < 0.0:
             raise IKInputError("orientation_weight", "must be finite and non-negative")
+        if not np.isfinite(self.reference_weight) or self.reference_weight < 0.0:
+            raise IKInputError("reference_weight", "must be finite and non-negative")
         if not isinstance(self.warm_start_passes, (int, np.integer)) or self.warm_start_passes < 0:
             raise IKInputError("warm_start_passes", "must be a non-negative integer")
         for name in ("tolerance", "damping_max", "sigma_threshold"):
@@ -129,6 +136,9 @@ class SolveResult:
         Joint variables from the start on, when ``record_trajectory`` was set.
     direction_unique : ndarray of bool, shape (N,)
         False where the answer is one of infinitely many (e.g. a two-bone target at the root).
+    hi : HISolveResult or None
+        The HI solver's swivel-sphere diagnostics (EE axes, solver-plane normals, pole
+        angles and warnings, …); None for the other methods.
     """
 
     method: Method
@@ -144,6 +154,7 @@ class SolveResult:
     sigma_min: np.ndarray
     trajectory: np.ndarray | None = None
     direction_unique: np.ndarray | None = field(default=None)
+    hi: object | None = None
 
     @property
     def tips(self) -> np.ndarray:
