@@ -8,8 +8,8 @@ from .alignment import align_joint
 from .chain import Chain
 from .iteration import StepInput
 from .kinematics import forward_kinematics
-from .vectors import matvec, norm, tmatvec
 from .kinematics import joint_local_matrix
+from .vectors import matmul, matvec, norm, tmatvec
 
 
 def ccd_step(state: StepInput) -> np.ndarray:
@@ -26,7 +26,7 @@ def ccd_step(state: StepInput) -> np.ndarray:
         )
         # Joints nearer the root are untouched by this one, so their frames stay
         # valid; only the tip moves, by joint j's own turn.
-        new_frame = frames[:, j] @ joint_local_matrix(chain, q, j)
+        new_frame = matmul(frames[:, j], joint_local_matrix(chain, q, j))
         relative = tmatvec(old_frame, tips - joint_position)
         tips = joint_position + matvec(new_frame, relative)
     return q
@@ -50,10 +50,10 @@ def pose_from_positions(
     frames = forward_kinematics(chain, q).frames
     for j in range(chain.n_joints):
         # Joints before j have moved, so j's world frame is its parent's times its own local turn.
-        frame = parent @ np.swapaxes(frames[:, j], 1, 2) @ frames[:, j + 1]
+        frame = matmul(parent, matmul(np.swapaxes(frames[:, j], 1, 2), frames[:, j + 1]))
         carried = matvec(frame, segments[j])
         q = align_joint(chain, q, j, parent, frame, carried, desired[:, j + 1] - position, max_step_angle)
-        parent = parent @ joint_local_matrix(chain, q, j)
+        parent = matmul(parent, joint_local_matrix(chain, q, j))
         position = position + matvec(parent, segments[j])
     return q
 

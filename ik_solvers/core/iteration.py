@@ -21,6 +21,7 @@ from .kinematics import (
     position_jacobian,
     root_joint_positions,
 )
+from .linear_algebra import gram_matrices, smallest_eigenvalues
 from .result import Method, SolveOptions, SolveResult, Status
 from .rotations import canonical_quaternions
 from .vectors import norm
@@ -206,8 +207,6 @@ def classify(
 
 def smallest_singular_values(chain: Chain, pose: Pose) -> np.ndarray:
     """σ_min ``(N,)`` of the tip position Jacobian (0 where it loses rank)."""
-    from .jacobian_methods import smallest_eigenvalues
-
     j = position_jacobian(chain, pose)
-    gram = j @ np.swapaxes(j, 1, 2) if j.shape[2] >= j.shape[1] else np.swapaxes(j, 1, 2) @ j
+    gram = gram_matrices(j)
     return np.sqrt(np.maximum(smallest_eigenvalues(gram), 0.0))

@@ -11,11 +11,9 @@ import numpy as np
 from .iteration import StepInput
 from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
 from .rotations import rotvecs_from_matrices
-from .vectors import cross, dot, matvec, norm, tmatvec, unit_stride
+from .linear_algebra import PINV_RCOND, gram_matrices, smallest_eigenvalues, solve_spd3
+from .vectors import dot, matmul, matvec, norm, tmatvec
 
-# Singular values below this fraction of the largest are treated as zero by
-# the pseudo-inverse (the usual rank cut-off, in the spirit of numpy.linalg.pinv's rcond).
-PINV_RCOND = 1e-10
 # Armijo constant of the backtracking line search (Nocedal & Wright use 1e-4).
 ARMIJO = 1e-4
 # Halvings before the line search gives up and takes no step.
@@ -37,7 +35,7 @@ def _scaled_problem(state: StepInput, residuals: np.ndarray) -> tuple[np.ndarray
         j = jacobian(state.chain, state.pose, orientation=True)
         j[:, 3:] *= weight
         tip_frames = state.pose.frames[:, -1]
-        angular = rotvecs_from_matrices(tip_frames @ np.swapaxes(state.target_rotations, 1, 2))
+        angular = rotvecs_from_matrices(matmul(tip_frames, np.swapaxes(state.target_rotations, 1, 2)))
         residuals = np.concatenate([residuals, weight * angular], 1)
     return (j if root_w is None else j * root_w), residuals, root_w
 
@@ -105,11 +103,11 @@ def _damped_step(
     lam2 = damping_squared if np.isscalar(damping_squared) else damping_squared[:, None, None]
     rows, cols = j.shape[1], j.shape[2]
     if cols >= rows:
-        system = j @ np.swapaxes(j, 1, 2) + lam2 * np.eye(rows)
+        system = matmul(j, np.swapaxes(j, 1, 2)) + lam2 * np.eye(rows)
         x = solve_spd3(system, residuals)
         y = -tmatvec(j, x)
     else:
-        system = np.swapaxes(j, 1, 2) @ j + lam2 * np.eye(cols)
+        system = matmul(np.swapaxes(j, 1, 2), j) + lam2 * np.eye(cols)
         y = -np.linalg.solve(system, tmatvec(j, residuals)[..., None])[..., 0]
     return _finish(state, y, root_w)
 
@@ -139,7 +137,7 @@ def sdls_damping(
 def sdls_step(state: StepInput) -> np.ndarray:
     """DLS with the damping chosen per target from the Jacobian's smallest singular value."""
     j, residuals, root_w = _scaled_problem(state, state.residuals)
-    gram = j @ np.swapaxes(j, 1, 2) if j.shape[2] >= j.shape[1] else np.swapaxes(j, 1, 2) @ j
+    gram = gram_matrices(j)
     eig = smallest_eigenvalues(gram)
     opts = state.options
     error = norm(residuals)
@@ -147,53 +145,3 @@ def sdls_step(state: StepInput) -> np.ndarray:
     # Keep the system positive definite where both σ_min and the error vanish.
     floor = (PINV_RCOND * np.trace(gram, axis1=1, axis2=2)) ** 2 + 1e-300
     return _damped_step(state, j, residuals, root_w, np.maximum(lam**2, floor))
-
-
-def smallest_eigenvalues(gram: np.ndarray) -> np.ndarray:
-    """Smallest eigenvalue ``(N,)`` of symmetric positive semi-definite ``(N, k, k)`` matrices.
-
-    Closed form for k = 3 (the trigonometric solution of the characteristic
-    cubic, Smith 1961) and k ≤ 2; LAPACK's ``eigvalsh`` otherwise.
-    """
-    k = gram.shape[-1]
-    if k == 1:
-        return gram[:, 0, 0]
-    if k == 2:
-        mean = 0.5 * (gram[:, 0, 0] + gram[:, 1, 1])
-        return mean - np.hypot(0.5 * (gram[:, 0, 0] - gram[:, 1, 1]), unit_stride(gram[:, 0, 1]))
-    if k != 3:
-        return np.linalg.eigvalsh(gram)[:, 0]
-    a = gram
-    p1 = a[:, 0, 1] ** 2 + a[:, 0, 2] ** 2 + a[:, 1, 2] ** 2
-    mean = (a[:, 0, 0] + a[:, 1, 1] + a[:, 2, 2]) / 3.0
-    d0, d1, d2 = a[:, 0, 0] - mean, a[:, 1, 1] - mean, a[:, 2, 2] - mean
-    p = np.sqrt((d0**2 + d1**2 + d2**2 + 2.0 * p1) / 6.0)
-    safe_p = np.where(p > 0.0, p, 1.0)
-    b00, b11, b22 = d0 / safe_p, d1 / safe_p, d2 / safe_p
-    b01, b02, b12 = a[:, 0, 1] / safe_p, a[:, 0, 2] / safe_p, a[:, 1, 2] / safe_p
-    det_b = b00 * (b11 * b22 - b12**2) - b01 * (b01 * b22 - b12 * b02) + b02 * (b01 * b12 - b11 * b02)
-    phi = np.arccos(np.clip(det_b / 2.0, -1.0, 1.0)) / 3.0
-    smallest = mean + 2.0 * p * np.cos(phi + 2.0 * np.pi / 3.0)
-    return np.where(p > 0.0, smallest, mean)
-
-
-def solve_spd3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Solve batched symmetric positive definite systems ``a (N, k, k) x = b (N, k)``.
-
-    For k = 3 in closed form by the adjugate (the rows of ``a⁻¹ det a`` are
-    cross products of columns): about twenty array operations whatever the
-    batch size, where ``numpy.linalg.solve`` pays a LAPACK call per matrix.
-    Elementwise only, so a target's result never depends on its batch
-    (history independence and ``--jobs`` chunking are bit-exact). The damping
-    keeps these systems far from singular (condition ≤ (σ²max + λ²) / λ²).
-    """
-    if a.shape[-1] != 3:
-        return np.linalg.solve(a, b[..., None])[..., 0]
-    columns = np.swapaxes(a, 1, 2)
-    adjugate_rows = cross(columns[:, _NEXT_ROW], columns[:, _AFTER_NEXT_ROW])
-    determinant = dot(columns[:, 0], adjugate_rows[:, 0])
-    return matvec(adjugate_rows, b) / determinant[:, None]
-
-
-_NEXT_ROW = np.array([1, 2, 0])
-_AFTER_NEXT_ROW = np.array([2, 0, 1])

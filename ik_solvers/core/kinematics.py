@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain import Chain, JointKind
-from .vectors import cross, matvec, norm, unit_stride
+from .vectors import cross, matmul, matvec, norm, unit_stride
 from .rotations import (
     matrices_from_quaternions,
     matrices_from_rotvecs,
@@ -144,11 +144,11 @@ def joint_local_matrices(chain: Chain, q: np.ndarray) -> np.ndarray:
     basis = _angle_joint_basis(chain)
     if basis is not None:
         features = _angle_features(q[:, basis.first], q[:, basis.second])
-        local[:, basis.joints] = (features[:, :, None, :] @ basis.basis).reshape(n_batch, -1, 3, 3)
+        local[:, basis.joints] = matmul(features[:, :, None, :], basis.basis).reshape(n_batch, -1, 3, 3)
     balls = chain.ball_joints
     if balls.size:
         idx = chain.dof_start[balls][:, None] + np.arange(3)
-        local[:, balls] = chain.rest_rotations[balls] @ matrices_from_rotvecs(q[:, idx])
+        local[:, balls] = matmul(chain.rest_rotations[balls], matrices_from_rotvecs(q[:, idx]))
     return local
 
 
@@ -156,12 +156,12 @@ def joint_local_matrix(chain: Chain, q: np.ndarray, joint: int) -> np.ndarray:
     """One joint's ``rest @ R(q)`` as ``(N, 3, 3)`` (cheaper than all joints when only one changed)."""
     start = chain.dof_start[joint]
     if chain.kinds[joint] is JointKind.BALL:
-        return chain.rest_rotations[joint] @ matrices_from_rotvecs(q[:, start : start + 3])
+        return matmul(chain.rest_rotations[joint], matrices_from_rotvecs(q[:, start : start + 3]))
     basis = _angle_joint_basis(chain)
     row = int(np.searchsorted(basis.joints, joint))
     features = _angle_features(q[:, basis.first[row]], q[:, basis.second[row]])
     # (N, 1, 9) stacked products, not one (N, 9) BLAS product: the result must not depend on N.
-    return (features[:, None, :] @ basis.basis[row]).reshape(-1, 3, 3)
+    return matmul(features[:, None, :], basis.basis[row]).reshape(-1, 3, 3)
 
 
 def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
@@ -175,7 +175,7 @@ def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
     frames = np.empty((n_batch, n + 1, 3, 3))
     frames[:, 0] = chain.root_rotation
     for i in range(n):
-        np.matmul(frames[:, i], local[:, i], out=frames[:, i + 1])
+        matmul(frames[:, i], local[:, i], out=frames[:, i + 1])
     positions = np.empty((n_batch, n + 1, 3))
     positions[:, 0] = chain.root_position + chain.root_rotation @ chain.offsets[0]
     segments = matvec(frames[:, 1:], chain.segment_vectors)
@@ -228,7 +228,7 @@ def jacobian(
     else:
         blocks = []
         for joint, offset in effectors:
-            point = pose.positions[:, joint] + pose.frames[:, joint + 1] @ np.asarray(offset, float)
+            point = pose.positions[:, joint] + matvec(pose.frames[:, joint + 1], np.asarray(offset, float))
             lever = point[:, None, :] - pose.positions[:, chain.dof_joint]
             columns = cross(axes, lever) * (chain.dof_joint <= joint)[None, :, None]
             blocks.append(np.swapaxes(columns, 1, 2))

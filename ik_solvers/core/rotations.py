@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .vectors import cross, dot, norm, unit_stride
+from .vectors import cross, dot, matvec, norm, unit_stride
 
 # Below this angle (radians) the Rodrigues series terms are replaced by their
 # Taylor expansions: sin(x)/x and (1 - cos x)/x^2 lose all precision near 0.
@@ -19,16 +19,24 @@ _SKEW_SIGNS = np.array([0.0, -1, 1, 1, 0, -1, -1, 1, 0])
 def skew(vectors: np.ndarray) -> np.ndarray:
     """Cross-product matrices ``[v]x`` of shape ``(..., 3, 3)`` for vectors ``(..., 3)``."""
     padded = np.concatenate([vectors, np.zeros(vectors.shape[:-1] + (1,))], -1)
-    return (padded[..., _SKEW_GATHER] * _SKEW_SIGNS).reshape(vectors.shape[:-1] + (3, 3))
+    # C order whatever the batch: a fancy index puts the batch axis innermost (vectors.matmul).
+    return np.ascontiguousarray((padded[..., _SKEW_GATHER] * _SKEW_SIGNS).reshape(vectors.shape[:-1] + (3, 3)))
+
+
+def _outer_products(v: np.ndarray) -> np.ndarray:
+    """``v vᵀ`` of shape ``(..., 3, 3)`` for vectors ``(..., 3)``, elementwise."""
+    return v[..., :, None] * v[..., None, :]
 
 
 def matrices_from_axis_angles(axes: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    """Rotation matrices about unit ``axes (..., 3)`` by ``angles (...)`` radians → ``(..., 3, 3)``."""
-    k = skew(axes)
+    """Rotation matrices about unit ``axes (..., 3)`` by ``angles (...)`` radians → ``(..., 3, 3)``.
+
+    ``R = cos θ I + sin θ [a]× + (1 − cos θ) a aᵀ`` (Rodrigues), elementwise.
+    """
     angles = unit_stride(angles)
     s = np.sin(angles)[..., None, None]
     c = np.cos(angles)[..., None, None]
-    return np.eye(3) + s * k + (1.0 - c) * (k @ k)
+    return c * np.eye(3) + s * skew(axes) + (1.0 - c) * _outer_products(axes)
 
 
 def rotate_about_axes(axes: np.ndarray, angles: np.ndarray, vectors: np.ndarray) -> np.ndarray:
@@ -46,14 +54,22 @@ def rotate_by_quaternions(quaternions: np.ndarray, vectors: np.ndarray) -> np.nd
 
 
 def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` from rotation vectors ``(..., 3)`` (axis × angle, radians)."""
+    """Rotation matrices ``(..., 3, 3)`` from rotation vectors ``(..., 3)`` (axis × angle, radians).
+
+    ``R = cos θ I + (sin θ / θ) [v]× + ((1 − cos θ) / θ²) v vᵀ`` for ``v = θ a``, elementwise.
+    """
     angle = norm(rotvecs)
     small = angle < _SMALL_ANGLE
     safe = np.where(small, 1.0, angle)
+    cos = np.cos(safe)
+    c = np.where(small, 1.0 - 0.5 * angle**2, cos)
     a = np.where(small, 1.0 - angle**2 / 6.0, np.sin(safe) / safe)
-    b = np.where(small, 0.5 - angle**2 / 24.0, (1.0 - np.cos(safe)) / safe**2)
-    k = skew(rotvecs)
-    return np.eye(3) + a[..., None, None] * k + b[..., None, None] * (k @ k)
+    b = np.where(small, 0.5 - angle**2 / 24.0, (1.0 - cos) / safe**2)
+    return (
+        c[..., None, None] * np.eye(3)
+        + a[..., None, None] * skew(rotvecs)
+        + b[..., None, None] * _outer_products(rotvecs)
+    )
 
 
 def _shepperd_terms() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -172,11 +188,12 @@ _PRODUCT_SIGNS = np.array([[1.0, -1, -1, -1], [1, 1, -1, 1], [1, 1, 1, -1], [1, 
 def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton products ``a * b`` of quaternions ``(..., 4)`` ``(w, x, y, z)``.
 
-    Written as ``L(a) @ b``: three array operations whatever the batch size,
-    which matters for the per-target (batch of one) solves.
+    Written as ``L(a) b``, summed term by term (``vectors.matvec``): a few array
+    operations whatever the batch size, which matters for the per-target (batch
+    of one) solves, and the same bits in any batch.
     """
     left = a[..., _PRODUCT_GATHER] * _PRODUCT_SIGNS
-    return (left @ b[..., None])[..., 0]
+    return matvec(left, b)
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:
