@@ -3,7 +3,7 @@
 from .analytic import TwoBoneSolution, solve_analytic, two_bone_planar, two_link_step_bound
 from .chain import Chain, JointKind
 from .errors import IKInputError
-from .hi_solver import (  # importing hi_solver registers Method.HI
+from .hi import (  # importing hi registers Method.HI
     FlipReport,
     HISolveResult,
     ParentSpace,

@@ -9,9 +9,11 @@ import numpy as np
 from .alignment import _hinge_angles, align_joint
 from .chain import Chain, JointKind
 from .errors import IKInputError
-from .iteration import StepInput, run_iterations
+from .heuristic_methods import fabrik_step
+from .iteration import run_iterations
 from .kinematics import apply_increments, forward_kinematics, root_joint_positions
 from .result import Method, SolveOptions, SolveResult
+from .step_input import StepInput
 from .vectors import cross, dot, matvec, norm, tmatvec, unit_stride
 from .rotations import (
     minimal_rotation_rotvecs,
@@ -195,7 +197,9 @@ def solve_analytic(
             raise IKInputError("bend_directions", "must be finite")
     one_step = replace(options, max_iterations=1, max_step_angle=None)
     result = run_iterations(
-        Method.ANALYTIC, chain, targets, q0, one_step, lambda state: _analytic_step(state, None if bend_directions is None else bend_directions[state.rows])
+        Method.ANALYTIC, chain, targets, q0, one_step,
+        lambda state: _analytic_step(state, None if bend_directions is None else bend_directions[state.rows]),
+        warm_start=fabrik_step,
     )
     r = norm(targets - root_joint_positions(chain))
     return replace(result, direction_unique=r > 1e-12 * chain.reach)

@@ -6,9 +6,6 @@ clamps (per-step angle, joint limits), on the still-active part of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
 from .chain import Chain
@@ -23,6 +20,7 @@ from .kinematics import (
 )
 from .linear_algebra import gram_matrices, smallest_eigenvalues
 from .result import Method, SolveOptions, SolveResult, Status
+from .step_input import StepFunction, StepInput
 from .rotations import canonical_quaternions
 from .vectors import norm
 
@@ -31,43 +29,6 @@ from .vectors import norm
 STALL_STEP = 1e-13
 # F = ½|p − t|² must rise by more than this to count as an increase (SPEC §4.1).
 OBJECTIVE_RISE = 1e-12
-
-
-@dataclass(frozen=True, eq=False)
-class StepInput:
-    """What a method step sees for the ``M`` still-active targets.
-
-    Attributes
-    ----------
-    q : ndarray, shape (M, n_dof)
-    pose : Pose
-        Forward kinematics of ``q``.
-    targets : ndarray, shape (M, 3)
-    aims : ndarray, shape (M, 3)
-        The targets, or for those out of reach the nearest point of the
-        reachable shell: Jacobian methods then solve a problem with a zero
-        residual instead of crawling toward the bound.
-    residuals : ndarray, shape (M, 3)
-        ``tip − aim``.
-    rows : ndarray of int, shape (M,)
-        Where these targets sit in the whole batch (to pick per-target extras).
-    target_rotations : ndarray, shape (M, 3, 3), or None
-        World orientations wanted for the tip frame (weighted by ``options.orientation_weight``).
-    """
-
-    chain: Chain
-    q: np.ndarray
-    pose: Pose
-    targets: np.ndarray
-    aims: np.ndarray
-    residuals: np.ndarray
-    options: SolveOptions
-    rows: np.ndarray
-    target_rotations: np.ndarray | None = None
-
-
-StepFunction = Callable[[StepInput], np.ndarray]
-"""Maps the active state to the new joint variables ``(M, n_dof)`` (already clamped)."""
 
 
 def run_iterations(
@@ -80,8 +41,13 @@ def run_iterations(
     *,
     has_jacobian: bool = False,
     target_rotations: np.ndarray | None = None,
+    warm_start: StepFunction | None = None,
 ) -> SolveResult:
-    """Iterate ``step`` from ``q0 (N, n_dof)`` toward ``targets (N, 3)`` and classify each outcome."""
+    """Iterate ``step`` from ``q0 (N, n_dof)`` toward ``targets (N, 3)`` and classify each outcome.
+
+    ``warm_start`` (the FABRIK step, passed in by the registry) runs
+    ``options.warm_start_passes`` times before the method's own iterations.
+    """
     q = np.array(q0, dtype=float)
     pose = forward_kinematics(chain, q)
     start_error = norm(pose.tips - targets)
@@ -89,15 +55,13 @@ def run_iterations(
     aims = nearest_reachable_points(chain, targets, lower)
     n_batch = q.shape[0]
     everyone = np.arange(n_batch)
-    if options.warm_start_passes:
-        from .heuristic_methods import fabrik_step  # it builds on this module's StepInput
-
+    if options.warm_start_passes and warm_start is not None:
         for _ in range(options.warm_start_passes):
-            q = fabrik_step(StepInput(chain, q, pose, targets, aims, pose.tips - aims, options, everyone))
+            q = warm_start(StepInput(chain, q, pose, targets, aims, pose.tips - aims, options, everyone))
             pose = forward_kinematics(chain, q)
     frames, positions = pose.frames, pose.positions
     error = norm(positions[:, -1] - targets)
-    iterations = np.full(n_batch, options.warm_start_passes, dtype=int)
+    iterations = np.full(n_batch, options.warm_start_passes if warm_start is not None else 0, dtype=int)
     increases = np.zeros(n_batch, dtype=int)
     stalled = np.zeros(n_batch, dtype=bool)
     done_below = finish_levels(lower, options.tolerance)

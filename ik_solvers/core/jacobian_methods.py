@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .iteration import StepInput
+from .step_input import StepInput
 from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
 from .rotations import rotvecs_from_matrices
 from .linear_algebra import PINV_RCOND, gram_matrices, smallest_eigenvalues, solve_spd3

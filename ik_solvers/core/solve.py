@@ -10,10 +10,11 @@ from .analytic import solve_analytic
 from .chain import Chain, JointKind
 from .errors import IKInputError
 from .heuristic_methods import ccd_step, fabrik_step
-from .iteration import StepFunction, run_iterations
+from .iteration import run_iterations
 from .jacobian_methods import dls_step, pseudo_inverse_step, sdls_step, transpose_step
 from .kinematics import forward_kinematics, root_joint_positions, world_axes
 from .result import Method, SolveOptions, SolveResult
+from .step_input import StepFunction
 
 SolverFunction = Callable[..., SolveResult]
 """``(chain, targets (N, 3), q0 (N, n_dof), options, **method_args) -> SolveResult``."""
@@ -42,7 +43,8 @@ def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> Solver
             if not np.all(np.isfinite(target_rotations)):
                 raise IKInputError("target_rotations", "must be finite")
         return run_iterations(
-            method, chain, targets, q0, options, step, has_jacobian=has_jacobian, target_rotations=target_rotations
+            method, chain, targets, q0, options, step, has_jacobian=has_jacobian, target_rotations=target_rotations,
+            warm_start=fabrik_step,
         )
 
     solver.__name__ = f"solve_{method.value.lower()}"

@@ -93,3 +93,17 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     in memory (checked for 3×3 … 12×12 at every 8-byte offset and batch slice).
     """
     return np.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), out=out)
+
+
+def unit(a: np.ndarray) -> np.ndarray:
+    """``a`` divided by its length over the last axis (no guard: zero rows give NaN)."""
+    return a / norm(a)[..., None]
+
+
+def ordered_sum(a: np.ndarray, axis: int) -> np.ndarray:
+    """Sum over ``axis`` added strictly in index order.
+
+    ``np.sum`` adds long axes pairwise in blocks whose shape follows the memory
+    layout; an accumulation is always sequential, whatever the batch.
+    """
+    return np.take(np.add.accumulate(a, axis=axis), -1, axis=axis)

@@ -33,6 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from .errors import IKInputError
+from .vectors import cross, dot, norm, unit, unit_stride
 
 # Normals may miss unit length or perpendicularity by this much (relative) and
 # are then cleaned up exactly; beyond it a map is wrong, not merely rounded.
@@ -63,14 +64,6 @@ def register_zero_plane_map(name: str, factory: ZeroPlaneMapFactory) -> None:
     ZERO_PLANE_MAPS[name] = factory
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
-
-
-def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("...i,...i->...", a, b)
-
-
 def check_sphere_frame(a0: np.ndarray, n0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(a0, n0)`` as float arrays after checking they are unit, finite and perpendicular."""
     a0 = np.asarray(a0, dtype=float)
@@ -99,9 +92,9 @@ class DefaultZeroPlaneMap:
         self.a0, self.n0 = check_sphere_frame(a0, n0)
 
     def _latitude_parts(self, axes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        sin_lat = _dots(axes, self.n0)
+        sin_lat = dot(axes, self.n0)
         horizontal = axes - sin_lat[:, None] * self.n0
-        cos_lat = np.linalg.norm(horizontal, axis=-1)
+        cos_lat = norm(horizontal)
         at_pole = cos_lat <= DEGENERATE
         meridian = np.where(at_pole[:, None], self.a0, horizontal / np.where(at_pole, 1.0, cos_lat)[:, None])
         return sin_lat, cos_lat, meridian
@@ -144,9 +137,9 @@ class PoleObjectZeroPlaneMap:
 
     def __call__(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
         poles = self._poles(axes, data)
-        normals = np.cross(poles, axes)
-        length = np.linalg.norm(normals, axis=-1)
-        scale = np.linalg.norm(poles, axis=-1)
+        normals = cross(poles, axes)
+        length = norm(normals)
+        scale = norm(poles)
         singular = length <= DEGENERATE * np.maximum(scale, 1e-300)
         normals = normals / np.where(singular, 1.0, length)[:, None]
         return np.where(singular[:, None], self.fallback(axes), normals)
@@ -154,8 +147,8 @@ class PoleObjectZeroPlaneMap:
     def singular(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
         """True ``(N,)`` where the pole lies on the EE-axis line (or on the start joint)."""
         poles = self._poles(axes, data)
-        length = np.linalg.norm(np.cross(poles, axes), axis=-1)
-        return length <= DEGENERATE * np.maximum(np.linalg.norm(poles, axis=-1), 1e-300)
+        length = norm(cross(poles, axes))
+        return length <= DEGENERATE * np.maximum(norm(poles), 1e-300)
 
     def singular_directions(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
         """The pole's direction from the start joint ``(N, 3)``: the plane flips where the EE axis lines up with it.
@@ -163,7 +156,7 @@ class PoleObjectZeroPlaneMap:
         Where the pole sits on the start joint the fallback map's poles stand in.
         """
         poles = self._poles(axes, data)
-        length = np.linalg.norm(poles, axis=-1, keepdims=True)
+        length = norm(poles)[:, None]
         return np.where(length > 0.0, poles / np.maximum(length, 1e-300), self.fallback.n0)
 
 
@@ -205,19 +198,19 @@ def zero_plane_normals(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndar
     bad = np.flatnonzero(~np.all(np.isfinite(normals), axis=-1))
     if bad.size:
         raise IKInputError("zero_plane_map", f"map {name} returned a non-finite normal at frame {int(bad[0])}")
-    length = np.linalg.norm(normals, axis=-1)
+    length = norm(normals)
     bad = np.flatnonzero(np.abs(length - 1.0) > NORMAL_TOLERANCE)
     if bad.size:
         k = int(bad[0])
         raise IKInputError("zero_plane_map", f"map {name} returned a non-unit normal at frame {k} (|n| = {length[k]:.6g})")
-    along = _dots(normals, axes)
+    along = dot(normals, axes)
     bad = np.flatnonzero(np.abs(along) > NORMAL_TOLERANCE)
     if bad.size:
         k = int(bad[0])
         raise IKInputError(
             "zero_plane_map", f"map {name} returned a normal not perpendicular to the EE axis at frame {k} (n·a = {along[k]:.3g})"
         )
-    return _unit(normals - along[:, None] * axes)
+    return unit(normals - along[:, None] * axes)
 
 
 def map_singularities(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
@@ -240,7 +233,7 @@ def map_singular_directions(zero_map: ZeroPlaneMap, axes: np.ndarray, n0: np.nda
     directions = np.asarray(directions(axes, **data), dtype=float)
     if directions.shape != axes.shape or not np.all(np.isfinite(directions)):
         raise IKInputError("zero_plane_map", f"singular_directions returned shape {directions.shape}, expected {axes.shape}")
-    return directions / np.linalg.norm(directions, axis=-1, keepdims=True)
+    return unit(directions)
 
 
 def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarray) -> np.ndarray:
@@ -248,10 +241,8 @@ def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarra
 
     For ``n ⟂ a`` Rodrigues' formula reduces to ``cos ψ · n + sin ψ · (a × n)``.
     """
-    # A unit-stride copy: on a strided or broadcast operand numpy's sin/cos go through a
-    # buffered loop whose last bits vary from call to call (see hi_solver's _unit_stride_inputs).
-    swivel = np.array(swivel, dtype=float, copy=True)[..., None]
-    return np.cos(swivel) * zero_normals + np.sin(swivel) * np.cross(axes, zero_normals)
+    swivel = unit_stride(swivel)[..., None]  # strided sin/cos round differently (vectors.unit_stride)
+    return np.cos(swivel) * zero_normals + np.sin(swivel) * cross(axes, zero_normals)
 
 
 def swivel_angles(axes: np.ndarray, zero_normals: np.ndarray, normals: np.ndarray) -> np.ndarray:
@@ -259,6 +250,6 @@ def swivel_angles(axes: np.ndarray, zero_normals: np.ndarray, normals: np.ndarra
 
     ``normals`` need not be exactly ⟂ ``axes``: only their part ⟂ the axis counts.
     """
-    sin = _dots(axes, np.cross(zero_normals, normals))
-    cos = _dots(zero_normals, normals)
+    sin = dot(axes, cross(zero_normals, normals))
+    cos = dot(zero_normals, normals)
     return np.arctan2(sin, cos)

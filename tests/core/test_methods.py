@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ik_solvers.core import (
+    METHOD_FACTS,
     Chain,
     IKInputError,
     JointKind,
@@ -17,7 +18,9 @@ from ik_solvers.core import (
     solve,
 )
 
-ITERATIVE = [Method.CCD, Method.FABRIK, Method.JACOBIAN_TRANSPOSE, Method.PSEUDO_INVERSE, Method.DLS, Method.SDLS]
+# The methods that run the shared iteration loop (HI iterates, if at all, inside its own in-plane solve).
+ITERATIVE = [method for method, facts in METHOD_FACTS.items() if facts.iterative and not facts.needs_preferred_pose]
+JACOBIAN = [method for method in ITERATIVE if METHOD_FACTS[method].jacobian]
 
 # The budget each method is documented to need for 1e-4 on a 4-bone ball chain
 # from the straight pose (see docs/solver-race.md for the full race).

@@ -1,0 +1,72 @@
+"""Placing the in-plane pose on the solver plane and reading off every joint's rotation (SPEC §5)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..chain import JointKind
+from ..kinematics import local_quaternions
+from ..rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
+from ..vectors import cross, matmul, tmatvec
+from .in_plane import InPlane, plane_basis
+from .planes import SolverPlanes
+from .sphere import PreferredPose
+
+
+def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: InPlane) -> tuple[np.ndarray, np.ndarray]:
+    """Start-joint local rotations ``(N, 3, 3)`` and positions ``(N, n + 1, 3)`` of the HI pose.
+
+    The in-plane pose turned rigidly about the start joint so that its tip
+    direction goes onto the EE axis ``a`` and ``n0`` onto the solver normal ``n``:
+    the basis ``(a0, n0, n0 × a0)`` turned by ``−tip_turn`` about ``n0`` maps to
+    ``(a, n, n × a)``.
+    """
+    a, nrm = plane.axes, plane.normals
+    side = cross(nrm, a)
+    c, s = np.cos(bent.tip_turns)[:, None], np.sin(bent.tip_turns)[:, None]
+    x, h, y = np.moveaxis(bent.coordinates, -1, 0)
+    along, across = c * x + s * y, c * y - s * x
+    positions = (
+        along[..., None] * a[:, None] + h[..., None] * nrm[:, None] + across[..., None] * side[:, None] + pref.start
+    )
+    # Q0 = G · Rot(n0, bend0) · Q0_pref with Q0_pref = F · (Fᵀ Q0_pref), F = [a0, n0, n0 × a0];
+    # the local rotation is Pᵀ Q0 for the start joint's parent frame P (root · rest).
+    parent = pref.chain.root_rotation @ pref.chain.rest_rotations[0]  # constant (3, 3) matrices
+    if not np.array_equal(parent, np.eye(3)):
+        a, nrm, side = (tmatvec(parent, vectors) for vectors in (a, nrm, side))
+    turn = bent.bends[:, 0] - bent.tip_turns
+    c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
+    columns = np.stack([c * a + s * side, nrm, c * side - s * a], -1)
+    in_plane_basis = plane_basis(pref) @ pref.frames[1]  # constant (3, 3) matrices
+    return matmul(columns, in_plane_basis), positions
+
+
+def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: np.ndarray) -> np.ndarray:
+    """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the HI pose.
+
+    Start joint from its local rotation matrices; joint ``j ≥ 1``:
+    ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``.
+    """
+    n_frames, n = bends.shape
+    quats = np.empty((n_frames, n, 4))
+    quats[:, 0] = quaternions_from_matrices(start_rotations)
+    if n > 1:
+        pref_quats = local_quaternions(pref.chain, pref.q[None])[0]
+        half = 0.5 * bends[:, 1:]
+        bend_quats = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * pref.bend_axes[1:]], -1)
+        quats[:, 1:] = canonical_quaternions(quaternion_products(pref_quats[1:], bend_quats))
+    return quats
+
+
+def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:
+    """Joint variables ``(N, n_dof)``: ball joints from their quaternions, hinge-like joints by adding the bend."""
+    chain = pref.chain
+    q = np.broadcast_to(pref.q, (quats.shape[0], chain.n_dof)).copy()
+    for j, kind in enumerate(chain.kinds):
+        start = chain.dof_start[j]
+        if kind is JointKind.BALL:
+            q[:, start : start + 3] = rotvecs_from_quaternions(quats[:, j])
+        else:
+            last = start + kind.value - 1
+            q[:, last] += np.sign(chain.axes[last] @ pref.bend_axes[j]) * bends[:, j]
+    return q

@@ -1,0 +1,110 @@
+"""Per-frame solver planes: EE axis, zero-plane normal, swivel, and the distance to the map's singular points (SPEC §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import IKInputError
+from ..vectors import cross, dot, matvec, norm, tmatvec
+from ..zero_plane import (
+    ZeroPlaneMapFactory,
+    build_zero_plane_map,
+    map_singular_directions,
+    map_singularities,
+    swivel_normals,
+    zero_plane_normals,
+)
+from .parent_space import check_rotations
+from .sphere import PreferredPose
+
+DEFAULT_WARNING_ANGLE = np.radians(10.0)
+"""Pole-distance warning threshold of SPEC §5 (radians)."""
+
+
+def per_frame(value: np.ndarray | float, n_frames: int, field: str) -> np.ndarray:
+    value = np.asarray(value, dtype=float)
+    if value.ndim > 1 or value.size not in (1, n_frames):
+        raise IKInputError(field, f"expected a number or shape ({n_frames},), got {value.shape}")
+    if not np.all(np.isfinite(value)):
+        raise IKInputError(field, "must be finite")
+    return np.broadcast_to(value.reshape(-1), (n_frames,))
+
+
+# ------------------------------------------------------------ the sphere
+@dataclass(frozen=True, eq=False)
+class SolverPlanes:
+    """EE axes and normals of a batch, in the solving frame and in sphere coordinates."""
+
+    r: np.ndarray
+    to_solving: np.ndarray
+    axes: np.ndarray
+    axes_sphere: np.ndarray
+    zero_normals_sphere: np.ndarray
+    normals: np.ndarray
+    swivel: np.ndarray
+    singular: np.ndarray
+    singular_directions: np.ndarray
+
+
+def solver_planes(
+    pref: PreferredPose,
+    targets: np.ndarray,
+    swivel: np.ndarray | float,
+    zero_plane_map: str | ZeroPlaneMapFactory,
+    poles: np.ndarray | None,
+    map_data: dict | None,
+    sphere_rotations: np.ndarray | None,
+) -> SolverPlanes:
+    n_frames = targets.shape[0]
+    swivel = per_frame(swivel, n_frames, "swivel")
+    offsets = targets - pref.start
+    r = norm(offsets)
+    # A target on the start joint has no EE axis; the preferred one stands in (direction_unique is False there).
+    at_centre = r <= 1e-12 * pref.chain.reach
+    axes_local_default = pref.sphere.a0
+    if sphere_rotations is None:
+        root = pref.chain.root_rotation
+        to_solving = np.broadcast_to(root, (n_frames, 3, 3))
+        if np.array_equal(root, np.eye(3)):  # the common case, and exact: skip the products
+            to_sphere_vectors = to_solving_vectors = lambda vectors: vectors  # noqa: E731
+        else:
+            to_sphere_vectors = lambda vectors: tmatvec(root, vectors)  # noqa: E731
+            to_solving_vectors = lambda vectors: matvec(root, vectors)  # noqa: E731
+    else:
+        to_solving = check_rotations(sphere_rotations, n_frames)
+        to_sphere_vectors = lambda vectors: tmatvec(to_solving, vectors)  # noqa: E731
+        to_solving_vectors = lambda vectors: matvec(to_solving, vectors)  # noqa: E731
+    axes = offsets / np.where(at_centre, 1.0, r)[:, None]
+    axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
+    axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
+    data = dict(map_data or {})
+    if poles is not None:
+        poles = np.asarray(poles, dtype=float)
+        poles = np.broadcast_to(poles, targets.shape) if poles.ndim == 1 else poles
+        if poles.shape != targets.shape or not np.all(np.isfinite(poles)):
+            raise IKInputError("poles", f"expected finite pole positions of shape {targets.shape}")
+        data["poles"] = to_sphere_vectors(poles - pref.start)
+    zero_map = build_zero_plane_map(zero_plane_map, pref.sphere.a0, pref.sphere.n0)
+    zero_normals = zero_plane_normals(zero_map, axes_sphere, **data)
+    normals_sphere = swivel_normals(axes_sphere, zero_normals, swivel)
+    normals = to_solving_vectors(normals_sphere)
+    return SolverPlanes(
+        r=r,
+        to_solving=to_solving,
+        axes=axes,
+        axes_sphere=axes_sphere,
+        zero_normals_sphere=zero_normals,
+        normals=normals,
+        swivel=swivel,
+        singular=map_singularities(zero_map, axes_sphere, **data),
+        singular_directions=map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data),
+    )
+
+
+def pole_angles(axes_sphere: np.ndarray, poles: np.ndarray) -> np.ndarray:
+    """Angle ``(N,)`` (radians, ``[0, π/2]``) between EE axes and the nearer end of ``poles`` (``(3,)`` or ``(N, 3)``)."""
+    along = np.abs(dot(axes_sphere, poles))
+    across = norm(cross(axes_sphere, poles))
+    return np.arctan2(across, along)

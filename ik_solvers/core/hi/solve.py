@@ -1,0 +1,213 @@
+"""The HI solve's entry: one batch of frames, history independent (SPEC §5), registered as ``Method.HI``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..chain import Chain
+from ..errors import IKInputError
+from ..iteration import classify
+from ..kinematics import Pose, bone_length_errors
+from ..result import Method, SolveOptions, SolveResult, Status
+from ..solve import register_solver, validated_targets
+from ..vectors import matvec, norm
+from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
+from .in_plane import chain_in_plane, two_bone_in_plane
+from .placement import joint_quaternions, joint_variables, placed_pose
+from .planes import DEFAULT_WARNING_ANGLE, pole_angles, solver_planes
+from .sphere import PreferredPose, SphereFrame, preferred_pose
+
+
+# ---------------------------------------------------------------- solve
+@dataclass(frozen=True, eq=False)
+class HISolveResult:
+    """An HI solve's outcome: the core result plus the swivel-sphere extras, batch axis ``N`` first.
+
+    Attributes
+    ----------
+    result : SolveResult
+        Pose, status, errors (``method`` is ``Method.HI``).
+    ee_axes : ndarray, shape (N, 3)
+        Unit EE axes (start joint → target) in the solving frame.
+    ee_axes_sphere : ndarray, shape (N, 3)
+        The same in the sphere's coordinates (where the zero-plane map works).
+    zero_plane_normals : ndarray, shape (N, 3)
+        Zero-plane normals in the solving frame.
+    solver_normals : ndarray, shape (N, 3)
+        Solver-plane normals in the solving frame (the zero plane turned by the swivel).
+    swivel : ndarray, shape (N,)
+        Swivel angle used per frame (radians).
+    pole_angles : ndarray, shape (N,)
+        Angle between the EE axis and the nearer singular point of the zero-plane map —
+        the sphere's poles ``±n0`` for the default map, the pole target's line for the
+        pole-object map (radians, ``[0, π/2]``).
+    pole_warnings : ndarray of bool, shape (N,)
+        ``pole_angles`` below the warning angle: the solver plane may flip here.
+    map_singular : ndarray of bool, shape (N,)
+        Where the zero-plane map itself says it is singular.
+    sphere : SphereFrame
+    singular_directions : ndarray, shape (N, 3), or None
+        Per frame, the unit direction (sphere coordinates) whose ends are the map's
+        singular points; None means the sphere's poles ``±n0``.
+    """
+
+    result: SolveResult
+    ee_axes: np.ndarray
+    ee_axes_sphere: np.ndarray
+    zero_plane_normals: np.ndarray
+    solver_normals: np.ndarray
+    swivel: np.ndarray
+    pole_angles: np.ndarray
+    pole_warnings: np.ndarray
+    map_singular: np.ndarray
+    sphere: SphereFrame
+    singular_directions: np.ndarray | None = None
+
+
+def solve_hi(
+    chain: Chain,
+    targets: np.ndarray,
+    preferred: np.ndarray | PreferredPose,
+    *,
+    swivel: np.ndarray | float = 0.0,
+    zero_plane_map: str | ZeroPlaneMapFactory = "DEFAULT",
+    poles: np.ndarray | None = None,
+    map_data: dict | None = None,
+    sphere_rotations: np.ndarray | None = None,
+    options: SolveOptions | None = None,
+    warning_angle: float = DEFAULT_WARNING_ANGLE,
+    in_plane_method: Method | str = Method.DLS,
+) -> HISolveResult:
+    """Solve a batch of frames with the HI solver.
+
+    Parameters
+    ----------
+    chain : Chain
+        Ball start joint; later joints ball joints or hinges about the preferred plane's normal.
+    targets : array_like, shape (N, 3)
+        Tip targets in the solving frame (chain units).
+    preferred : array_like, shape (n_dof,), or PreferredPose
+        The preferred pose (joint variables), or one already checked by :func:`preferred_pose`.
+    swivel : float or array_like, shape (N,)
+        Swivel angle ψ per frame, radians: the solver plane is the zero plane turned by ψ
+        about the EE axis (right-handed).
+    zero_plane_map : str or factory
+        A name registered with ``register_zero_plane_map`` or a factory ``(a0, n0) -> map``.
+    poles : array_like, shape (N, 3) or (3,), optional
+        Pole-target positions in the solving frame; passed to the map (as vectors from the
+        start joint in sphere coordinates, keyword ``poles``). ``"POLE_OBJECT"`` needs them.
+    map_data : dict of arrays, optional
+        Further per-frame keywords for a custom map, passed as given.
+    sphere_rotations : array_like, shape (N, 3, 3) or (3, 3), optional
+        The parent space (see :func:`sphere_rotations_for_parent_space`); default the chain's
+        root rotation every frame (``START_JOINT``).
+    options : SolveOptions, optional
+        Tolerance (status) and, for chains longer than two bones, the in-plane solve's budget
+        and step clamp (its damping is ``IN_PLANE_DAMPING`` of the reach, not ``options.damping``).
+    warning_angle : float
+        Pole distance (radians) under which ``pole_warnings`` is set; default 10°.
+    in_plane_method : Method
+        Core method of the in-plane solve for longer chains (two bones are closed-form);
+        it starts from the preferred angles every frame.
+    """
+    options = SolveOptions() if options is None else options
+    pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
+    if pref.chain is not chain:
+        raise IKInputError("preferred", "the PreferredPose was made for another chain")
+    if not np.isfinite(warning_angle) or warning_angle < 0.0:
+        raise IKInputError("warning_angle", f"must be a non-negative angle, got {warning_angle!r}")
+    targets = validated_targets(targets)
+    in_plane_method = Method(in_plane_method)
+    chain = pref.chain
+    plane = solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
+
+    n_frames = targets.shape[0]
+    if chain.n_joints == 2:
+        bent = two_bone_in_plane(pref, plane.r)
+    else:
+        bent = chain_in_plane(pref, plane.r, options, in_plane_method)
+    start_rotations, positions = placed_pose(pref, plane, bent)
+    quats = joint_quaternions(pref, start_rotations, bent.bends)
+    q = joint_variables(pref, quats, bent.bends)
+    pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
+    error = norm(pose.tips - targets)
+    lower = pref.lower_bounds(plane.r)
+    status = classify(error, error, lower, np.zeros(n_frames, dtype=bool), options.tolerance)
+    # The closed forms cannot fail; an in-plane solve can stall or run out of budget, and says so.
+    failed = (status != Status.CONVERGED) & (status != Status.UNREACHABLE) & (bent.status != None)  # noqa: E711
+    status = np.where(failed, bent.status, status)
+    result = SolveResult(
+        method=Method.HI,
+        q=q,
+        rotations=quats,
+        positions=pose.positions,
+        status=status,
+        error=error,
+        lower_bound=lower,
+        iterations=bent.iterations,
+        length_error=bone_length_errors(chain, pose),
+        objective_increases=bent.objective_increases,
+        sigma_min=bent.sigma_min,
+        direction_unique=plane.r > 1e-12 * chain.reach,
+    )
+    angles = pole_angles(plane.axes_sphere, plane.singular_directions)
+    return HISolveResult(
+        result=result,
+        ee_axes=plane.axes,
+        ee_axes_sphere=plane.axes_sphere,
+        zero_plane_normals=matvec(plane.to_solving, plane.zero_normals_sphere),
+        solver_normals=plane.normals,
+        swivel=plane.swivel,
+        pole_angles=angles,
+        pole_warnings=angles < warning_angle,
+        map_singular=plane.singular,
+        sphere=pref.sphere,
+        singular_directions=plane.singular_directions,
+    )
+
+
+def _solve_hi_registered(
+    chain: Chain, targets: np.ndarray, q0: np.ndarray, options: SolveOptions, **hi_args: object
+) -> SolveResult:
+    """``solve(..., Method.HI, initial=preferred, **hi_args)``: the initial pose is the preferred pose.
+
+    The result carries the HI diagnostics in ``result.hi``.
+    """
+    if np.any(q0 != q0[:1]):
+        raise IKInputError("initial", "the HI solver takes one preferred pose for the whole batch (all rows equal)")
+    solved = solve_hi(chain, targets, q0[0], options=options, **hi_args)
+    return replace(solved.result, hi=solved)
+
+
+register_solver(Method.HI, _solve_hi_registered)
+
+
+# ------------------------------------------------------- swivel helpers
+def swivel_for_plane(
+    chain: Chain,
+    targets: np.ndarray,
+    preferred: np.ndarray | PreferredPose,
+    plane_normals: np.ndarray,
+    *,
+    zero_plane_map: str | ZeroPlaneMapFactory = "DEFAULT",
+    poles: np.ndarray | None = None,
+    map_data: dict | None = None,
+    sphere_rotations: np.ndarray | None = None,
+) -> np.ndarray:
+    """Swivel angles ``(N,)`` whose solver plane has the given normals ``(N, 3)`` (solving frame).
+
+    Creating a new chain uses this so the solver plane stays where it is in the
+    viewport: pass the current pose's normals (:func:`pose_plane_normals`) and
+    the current tip as the target. (Re-assigning the start joint instead keeps ψ.)
+    Only the part of each normal ⟂ the EE axis counts.
+    """
+    pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
+    targets = validated_targets(targets)
+    normals = np.asarray(plane_normals, dtype=float)
+    normals = np.broadcast_to(normals, targets.shape) if normals.ndim == 1 else normals
+    if normals.shape != targets.shape or not np.all(np.isfinite(normals)):
+        raise IKInputError("plane_normals", f"expected finite normals of shape {targets.shape}")
+    plane = solver_planes(pref, targets, 0.0, zero_plane_map, poles, map_data, sphere_rotations)
+    return swivel_angles(plane.axes, plane.normals, normals)

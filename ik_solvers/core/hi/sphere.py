@@ -1,0 +1,239 @@
+"""The HI solver's sphere frame, read off the preferred pose once (SPEC §5): EE axis a0, normal n0, in-plane data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chain import Chain, JointKind
+from ..errors import IKInputError
+from ..kinematics import forward_kinematics
+from ..vectors import cross, dot, matvec, norm, ordered_sum, tmatvec, unit
+
+# A preferred pose whose joints all lie within this fraction of the reach from
+# the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
+# would make the sphere's frame (and every solve) hinge on rounding noise.
+STRAIGHT_TOLERANCE = 1e-6
+# How far from parallel (|cross| of unit vectors) a hinge axis may be from the
+# solver-plane normal and still count as turning in the plane.
+AXIS_PARALLEL_TOLERANCE = 1e-9
+
+
+def pose_plane_normals(positions: np.ndarray) -> np.ndarray:
+    """Solver-plane normals ``(N, 3)`` of poses given by joint positions ``(N, n + 1, 3)`` (tip last).
+
+    The plane passes through the start joint and the tip (seed rule A) and is
+    the one nearest the other joints (rule B): its in-plane direction ⟂ the EE
+    axis is the principal direction of the joints' offsets from that axis. The
+    normal's sign makes the chain bulge toward ``a × n`` (``a`` the EE axis),
+    so a two-bone chain bends positively about it: ``n ∝ (p1 − p0) × (p2 − p1)``.
+    Rows without a plane (straight chains, tip on the start joint) are NaN.
+    """
+    positions = np.asarray(positions, dtype=float)
+    offsets = positions - positions[:, :1]
+    reach = ordered_sum(norm(np.diff(positions, axis=1)), 1)
+    axis_length = norm(offsets[:, -1])
+    axes = offsets[:, -1] / np.maximum(axis_length, 1e-300)[:, None]
+    inner = offsets[:, 1:-1]
+    across = inner - dot(inner, axes[:, None])[..., None] * axes[:, None]
+    # Principal direction of the offsets in the plane ⟂ a, in closed form (a 2×2 eigenproblem
+    # in a basis (u, v) of that plane): elementwise, so the same bits in any batch.
+    helper = np.where(np.abs(axes[:, :1]) < 0.9, [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    u = unit(cross(axes, helper))
+    v = cross(axes, u)
+    x, y = dot(across, u[:, None]), dot(across, v[:, None])
+    angle = 0.5 * np.arctan2(2.0 * ordered_sum(x * y, 1), ordered_sum(x * x, 1) - ordered_sum(y * y, 1))
+    side = np.cos(angle)[:, None] * u + np.sin(angle)[:, None] * v
+    normals = cross(side, axes)
+    bulge = ordered_sum(cross(inner, offsets[:, -1:]), 1)
+    normals = np.where(dot(normals, bulge)[:, None] < 0.0, -normals, normals)
+    spread = norm(across).max(axis=1, initial=0.0)
+    flat = (spread <= STRAIGHT_TOLERANCE * reach) | (axis_length <= STRAIGHT_TOLERANCE * reach)
+    return np.where(flat[:, None], np.nan, unit(normals))
+
+
+@dataclass(frozen=True, eq=False)
+class SphereFrame:
+    """The zero-plane sphere's intrinsic frame, read off the preferred pose (SPEC §5).
+
+    Vectors are in the chain root frame's own coordinates (the start joint's parent).
+
+    Attributes
+    ----------
+    a0 : ndarray, shape (3,)
+        EE axis of the preferred pose (start joint → tip, unit): the zero meridian.
+    n0 : ndarray, shape (3,)
+        Solver-plane normal of the preferred pose (unit, ⟂ ``a0``): the poles are ``±n0``
+        and the horizontal plane (equator) is ⟂ ``n0``.
+    """
+
+    a0: np.ndarray
+    n0: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class PreferredPose:
+    """A chain's preferred pose and everything the HI solve derives from it once.
+
+    Attributes
+    ----------
+    chain : Chain
+    q : ndarray, shape (n_dof,)
+        Preferred joint variables.
+    positions : ndarray, shape (n + 1, 3)
+        Preferred joint and tip positions in the solving frame.
+    frames : ndarray, shape (n + 1, 3, 3)
+        Preferred world frames (index 0: the root).
+    sphere : SphereFrame
+    bend_axes : ndarray, shape (n, 3)
+        The solver-plane normal in each joint's preferred frame: the axis an
+        in-plane bend turns that joint about.
+    plane_chain : Chain
+        The chain frozen in its preferred pose, in plane coordinates (x = ``a0``,
+        y = ``n0 × a0``, z = ``n0``, start joint at the origin), with one hinge per
+        joint about z: its variables are the in-plane bends from the preferred
+        angles, limited so that no joint bends through straight to the other side.
+    bone_headings : ndarray, shape (n,)
+        Angle of each bone's in-plane part about ``n0`` from ``a0`` in the preferred pose.
+    in_plane_lengths : ndarray, shape (n,)
+        Length of each bone's part in the preferred plane (its full length for a planar chain).
+    """
+
+    chain: Chain
+    q: np.ndarray
+    positions: np.ndarray
+    frames: np.ndarray
+    sphere: SphereFrame
+    bend_axes: np.ndarray
+    plane_chain: Chain
+    bone_headings: np.ndarray
+    in_plane_lengths: np.ndarray
+
+    @property
+    def in_plane_reach(self) -> float:
+        """Farthest the tip gets from the start joint with every joint turning about ``n0`` alone."""
+        return float(self.in_plane_lengths.sum())
+
+    def lower_bounds(self, r: np.ndarray) -> np.ndarray:
+        """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
+
+        The bones' in-plane parts turn freely about ``n0`` and their heights along it
+        cancel at the tip, so the tip reaches exactly the annulus
+        ``[max(0, 2·max(L) − ΣL), ΣL]`` of the in-plane lengths ``L`` — the core's
+        free-joint bound (SPEC §3.3) when the chain is planar, tighter when it is not.
+        """
+        lengths = self.in_plane_lengths
+        inner = max(0.0, 2.0 * lengths.max() - lengths.sum())
+        return np.maximum(0.0, np.maximum(r - lengths.sum(), inner - r))
+
+    @property
+    def start(self) -> np.ndarray:
+        """Start joint position ``(3,)`` (the sphere's centre) in the solving frame."""
+        return self.positions[0]
+
+    @property
+    def a0_world(self) -> np.ndarray:
+        return matvec(self.chain.root_rotation, self.sphere.a0)
+
+    @property
+    def n0_world(self) -> np.ndarray:
+        return matvec(self.chain.root_rotation, self.sphere.n0)
+
+
+_PREFERRED_CACHE: dict[tuple[int, bytes], PreferredPose] = {}
+# Live solving calls the solver once per frame with the same chain and preferred pose;
+# deriving them again costs more than a two-bone solve itself.
+_PREFERRED_CACHE_SIZE = 64
+
+
+def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
+    """Check a chain and its preferred pose for the HI solve and derive the sphere frame.
+
+    The result is cached per (chain object, preferred pose); a ``Chain`` is immutable.
+
+    Raises
+    ------
+    IKInputError
+        ``preferred`` mis-shaped or non-finite; the start joint not a ball joint
+        (the swivel turns it freely); a later joint with no variable turning about
+        the solver-plane normal; or a straight preferred pose (no plane).
+    """
+    q = np.asarray(preferred, dtype=float)
+    if q.shape != (chain.n_dof,) or not np.all(np.isfinite(q)):
+        raise IKInputError("preferred", f"expected a finite pose of shape ({chain.n_dof},), got {q.shape}")
+    key = (id(chain), q.tobytes())
+    cached = _PREFERRED_CACHE.get(key)
+    if cached is not None and cached.chain is chain:
+        return cached
+    derived = _derive_preferred_pose(chain, q)
+    if len(_PREFERRED_CACHE) >= _PREFERRED_CACHE_SIZE:
+        _PREFERRED_CACHE.clear()
+    _PREFERRED_CACHE[key] = derived
+    return derived
+
+
+def _derive_preferred_pose(chain: Chain, q: np.ndarray) -> PreferredPose:
+    q = q.copy()
+    q.setflags(write=False)
+    if chain.kinds[0] is not JointKind.BALL:
+        raise IKInputError("kinds", "the HI solver needs a ball start joint: the swivel turns it about any axis")
+    pose = forward_kinematics(chain, q[None])
+    positions, frames = pose.positions[0], pose.frames[0]
+    n0_world = pose_plane_normals(positions[None])[0]
+    if not np.all(np.isfinite(n0_world)):
+        raise IKInputError(
+            "preferred",
+            "the preferred pose is straight, so it defines no solver plane: bend the chain "
+            "(e.g. the elbow or knee a little in its natural direction) and capture the preferred pose again",
+        )
+    a0_world = unit(positions[-1] - positions[0])
+    root = chain.root_rotation
+    sphere = SphereFrame(a0=matvec(root.T, a0_world), n0=matvec(root.T, n0_world))
+    bend_axes = tmatvec(frames[1:], n0_world)
+    for j, kind in enumerate(chain.kinds[1:], start=1):
+        if kind is JointKind.BALL:
+            continue
+        last = chain.dof_start[j] + kind.value - 1
+        if norm(cross(chain.axes[last], bend_axes[j])) > AXIS_PARALLEL_TOLERANCE:
+            raise IKInputError(
+                "kinds",
+                f"joint {j} cannot bend in the solver plane: its last axis is not the plane's normal "
+                "(make it a ball joint, or a hinge about the normal)",
+            )
+    n = chain.n_joints
+    basis = np.stack([a0_world, n0_world, cross(n0_world, a0_world)])
+    bones = matvec(basis, np.diff(positions, axis=0))
+    along, height, across = bones.T.copy()  # unit-stride rows for arctan2 (vectors.unit_stride)
+    headings = np.arctan2(across, along)
+    relative = np.angle(np.exp(1j * np.diff(headings)))
+    in_plane_lengths = np.hypot(along, across)
+    in_plane = in_plane_lengths > STRAIGHT_TOLERANCE * chain.reach
+    # Each bent joint keeps its sense (the seed: bend as the preferred pose does); a joint
+    # straight in the preferred pose, or with a bone out of the plane, may go either way.
+    bent = (np.abs(relative) > STRAIGHT_TOLERANCE) & in_plane[1:] & in_plane[:-1]
+    lower, upper = np.full(n, -np.inf), np.full(n, np.inf)
+    lower[1:] = np.where(bent, np.where(relative > 0.0, -relative, -np.pi - relative), -np.inf)
+    upper[1:] = np.where(bent, np.where(relative > 0.0, np.pi - relative, -relative), np.inf)
+    # The plane chain lives in plane coordinates (x = a0, y = n0 × a0, z = n0, start joint at
+    # the origin): its joints turn about z alone, so every world axis is exactly (0, 0, 1).
+    # With general rotations the core's world axes (stacked BLAS products, rounded differently
+    # with each block's memory alignment) made a frame's in-plane solve depend on its place in
+    # the batch: measured, a 4-bone chain in a tilted root frame differed in the last bits
+    # between a batch and the same batch reversed.
+    turns = np.diff(np.concatenate([[0.0], headings]))
+    c, s = np.cos(turns), np.sin(turns)
+    rest = np.zeros((n, 3, 3))
+    rest[:, 0, 0], rest[:, 0, 1], rest[:, 1, 0], rest[:, 1, 1], rest[:, 2, 2] = c, -s, s, c, 1.0
+    segments = np.stack([in_plane_lengths, np.zeros(n), height], -1)
+    plane_chain = Chain(
+        kinds=(JointKind.HINGE,) * n,
+        offsets=np.concatenate([np.zeros((1, 3)), segments[:-1]]),
+        rest_rotations=rest,
+        axes=np.broadcast_to([0.0, 0.0, 1.0], (n, 3)),
+        lower=lower,
+        upper=upper,
+        weights=np.ones(n),
+        tip_offset=segments[-1],
+    )
+    return PreferredPose(chain, q, positions, frames, sphere, bend_axes, plane_chain, headings, segments[:, 0])
