@@ -18,7 +18,8 @@ class MethodFacts:
     description : str
         One-sentence tooltip.
     iterative : bool
-        Reads ``max_iterations`` and ``tolerance`` (the HI solver does for chains longer than two bones).
+        Iterates toward the target: reads ``max_iterations`` and ``tolerance`` (the HI solver is
+        closed form or a 1-D root search run to machine precision, and reads the tolerance alone).
     jacobian : bool
         Builds a Jacobian (reports ``sigma_min``, accepts tip-orientation rows).
     uses_step : bool
@@ -73,7 +74,7 @@ METHOD_FACTS: dict[Method, MethodFacts] = {
     ),
     Method.HI: MethodFacts(
         "HI (Swivel)", "History-independent solver with swivel angle and preferred pose",
-        iterative=True, jacobian=False, uses_step=False, uses_damping=False, needs_preferred_pose=True,
+        iterative=False, jacobian=False, uses_step=False, uses_damping=False, needs_preferred_pose=True,
         bones=(2, None),
     ),
 }

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..analytic import two_bone_planar
-from ..result import Method, SolveOptions
-from ..solve import solve
-from ..vectors import cross, matvec
+from ..vectors import cross, matvec, unit_stride
+from .plane_chain import solve_path_parameters
 from .sphere import PreferredPose
 
-# Damping (fraction of the reach) of the in-plane DLS solve of longer chains: small enough
-# to converge like Gauss–Newton (measured 4–6 iterations to 1e-6 on a 4-bone arm), large
-# enough to bound the step where the chain straightens. The caller's own damping is for DLS proper.
-IN_PLANE_DAMPING = 1e-3
 
-
-# -------------------------------------------------------- in-plane solve
-# _unit_stride_inputs: a transcendental ufunc (arctan2, sin, …) given a strided operand goes
-# through numpy's buffered loop, and there an element's last bit depends on where the buffer
-# lands in memory: the same call on the same values gave results an ULP apart from one call to
-# the next (measured on numpy 1.26 / AVX-512). Column slices of a batch are strided, and a
-# one-row slice keeps its parent's stride although numpy calls it contiguous (so
-# ``np.ascontiguousarray`` does not copy it): a lone frame's rotation vectors differed in the
-# last bit from the same frame's in a batch. Such operands are therefore fresh unit-stride
-# copies, which the ufuncs read directly, the same way for every batch size.
 @dataclass(frozen=True, eq=False)
 class InPlane:
     """A batch of in-plane poses: the preferred pose with each joint bent about ``n0``.
@@ -40,26 +25,14 @@ class InPlane:
         ``(a0, n0, n0 × a0)`` of the preferred plane.
     tip_turns : ndarray, shape (N,)
         Angle about ``n0`` from ``a0`` to the bent chain's tip.
-    status, iterations, objective_increases, sigma_min : ndarray, shape (N,)
-        From the in-plane solve; for closed-form frames ``status`` is None
-        (judged by the final error alone), one iteration, σ_min NaN.
+    iterations : ndarray of int, shape (N,)
+        Root-finding steps of the in-plane solve (1 for closed forms).
     """
 
     bends: np.ndarray
     coordinates: np.ndarray
     tip_turns: np.ndarray
-    status: np.ndarray
     iterations: np.ndarray
-    objective_increases: np.ndarray
-    sigma_min: np.ndarray
-
-    @classmethod
-    def closed_form(cls, bends: np.ndarray, coordinates: np.ndarray, tip_turns: np.ndarray) -> "InPlane":
-        n_frames = bends.shape[0]
-        return cls(
-            bends, coordinates, tip_turns, np.full(n_frames, None, dtype=object), np.ones(n_frames, dtype=int),
-            np.zeros(n_frames, dtype=int), np.full(n_frames, np.nan),
-        )
 
 
 def plane_basis(pref: PreferredPose) -> np.ndarray:
@@ -77,41 +50,43 @@ def two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
     angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
     coordinates = np.zeros((r.size, 3, 3))
     heading = angles[:, 0] + angles[:, 1]
-    shoulder_angles = angles[:, 0].copy()  # unit-stride rows for arctan2 (vectors.unit_stride)
+    shoulder_angles = unit_stride(angles[:, 0])
     coordinates[:, 1, 0] = lengths[0] * np.cos(shoulder_angles)
     coordinates[:, 1, 2] = lengths[0] * np.sin(shoulder_angles)
     coordinates[:, 2, 0] = coordinates[:, 1, 0] + lengths[1] * np.cos(heading)
     coordinates[:, 2, 2] = coordinates[:, 1, 2] + lengths[1] * np.sin(heading)
     # two_bone_planar puts the tip on the heading of (r, 0): along a0, no tip turn.
-    return InPlane.closed_form(angles - np.array([shoulder, elbow]), coordinates, np.zeros_like(r))
+    return InPlane(angles - np.array([shoulder, elbow]), coordinates, np.zeros_like(r), np.ones(r.size, dtype=int))
 
 
-def chain_in_plane(pref: PreferredPose, r: np.ndarray, options: SolveOptions, method: Method) -> InPlane:
-    """Bends of a longer chain putting the tip at distance ``r`` along ``a0`` (or as near as it gets).
+def chain_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
+    """Bends of a longer chain putting the tip at distance ``r`` from the start joint (or as near as it gets).
 
-    Beyond the in-plane reach the answer is the chain straightened in the plane
-    (every bone's in-plane part along ``a0``), in closed form; every other frame
-    gets an in-plane solve of the plane chain from the preferred angles (bends 0).
+    A deterministic 1-D solve (``plane_chain``): the relative turns run from
+    straight to the preferred ones (``t · preferred``) for ``r`` between the
+    preferred distance and the in-plane reach, and from the preferred to the
+    curled pose below that; a bracketing root finder picks ``t``. Every bent
+    joint keeps its preferred sense. Beyond the reach the chain is straight,
+    nearer than the curled pose it is curled: the nearest poses there.
     """
-    n_frames, n = r.size, pref.chain.n_joints
-    out = InPlane.closed_form(np.empty((n_frames, n)), np.zeros((n_frames, n + 1, 3)), np.zeros(n_frames))
-    straight = r >= pref.in_plane_reach
-    out.bends[straight] = -np.concatenate([pref.bone_headings[:1], np.angle(np.exp(1j * np.diff(pref.bone_headings)))])
-    out.coordinates[straight, 1:, 0] = np.cumsum(pref.in_plane_lengths)
-    out.coordinates[straight, 1:, 1] = np.cumsum(pref.plane_chain.segment_vectors[:, 2])
-    rows = np.flatnonzero(~straight)
-    if rows.size:
-        planar_targets = np.zeros((rows.size, 3))
-        planar_targets[:, 0] = r[rows]
-        options = replace(options, damping=IN_PLANE_DAMPING * pref.chain.reach)
-        inner = solve(pref.plane_chain, planar_targets, method, options, initial=np.zeros((rows.size, n)))
-        coordinates = inner.positions[..., [0, 2, 1]]  # to the (a0, n0, n0 × a0) order used here
-        out.bends[rows] = inner.q
-        out.coordinates[rows] = coordinates
-        tips = coordinates[:, -1].T.copy()  # unit-stride rows for arctan2 (vectors.unit_stride)
-        out.tip_turns[rows] = np.arctan2(tips[2], tips[0])
-        out.status[rows] = inner.status
-        out.iterations[rows] = inner.iterations
-        out.objective_increases[rows] = inner.objective_increases
-        out.sigma_min[rows] = inner.sigma_min
-    return out
+    lengths = pref.in_plane_lengths
+    preferred, curled = pref.relative_turns, pref.curled_turns
+    wanted = np.clip(r, pref.curled_distance, pref.in_plane_reach)
+    outer = wanted >= pref.preferred_distance
+    bases = np.where(outer[:, None], 0.0, preferred)
+    directions = np.where(outer[:, None], preferred, curled - preferred)
+    t, steps = solve_path_parameters(lengths, bases, directions, wanted)
+    turns = bases + unit_stride(t)[:, None] * directions
+    turns = np.where((r >= pref.in_plane_reach)[:, None], 0.0, turns)  # exactly straight out of reach
+
+    headings = np.zeros((r.size, lengths.size))
+    np.add.accumulate(turns, axis=1, out=headings[:, 1:])
+    coordinates = np.zeros((r.size, lengths.size + 1, 3))
+    np.add.accumulate(lengths * np.cos(headings), axis=1, out=coordinates[:, 1:, 0])
+    np.add.accumulate(np.broadcast_to(pref.bone_heights, headings.shape), axis=1, out=coordinates[:, 1:, 1])
+    np.add.accumulate(lengths * np.sin(headings), axis=1, out=coordinates[:, 1:, 2])
+    tip_turns = np.arctan2(unit_stride(coordinates[:, -1, 2]), unit_stride(coordinates[:, -1, 0]))
+    bends = np.empty_like(headings)
+    bends[:, 0] = -pref.bone_headings[0]
+    bends[:, 1:] = turns - preferred
+    return InPlane(bends, coordinates, tip_turns, steps)

@@ -10,7 +10,7 @@ from ..chain import Chain
 from ..errors import IKInputError
 from ..iteration import classify
 from ..kinematics import Pose, bone_length_errors
-from ..result import Method, SolveOptions, SolveResult, Status
+from ..result import Method, SolveOptions, SolveResult
 from ..solve import register_solver, validated_targets
 from ..vectors import matvec, norm
 from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
@@ -78,7 +78,6 @@ def solve_hi(
     sphere_rotations: np.ndarray | None = None,
     options: SolveOptions | None = None,
     warning_angle: float = DEFAULT_WARNING_ANGLE,
-    in_plane_method: Method | str = Method.DLS,
 ) -> HISolveResult:
     """Solve a batch of frames with the HI solver.
 
@@ -104,13 +103,10 @@ def solve_hi(
         The parent space (see :func:`sphere_rotations_for_parent_space`); default the chain's
         root rotation every frame (``START_JOINT``).
     options : SolveOptions, optional
-        Tolerance (status) and, for chains longer than two bones, the in-plane solve's budget
-        and step clamp (its damping is ``IN_PLANE_DAMPING`` of the reach, not ``options.damping``).
+        Only the tolerance is read (it sets the status): the in-plane solve runs to
+        machine precision whatever the budget.
     warning_angle : float
         Pole distance (radians) under which ``pole_warnings`` is set; default 10°.
-    in_plane_method : Method
-        Core method of the in-plane solve for longer chains (two bones are closed-form);
-        it starts from the preferred angles every frame.
     """
     options = SolveOptions() if options is None else options
     pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
@@ -119,7 +115,6 @@ def solve_hi(
     if not np.isfinite(warning_angle) or warning_angle < 0.0:
         raise IKInputError("warning_angle", f"must be a non-negative angle, got {warning_angle!r}")
     targets = validated_targets(targets)
-    in_plane_method = Method(in_plane_method)
     chain = pref.chain
     plane = solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
 
@@ -127,7 +122,7 @@ def solve_hi(
     if chain.n_joints == 2:
         bent = two_bone_in_plane(pref, plane.r)
     else:
-        bent = chain_in_plane(pref, plane.r, options, in_plane_method)
+        bent = chain_in_plane(pref, plane.r)
     start_rotations, positions = placed_pose(pref, plane, bent)
     quats = joint_quaternions(pref, start_rotations, bent.bends)
     q = joint_variables(pref, quats, bent.bends)
@@ -135,9 +130,6 @@ def solve_hi(
     error = norm(pose.tips - targets)
     lower = pref.lower_bounds(plane.r)
     status = classify(error, error, lower, np.zeros(n_frames, dtype=bool), options.tolerance)
-    # The closed forms cannot fail; an in-plane solve can stall or run out of budget, and says so.
-    failed = (status != Status.CONVERGED) & (status != Status.UNREACHABLE) & (bent.status != None)  # noqa: E711
-    status = np.where(failed, bent.status, status)
     result = SolveResult(
         method=Method.HI,
         q=q,
@@ -148,8 +140,8 @@ def solve_hi(
         lower_bound=lower,
         iterations=bent.iterations,
         length_error=bone_length_errors(chain, pose),
-        objective_increases=bent.objective_increases,
-        sigma_min=bent.sigma_min,
+        objective_increases=np.zeros(n_frames, dtype=int),
+        sigma_min=np.full(n_frames, np.nan),
         direction_unique=plane.r > 1e-12 * chain.reach,
     )
     angles = pole_angles(plane.axes_sphere, plane.singular_directions)

@@ -10,6 +10,7 @@ from ..chain import Chain, JointKind
 from ..errors import IKInputError
 from ..kinematics import forward_kinematics
 from ..vectors import cross, dot, matvec, norm, ordered_sum, tmatvec, unit
+from .plane_chain import curled_turns, plane_distances
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -89,15 +90,22 @@ class PreferredPose:
     bend_axes : ndarray, shape (n, 3)
         The solver-plane normal in each joint's preferred frame: the axis an
         in-plane bend turns that joint about.
-    plane_chain : Chain
-        The chain frozen in its preferred pose, in plane coordinates (x = ``a0``,
-        y = ``n0 × a0``, z = ``n0``, start joint at the origin), with one hinge per
-        joint about z: its variables are the in-plane bends from the preferred
-        angles, limited so that no joint bends through straight to the other side.
     bone_headings : ndarray, shape (n,)
         Angle of each bone's in-plane part about ``n0`` from ``a0`` in the preferred pose.
     in_plane_lengths : ndarray, shape (n,)
         Length of each bone's part in the preferred plane (its full length for a planar chain).
+    bone_heights : ndarray, shape (n,)
+        Each bone's part along ``n0`` (they sum to 0: the tip lies on ``a0``).
+    relative_turns : ndarray, shape (n − 1,)
+        Preferred turn of each bone's in-plane part from the previous one's (radians, ``(−π, π]``).
+    turn_lower, turn_upper : ndarray, shape (n − 1,)
+        The box the in-plane solve keeps the turns in: ``[0, π]`` or ``[−π, 0]`` for a
+        joint bent in the preferred pose (it keeps its bend sense), ``[−π, π]`` otherwise.
+    curled_turns : ndarray, shape (n − 1,)
+        Turns in that box bringing the tip nearest the start joint (see ``plane_chain``).
+    preferred_distance, curled_distance : float
+        Start joint to tip in the preferred and in the curled pose: the in-plane solve
+        reaches every distance from ``curled_distance`` to ``in_plane_reach``.
     """
 
     chain: Chain
@@ -106,9 +114,15 @@ class PreferredPose:
     frames: np.ndarray
     sphere: SphereFrame
     bend_axes: np.ndarray
-    plane_chain: Chain
     bone_headings: np.ndarray
     in_plane_lengths: np.ndarray
+    bone_heights: np.ndarray
+    relative_turns: np.ndarray
+    turn_lower: np.ndarray
+    turn_upper: np.ndarray
+    curled_turns: np.ndarray
+    preferred_distance: float
+    curled_distance: float
 
     @property
     def in_plane_reach(self) -> float:
@@ -118,13 +132,14 @@ class PreferredPose:
     def lower_bounds(self, r: np.ndarray) -> np.ndarray:
         """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
 
-        The bones' in-plane parts turn freely about ``n0`` and their heights along it
-        cancel at the tip, so the tip reaches exactly the annulus
-        ``[max(0, 2·max(L) − ΣL), ΣL]`` of the in-plane lengths ``L`` — the core's
-        free-joint bound (SPEC §3.3) when the chain is planar, tighter when it is not.
+        The bones' in-plane parts turn about ``n0`` and their heights along it cancel
+        at the tip, and every bent joint keeps its preferred sense, so the tip reaches
+        exactly the distances ``[curled_distance, ΣL]`` of the in-plane lengths ``L``:
+        the core's free-joint bound (SPEC §3.3) when the chain is planar and may fold
+        freely, tighter when it is not (bones out of the plane, bend senses kept).
         """
         lengths = self.in_plane_lengths
-        inner = max(0.0, 2.0 * lengths.max() - lengths.sum())
+        inner = max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
         return np.maximum(0.0, np.maximum(r - lengths.sum(), inner - r))
 
     @property
@@ -201,7 +216,6 @@ def _derive_preferred_pose(chain: Chain, q: np.ndarray) -> PreferredPose:
                 f"joint {j} cannot bend in the solver plane: its last axis is not the plane's normal "
                 "(make it a ball joint, or a hinge about the normal)",
             )
-    n = chain.n_joints
     basis = np.stack([a0_world, n0_world, cross(n0_world, a0_world)])
     bones = matvec(basis, np.diff(positions, axis=0))
     along, height, across = bones.T.copy()  # unit-stride rows for arctan2 (vectors.unit_stride)
@@ -212,28 +226,11 @@ def _derive_preferred_pose(chain: Chain, q: np.ndarray) -> PreferredPose:
     # Each bent joint keeps its sense (the seed: bend as the preferred pose does); a joint
     # straight in the preferred pose, or with a bone out of the plane, may go either way.
     bent = (np.abs(relative) > STRAIGHT_TOLERANCE) & in_plane[1:] & in_plane[:-1]
-    lower, upper = np.full(n, -np.inf), np.full(n, np.inf)
-    lower[1:] = np.where(bent, np.where(relative > 0.0, -relative, -np.pi - relative), -np.inf)
-    upper[1:] = np.where(bent, np.where(relative > 0.0, np.pi - relative, -relative), np.inf)
-    # The plane chain lives in plane coordinates (x = a0, y = n0 × a0, z = n0, start joint at
-    # the origin): its joints turn about z alone, so every world axis is exactly (0, 0, 1).
-    # With general rotations the core's world axes (stacked BLAS products, rounded differently
-    # with each block's memory alignment) made a frame's in-plane solve depend on its place in
-    # the batch: measured, a 4-bone chain in a tilted root frame differed in the last bits
-    # between a batch and the same batch reversed.
-    turns = np.diff(np.concatenate([[0.0], headings]))
-    c, s = np.cos(turns), np.sin(turns)
-    rest = np.zeros((n, 3, 3))
-    rest[:, 0, 0], rest[:, 0, 1], rest[:, 1, 0], rest[:, 1, 1], rest[:, 2, 2] = c, -s, s, c, 1.0
-    segments = np.stack([in_plane_lengths, np.zeros(n), height], -1)
-    plane_chain = Chain(
-        kinds=(JointKind.HINGE,) * n,
-        offsets=np.concatenate([np.zeros((1, 3)), segments[:-1]]),
-        rest_rotations=rest,
-        axes=np.broadcast_to([0.0, 0.0, 1.0], (n, 3)),
-        lower=lower,
-        upper=upper,
-        weights=np.ones(n),
-        tip_offset=segments[-1],
+    lower = np.where(bent & (relative > 0.0), 0.0, -np.pi)
+    upper = np.where(bent & (relative < 0.0), 0.0, np.pi)
+    curled = curled_turns(in_plane_lengths, lower, upper, relative)
+    return PreferredPose(
+        chain, q, positions, frames, sphere, bend_axes, headings, in_plane_lengths, height, relative, lower, upper,
+        curled, float(plane_distances(in_plane_lengths, relative[None])[0]),
+        float(plane_distances(in_plane_lengths, curled[None])[0]),
     )
-    return PreferredPose(chain, q, positions, frames, sphere, bend_axes, plane_chain, headings, segments[:, 0])

@@ -1,0 +1,147 @@
+"""The HI solver's plane chain: bones turning about n0 alone, described by their relative turns.
+
+A chain of in-plane lengths ``L (n,)`` whose bone ``j ≥ 1`` turns by ``α_j``
+relative to bone ``j − 1`` (bone 0 along +x): its tip is
+``Σ_j L_j (cos ψ_j, sin ψ_j)`` with headings ``ψ = (0, α_1, α_1 + α_2, …)``.
+Each bent joint keeps the sense of its preferred bend, ``α_j ∈ [0, π]`` or
+``[−π, 0]`` (a joint straight in the preferred pose may turn either way), so
+the turns live in a box; straight (all zero) is its farthest pose.
+
+The in-plane solve looks for the root-to-tip distance ``r`` along a path in that
+box: from straight to the preferred turns (scaled by ``t ∈ [0, 1]``), then on to
+the *curled* pose nearest the root (:func:`curled_turns`). The distance is
+continuous along the path, so every distance between the curled pose's and the
+full in-plane reach is met (intermediate values), and a bracketing root finder
+(Illinois false position, with a bisection every few steps) finds it. Every step
+is elementwise per frame and a frame stops when its own bracket is tight, so a
+frame's bends never depend on its batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..vectors import unit_stride
+
+# Root finding stops where the distance is this close (relative to the in-plane reach):
+# a few units in the last place of the sum of the bones.
+DISTANCE_TOLERANCE = 4e-16
+# … or where the bracket on the path parameter is this narrow.
+PARAMETER_TOLERANCE = 1e-16
+# Enough for any bracket to shrink below PARAMETER_TOLERANCE with one bisection every
+# BISECTION_EVERY steps (Illinois alone converges superlinearly on smooth paths: ~8 steps).
+MAX_ROOT_STEPS = 240
+BISECTION_EVERY = 4
+# Coordinate-descent sweeps when searching the curled pose, and the most box corners tried as starts.
+CURL_SWEEPS = 60
+CURL_CORNER_JOINTS = 8
+
+
+def plane_tips(lengths: np.ndarray, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Tip coordinates ``x, y (M,)`` of plane chains with relative ``turns (M, n − 1)``."""
+    headings = np.zeros((turns.shape[0], lengths.size))
+    np.add.accumulate(turns, axis=1, out=headings[:, 1:])  # sequential: the same bits in any batch
+    x = np.add.accumulate(lengths * np.cos(headings), axis=1)[:, -1]
+    y = np.add.accumulate(lengths * np.sin(headings), axis=1)[:, -1]
+    return x, y
+
+
+def plane_distances(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """Root-to-tip distances ``(M,)`` of plane chains with relative ``turns (M, n − 1)``."""
+    x, y = plane_tips(lengths, turns)
+    return np.hypot(x, y)
+
+
+def curled_turns(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, preferred: np.ndarray) -> np.ndarray:
+    """Relative turns ``(n − 1,)`` in the box ``[lower, upper]`` bringing the tip nearest the root.
+
+    Coordinate descent, each joint's best turn in closed form (the tip circles that
+    joint, so its distance to the root is least where the joint-to-tip vector points
+    back at the root, or at the box end nearest that). Started from the preferred
+    turns first, then from the box's corners (or, for long chains, fixed
+    pseudo-random points), the nearest result is kept: computed once per preferred pose.
+    """
+    m = preferred.size
+    if m == 0:
+        return preferred.copy()
+    starts = [preferred, np.clip(np.zeros(m), lower, upper)]
+    finite_lower = np.where(np.isfinite(lower), lower, -np.pi)
+    finite_upper = np.where(np.isfinite(upper), upper, np.pi)
+    if m <= CURL_CORNER_JOINTS:
+        starts += [np.where(np.array(c, bool), finite_upper, finite_lower) for c in itertools.product((0, 1), repeat=m)]
+    else:
+        rng = np.random.default_rng(0)
+        starts += list(rng.uniform(finite_lower, finite_upper, (256, m)))
+    turns = np.array(starts, dtype=float)
+    for _ in range(CURL_SWEEPS):
+        for j in range(m):
+            turns[:, j] = _best_turn(lengths, turns, j, finite_lower[j], finite_upper[j])
+    distances = plane_distances(lengths, turns)
+    # The first start within rounding of the least distance: the preferred start wins ties.
+    best = int(np.flatnonzero(distances <= distances.min() + 1e-12 * lengths.sum())[0])
+    return turns[best]
+
+
+def _best_turn(lengths: np.ndarray, turns: np.ndarray, j: int, low: float, high: float) -> np.ndarray:
+    """Joint ``j + 1``'s turn ``(S,)`` in ``[low, high]`` (span ≤ 2π) nearest the root, the others held."""
+    headings = np.zeros((turns.shape[0], lengths.size))
+    np.add.accumulate(turns, axis=1, out=headings[:, 1:])
+    px = np.add.accumulate(lengths * np.cos(headings), axis=1)
+    py = np.add.accumulate(lengths * np.sin(headings), axis=1)
+    # Joint j + 1 sits at the end of bone j; the part it turns runs from there to the tip.
+    # Unit-stride copies: strided operands of arctan2 round differently (vectors.unit_stride),
+    # and every process must find the same curled pose.
+    jx, jy = unit_stride(px[:, j]), unit_stride(py[:, j])
+    wx, wy = px[:, -1] - jx, py[:, -1] - jy
+    # Best: w pointing from the joint back at the root, i.e. heading atan2(−jy, −jx).
+    best = turns[:, j] + np.arctan2(-jy, -jx) - np.arctan2(wy, wx)
+    shifted = low + np.mod(best - low, 2.0 * np.pi)
+    inside = shifted <= high
+    # Outside the box, the end nearer (on the circle) to the best heading.
+    gap_low = np.abs(np.mod(low - best + np.pi, 2.0 * np.pi) - np.pi)
+    gap_high = np.abs(np.mod(high - best + np.pi, 2.0 * np.pi) - np.pi)
+    return np.where(inside, shifted, np.where(gap_low <= gap_high, low, high))
+
+
+def solve_path_parameters(
+    lengths: np.ndarray, bases: np.ndarray, directions: np.ndarray, r: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Path parameters ``t (M,)`` in ``[0, 1]`` with ``distance(bases + t · directions) = r``, and steps used.
+
+    Needs ``distance(bases) ≥ r ≥ distance(bases + directions)`` per row (a bracket).
+    """
+    scale = lengths.sum()
+    lo, hi = np.zeros(r.shape), np.ones(r.shape)
+    f_lo = plane_distances(lengths, bases) - r
+    f_hi = plane_distances(lengths, bases + directions) - r
+    w_lo, w_hi = f_lo.copy(), f_hi.copy()
+    last_lo = np.zeros(r.shape, dtype=bool)
+    steps = np.zeros(r.shape, dtype=int)
+    active = (f_lo > DISTANCE_TOLERANCE * scale) & (f_hi < -DISTANCE_TOLERANCE * scale)
+    for k in range(MAX_ROOT_STEPS):
+        rows = np.flatnonzero(active)
+        if rows.size == 0:
+            break
+        a, b, wa, wb = lo[rows], hi[rows], w_lo[rows], w_hi[rows]
+        if k % BISECTION_EVERY == BISECTION_EVERY - 1:
+            c = 0.5 * (a + b)
+        else:
+            c = a + wa * (b - a) / (wa - wb)
+            c = np.where((c > a) & (c < b), c, 0.5 * (a + b))
+        fc = plane_distances(lengths, bases[rows] + unit_stride(c)[:, None] * directions[rows]) - r[rows]
+        up = fc > 0.0
+        # Illinois: an end kept twice in a row has its weight halved, so the next guess moves off it.
+        was_lo = last_lo[rows]
+        lo[rows] = np.where(up, c, a)
+        f_lo[rows] = np.where(up, fc, f_lo[rows])
+        w_lo[rows] = np.where(up, fc, np.where(~was_lo & (k > 0), 0.5 * wa, wa))
+        hi[rows] = np.where(up, b, c)
+        f_hi[rows] = np.where(up, f_hi[rows], fc)
+        w_hi[rows] = np.where(up, np.where(was_lo & (k > 0), 0.5 * wb, wb), fc)
+        last_lo[rows] = up
+        steps[rows] += 1
+        done = (np.abs(fc) <= DISTANCE_TOLERANCE * scale) | (hi[rows] - lo[rows] <= PARAMETER_TOLERANCE)
+        active[rows] = ~done
+    return np.where(np.abs(f_lo) <= np.abs(f_hi), lo, hi), steps
