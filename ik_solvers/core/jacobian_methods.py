@@ -12,8 +12,11 @@ from .step_input import StepInput
 from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
 from .rotations import rotvecs_from_matrices
 from .linear_algebra import PINV_RCOND, gram_matrices, smallest_eigenvalues, solve_spd3
-from .vectors import dot, matmul, matvec, norm, tmatvec
+from .vectors import dot, matmul, matvec, norm, ordered_sum, tmatvec
 
+# Least damping λ² as a fraction of trace(J Jᵀ): far above the rounding of the Gram matrix's
+# eigenvalues (~1e-16 of the trace), far below any damping that slows convergence (λ ≈ 1e-6 √trace).
+DAMPING_FLOOR = 1e-12
 # Armijo constant of the backtracking line search (Nocedal & Wright use 1e-4).
 ARMIJO = 1e-4
 # Halvings before the line search gives up and takes no step.
@@ -97,17 +100,28 @@ def pseudo_inverse_step(state: StepInput) -> np.ndarray:
 
 
 def _damped_step(
-    state: StepInput, j: np.ndarray, residuals: np.ndarray, root_w: np.ndarray, damping_squared: np.ndarray | float
+    state: StepInput,
+    j: np.ndarray,
+    residuals: np.ndarray,
+    root_w: np.ndarray | None,
+    damping_squared: np.ndarray | float,
+    gram: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``Δq = −W Jᵀ (J W Jᵀ + λ² I)⁻¹ e`` (wide form) or ``−W (W Jᵀ J + λ² I)⁻¹ Jᵀ e`` (tall form)."""
+    """``Δq = −W Jᵀ (J W Jᵀ + λ² I)⁻¹ e`` (wide form) or ``−W (W Jᵀ J + λ² I)⁻¹ Jᵀ e`` (tall form).
+
+    ``λ²`` is floored at ``DAMPING_FLOOR`` of the Gram matrix's trace, so the
+    system stays positive definite in floating point whatever the chain's scale
+    or the damping asked for (a singular pose with a vanishing residual gave a
+    singular system: ``LinAlgError`` or a 0/0 in the closed-form solve).
+    """
+    gram = gram_matrices(j) if gram is None else gram
     lam2 = damping_squared if np.isscalar(damping_squared) else damping_squared[:, None, None]
-    rows, cols = j.shape[1], j.shape[2]
-    if cols >= rows:
-        system = matmul(j, np.swapaxes(j, 1, 2)) + lam2 * np.eye(rows)
-        x = solve_spd3(system, residuals)
-        y = -tmatvec(j, x)
+    trace = ordered_sum(np.diagonal(gram, axis1=1, axis2=2), 1)
+    lam2 = np.maximum(lam2, (DAMPING_FLOOR * trace + 1e-300)[:, None, None])
+    system = gram + lam2 * np.eye(gram.shape[-1])
+    if j.shape[2] >= j.shape[1]:
+        y = -tmatvec(j, solve_spd3(system, residuals))
     else:
-        system = matmul(np.swapaxes(j, 1, 2), j) + lam2 * np.eye(cols)
         y = -np.linalg.solve(system, tmatvec(j, residuals)[..., None])[..., 0]
     return _finish(state, y, root_w)
 
@@ -142,6 +156,4 @@ def sdls_step(state: StepInput) -> np.ndarray:
     opts = state.options
     error = norm(residuals)
     lam = sdls_damping(np.sqrt(np.maximum(eig, 0.0)), opts.damping, opts.damping_max, opts.sigma_threshold, error)
-    # Keep the system positive definite where both σ_min and the error vanish.
-    floor = (PINV_RCOND * np.trace(gram, axis1=1, axis2=2)) ** 2 + 1e-300
-    return _damped_step(state, j, residuals, root_w, np.maximum(lam**2, floor))
+    return _damped_step(state, j, residuals, root_w, lam**2, gram)

@@ -64,7 +64,10 @@ def solve_spd3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     columns = np.swapaxes(a, 1, 2)
     adjugate_rows = cross(columns[:, _NEXT_ROW], columns[:, _AFTER_NEXT_ROW])
     determinant = dot(columns[:, 0], adjugate_rows[:, 0])
-    return matvec(adjugate_rows, b) / determinant[:, None]
+    # A singular system (only where the caller's damping underflowed) gives no step, not 0/0.
+    singular = determinant == 0.0
+    x = matvec(adjugate_rows, b) / np.where(singular, 1.0, determinant)[:, None]
+    return np.where(singular[:, None], 0.0, x)
 
 
 _NEXT_ROW = np.array([1, 2, 0])

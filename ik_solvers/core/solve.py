@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -10,11 +11,12 @@ from .analytic import solve_analytic
 from .chain import Chain, JointKind
 from .errors import IKInputError
 from .heuristic_methods import ccd_step, fabrik_step
-from .iteration import run_iterations
+from .iteration import classify, run_iterations
 from .jacobian_methods import dls_step, pseudo_inverse_step, sdls_step, transpose_step
 from .kinematics import forward_kinematics, root_joint_positions, world_axes
-from .result import Method, SolveOptions, SolveResult
+from .result import Method, SolveOptions, SolveResult, Status
 from .step_input import StepFunction
+from .vectors import dot, norm
 
 SolverFunction = Callable[..., SolveResult]
 """``(chain, targets (N, 3), q0 (N, n_dof), options, **method_args) -> SolveResult``."""
@@ -88,8 +90,9 @@ def solve(
     Raises
     ------
     IKInputError
-        Before computing anything, for non-finite or mis-shaped input, or a
-        target off the plane of a planar chain.
+        Before computing anything, for non-finite or mis-shaped input. (A planar
+        chain given a target off its plane reaches the nearest point it can and
+        reports ``UNREACHABLE`` with the distance to it as the lower bound.)
     """
     try:
         method = Method(method)
@@ -109,8 +112,14 @@ def solve(
             raise IKInputError("initial", f"expected shape (N, {chain.n_dof}) or ({chain.n_dof},)")
         if not np.all(np.isfinite(q0)):
             raise IKInputError("initial", "must be finite")
-    check_in_plane(chain, targets, q0)
-    return SOLVERS[method](chain, targets, q0, options, **method_args)
+    normal = plane_normal(chain, q0)
+    if normal is None:
+        return SOLVERS[method](chain, targets, q0, options, **method_args)
+    # A planar chain reaches only its plane: solve for each target's foot on it, then
+    # measure against the target itself (its height adds to the error and the bound).
+    heights = dot(targets - root_joint_positions(chain), normal)
+    feet = targets - heights[:, None] * normal
+    return _measured_off_plane(chain, SOLVERS[method](chain, feet, q0, options, **method_args), targets, q0, heights, options)
 
 
 def validated_targets(targets: np.ndarray) -> np.ndarray:
@@ -126,7 +135,11 @@ def validated_targets(targets: np.ndarray) -> np.ndarray:
 
 
 def plane_normal(chain: Chain, q: np.ndarray) -> np.ndarray | None:
-    """World normal ``(3,)`` of a planar chain (all hinges, parallel axes, joints in one plane), else None."""
+    """World normal ``(3,)`` of a planar chain (all hinges, parallel axes, joints in one plane), else None.
+
+    Read off the first row of ``q``: the solve takes a chain as planar or not for the whole
+    batch, so a batch's starting poses should agree on it (rest or reference poses do).
+    """
     if any(kind is not JointKind.HINGE for kind in chain.kinds):
         return None
     pose = forward_kinematics(chain, q[:1])
@@ -140,12 +153,21 @@ def plane_normal(chain: Chain, q: np.ndarray) -> np.ndarray | None:
     return normal
 
 
-def check_in_plane(chain: Chain, targets: np.ndarray, q0: np.ndarray) -> None:
-    """Refuse targets off a planar chain's plane: no joint could ever move toward them."""
-    normal = plane_normal(chain, q0)
-    if normal is None:
-        return
-    heights = (targets - root_joint_positions(chain)) @ normal
-    off = np.flatnonzero(np.abs(heights) > 1e-9 * chain.reach)
-    if off.size:
-        raise IKInputError("targets", f"target {int(off[0])} lies {heights[off[0]]:.3g} off the planar chain's plane")
+def _measured_off_plane(
+    chain: Chain, result: SolveResult, targets: np.ndarray, q0: np.ndarray, heights: np.ndarray, options: SolveOptions
+) -> SolveResult:
+    """A planar chain's result for the targets' feet on its plane, measured against the targets.
+
+    The error is the distance to the target; the lower bound ``√(b² + h²)`` for the
+    foot's own bound ``b`` and the target's height ``h`` off the plane (the nearest
+    reachable point is the foot's). Off-plane targets are classified again, so they
+    end ``UNREACHABLE`` at that bound, never ``CONVERGED``.
+    """
+    off = heights != 0.0
+    if not np.any(off):
+        return result
+    error = norm(result.positions[:, -1] - targets)
+    lower = np.where(off, np.hypot(result.lower_bound, heights), result.lower_bound)
+    start_error = norm(forward_kinematics(chain, q0).tips - targets)
+    again = classify(error, start_error, lower, result.status == Status.STALLED, options.tolerance)
+    return replace(result, error=error, lower_bound=lower, status=np.where(off, again, result.status))

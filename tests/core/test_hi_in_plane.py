@@ -107,3 +107,20 @@ def test_targets_nearer_than_any_preferred_bend_allows_are_unreachable_at_the_bo
     np.testing.assert_allclose(result.error, result.lower_bound, atol=1e-12)
     turns = _turns_about(forward_kinematics(chain, result.q).positions, solved.solver_normals)
     assert np.all(turns * _preferred_senses(chain, preferred, solved.sphere.n0) >= -1e-12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plane_chains_and_reachable_targets(), st.sampled_from([1e-12, 1e-9, 1e-3, 1.0, 1e3, 1e9, 1e12]))
+def test_far_and_near_targets_give_finite_poses_at_or_above_the_bound(case, level):
+    # Issue 11: any finite target from 1e-12 to 1e12 of the reach, no exception and no NaN.
+    lengths, heading, preferred_turns, _, direction, _ = case
+    chain, preferred = _ball_chain_bent(lengths, heading, preferred_turns)
+    if np.linalg.norm(direction) < 1e-3:
+        direction = np.array([0.0, 0.0, 1.0])
+    target = direction / np.linalg.norm(direction) * level * chain.reach
+    with np.errstate(divide="raise", invalid="raise"):
+        result = solve_hi(chain, target, preferred).result
+    assert np.all(np.isfinite(result.q)) and np.all(np.isfinite(result.positions))
+    assert result.error[0] >= result.lower_bound[0] - 1e-12 * chain.reach - 1e-14 * np.linalg.norm(target)
+    assert result.status[0] in (Status.CONVERGED, Status.UNREACHABLE)
+    assert result.length_error[0] <= 1e-12 * chain.reach
