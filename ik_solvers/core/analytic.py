@@ -179,8 +179,12 @@ def solve_analytic(
     options: SolveOptions,
     *,
     bend_directions: np.ndarray | None = None,
+    reference: np.ndarray | None = None,
 ) -> SolveResult:
     """Exact two-bone solve in 3D, one closed-form step from ``q0``.
+
+    ``reference`` is accepted and ignored: the answer is closed form (its bend
+    plane comes from ``q0`` or ``bend_directions``).
 
     Parameters
     ----------

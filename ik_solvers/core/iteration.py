@@ -29,6 +29,10 @@ from .vectors import norm
 STALL_STEP = 1e-13
 # F = ½|p − t|² must rise by more than this to count as an increase (SPEC §4.1).
 OBJECTIVE_RISE = 1e-12
+# Relative rounding of a far target's error and bound: both are distances of ~r computed
+# apart, each good to a few units in the last place, so "at the bound" allows this much of it
+# (a target 1e12 of the reach away has error − bound ~ 1e-4 from rounding alone).
+DISTANCE_ROUNDING = 1e-14
 
 
 def run_iterations(
@@ -42,11 +46,14 @@ def run_iterations(
     has_jacobian: bool = False,
     target_rotations: np.ndarray | None = None,
     warm_start: StepFunction | None = None,
+    reference: np.ndarray | None = None,
 ) -> SolveResult:
     """Iterate ``step`` from ``q0 (N, n_dof)`` toward ``targets (N, 3)`` and classify each outcome.
 
     ``warm_start`` (the FABRIK step, passed in by the registry) runs
     ``options.warm_start_passes`` times before the method's own iterations.
+    ``reference (N, n_dof)`` is the pose the steps pull toward where the target
+    leaves freedom (``options.reference_weight``; ignored when that is 0).
     """
     q = np.array(q0, dtype=float)
     pose = forward_kinematics(chain, q)
@@ -55,6 +62,8 @@ def run_iterations(
     aims = nearest_reachable_points(chain, targets, lower)
     n_batch = q.shape[0]
     everyone = np.arange(n_batch)
+    if options.reference_weight == 0.0:
+        reference = None
     if options.warm_start_passes and warm_start is not None:
         for _ in range(options.warm_start_passes):
             q = warm_start(StepInput(chain, q, pose, targets, aims, pose.tips - aims, options, everyone))
@@ -75,7 +84,9 @@ def run_iterations(
         if idx.size == n_batch:
             # The whole batch is active: plain arrays, no gathers or scatters.
             q_old = q
-            state = StepInput(chain, q, pose, targets, aims, pose.tips - aims, options, idx, target_rotations)
+            state = StepInput(
+                chain, q, pose, targets, aims, pose.tips - aims, options, idx, target_rotations, reference
+            )
         else:
             q_old = q[idx]
             sub_pose = Pose(frames=frames[idx], positions=positions[idx])
@@ -83,6 +94,7 @@ def run_iterations(
             state = StepInput(
                 chain, q_old, sub_pose, targets[idx], sub_aims, sub_pose.tips - sub_aims, options, idx,
                 None if target_rotations is None else target_rotations[idx],
+                None if reference is None else reference[idx],
             )
         q_new = step(state)
         moved = np.abs(q_new - q_old).max(axis=1) > STALL_STEP
@@ -150,7 +162,7 @@ def finish_levels(lower: np.ndarray, tolerance: float) -> np.ndarray:
     the tolerance, since nothing better than the bound exists (so that
     UNREACHABLE means "at the bound").
     """
-    return np.where(lower > 0.0, np.maximum(tolerance, lower + 1e-3 * tolerance), tolerance)
+    return np.where(lower > 0.0, np.maximum(tolerance, lower * (1.0 + DISTANCE_ROUNDING) + 1e-3 * tolerance), tolerance)
 
 
 def classify(
@@ -164,7 +176,7 @@ def classify(
     status = np.full(error.shape, Status.BUDGET_EXHAUSTED, dtype=object)
     status[stalled] = Status.STALLED
     status[error > start_error + OBJECTIVE_RISE] = Status.DIVERGED
-    status[(lower > 0.0) & (error - lower <= tolerance)] = Status.UNREACHABLE
+    status[(lower > 0.0) & (error - lower <= tolerance + DISTANCE_ROUNDING * lower)] = Status.UNREACHABLE
     status[error <= tolerance] = Status.CONVERGED
     return status
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from .step_input import StepInput
-from .kinematics import apply_increments, clamp_step, forward_kinematics, jacobian, position_jacobian
+from .kinematics import (
+    apply_increments,
+    clamp_step,
+    forward_kinematics,
+    increments_toward,
+    jacobian,
+    joint_step_angles,
+    position_jacobian,
+)
 from .rotations import rotvecs_from_matrices
 from .linear_algebra import PINV_RCOND, gram_matrices, smallest_eigenvalues, solve_spd3
 from .vectors import dot, matmul, matvec, norm, ordered_sum, tmatvec
@@ -43,10 +51,45 @@ def _scaled_problem(state: StepInput, residuals: np.ndarray) -> tuple[np.ndarray
     return (j if root_w is None else j * root_w), residuals, root_w
 
 
-def _finish(state: StepInput, y: np.ndarray, root_w: np.ndarray | None) -> np.ndarray:
-    """Clamp and apply a step given in weight-scaled variables ``y``."""
+def _reference_pull(state: StepInput, root_w: np.ndarray | None) -> np.ndarray | None:
+    """The step ``z (M, n_dof)`` toward the reference pose, in weight-scaled variables, or None.
+
+    ``reference_weight`` of the way from the current pose to the reference per
+    iteration (ball joints along the shorter arc); the methods keep only its part
+    in the null space of the task, so the target still sets the pose wherever it can.
+    """
+    if state.reference is None:
+        return None
+    pull = state.options.reference_weight * increments_toward(state.chain, state.q, state.reference)
+    return pull if root_w is None else pull / root_w
+
+
+def _null_space_part(j: np.ndarray, pull: np.ndarray) -> np.ndarray:
+    """``(I − J⁺ J) z``: the part of ``z (M, n_dof)`` that leaves the task unchanged to first order.
+
+    ``J⁺`` regularised only by ``DAMPING_FLOOR`` (an exact projector away from
+    singular directions): a projector damped like the task step would leak
+    ``λ²``-sized pulls into the task and hold DLS off its target for good.
+    """
+    return pull + _damped_solve(j, matvec(j, pull), 0.0)
+
+
+def _finish(state: StepInput, y: np.ndarray, root_w: np.ndarray | None, pull: np.ndarray | None = None) -> np.ndarray:
+    """Clamp and apply a step given in weight-scaled variables ``y``, plus a null-space ``pull``.
+
+    The task step is clamped to ``max_step_angle`` first; the pull gets what is left
+    of that angle (so the sum never turns a joint further, and the task comes first).
+    """
     dq = y if root_w is None else y * root_w
     dq = clamp_step(state.chain, dq, state.options.max_step_angle)
+    if pull is not None:
+        pull = pull if root_w is None else pull * root_w
+        limit = state.options.max_step_angle
+        if limit is not None and np.isfinite(limit):
+            room = np.maximum(limit - joint_step_angles(state.chain, dq).max(axis=1), 0.0)
+            largest = joint_step_angles(state.chain, pull).max(axis=1)
+            pull = pull * np.minimum(1.0, room / np.maximum(largest, 1e-300))[:, None]
+        dq = dq + pull
     return apply_increments(state.chain, state.q, dq)
 
 
@@ -55,12 +98,21 @@ def transpose_step(state: StepInput) -> np.ndarray:
 
     The gradient of ``F = ½|p − t|²`` toward the real target (not the shell
     aim the other Jacobian methods use), so a line search on F is a true descent.
+    A pull toward the reference pose is projected on the task's null space and
+    added after the step.
     """
     j, residuals, root_w = _scaled_problem(state, state.pose.tips - state.targets)
     gradient = tmatvec(j, residuals)  # in scaled variables
+    pull = _reference_pull(state, root_w)
+    if pull is not None:
+        pull = _null_space_part(j, pull)
     if state.options.step is not None:
-        return _finish(state, -state.options.step * gradient, root_w)
-    return _line_search(state, j, residuals, gradient, root_w)
+        return _finish(state, -state.options.step * gradient, root_w, pull)
+    q = _line_search(state, j, residuals, gradient, root_w)
+    if pull is None:
+        return q
+    dq = clamp_step(state.chain, pull if root_w is None else pull * root_w, state.options.max_step_angle)
+    return apply_increments(state.chain, q, dq)
 
 
 def _line_search(
@@ -90,24 +142,25 @@ def _line_search(
 
 
 def pseudo_inverse_step(state: StepInput) -> np.ndarray:
-    """Gauss–Newton ``Δq = −α J⁺ e`` through the SVD (never an explicit inverse)."""
+    """Gauss–Newton ``Δq = −α J⁺ e`` through the SVD (never an explicit inverse).
+
+    With a pull ``z`` toward the reference, its null-space part ``(I − J⁺ J) z`` is added.
+    """
     j, residuals, root_w = _scaled_problem(state, state.residuals)
     u, s, vt = np.linalg.svd(j, full_matrices=False)
     inverse_s = np.where(s > PINV_RCOND * s[:, :1], 1.0 / np.maximum(s, 1e-300), 0.0)
-    y = -tmatvec(vt, inverse_s * tmatvec(u, residuals))
     alpha = 1.0 if state.options.step is None else state.options.step
-    return _finish(state, alpha * y, root_w)
+    y = -alpha * tmatvec(vt, inverse_s * tmatvec(u, residuals))
+    pull = _reference_pull(state, root_w)
+    if pull is not None:
+        pull = pull - tmatvec(vt, inverse_s * tmatvec(u, matvec(j, pull)))
+    return _finish(state, y, root_w, pull)
 
 
-def _damped_step(
-    state: StepInput,
-    j: np.ndarray,
-    residuals: np.ndarray,
-    root_w: np.ndarray | None,
-    damping_squared: np.ndarray | float,
-    gram: np.ndarray | None = None,
+def _damped_solve(
+    j: np.ndarray, residuals: np.ndarray, damping_squared: np.ndarray | float, gram: np.ndarray | None = None
 ) -> np.ndarray:
-    """``Δq = −W Jᵀ (J W Jᵀ + λ² I)⁻¹ e`` (wide form) or ``−W (W Jᵀ J + λ² I)⁻¹ Jᵀ e`` (tall form).
+    """``y = −Jᵀ (J Jᵀ + λ² I)⁻¹ e`` (wide form) or ``−(Jᵀ J + λ² I)⁻¹ Jᵀ e`` (tall form).
 
     ``λ²`` is floored at ``DAMPING_FLOOR`` of the Gram matrix's trace, so the
     system stays positive definite in floating point whatever the chain's scale
@@ -120,10 +173,22 @@ def _damped_step(
     lam2 = np.maximum(lam2, (DAMPING_FLOOR * trace + 1e-300)[:, None, None])
     system = gram + lam2 * np.eye(gram.shape[-1])
     if j.shape[2] >= j.shape[1]:
-        y = -tmatvec(j, solve_spd3(system, residuals))
-    else:
-        y = -np.linalg.solve(system, tmatvec(j, residuals)[..., None])[..., 0]
-    return _finish(state, y, root_w)
+        return -tmatvec(j, solve_spd3(system, residuals))
+    return -np.linalg.solve(system, tmatvec(j, residuals)[..., None])[..., 0]
+
+
+def _damped_step(
+    state: StepInput,
+    j: np.ndarray,
+    residuals: np.ndarray,
+    root_w: np.ndarray | None,
+    damping_squared: np.ndarray | float,
+    gram: np.ndarray | None = None,
+) -> np.ndarray:
+    """The damped step (weights ``W`` folded into ``j``), plus the null-space part ``(I − J⁺ J) z`` of the reference pull."""
+    pull = _reference_pull(state, root_w)
+    y = _damped_solve(j, residuals, damping_squared, gram)
+    return _finish(state, y, root_w, None if pull is None else _null_space_part(j, pull))
 
 
 def dls_step(state: StepInput) -> np.ndarray:

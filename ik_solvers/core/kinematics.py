@@ -278,6 +278,22 @@ def apply_increments(chain: Chain, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
     return clamp_limits(chain, out)
 
 
+def increments_toward(chain: Chain, q: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """Increments ``(N, n_dof)`` that :func:`apply_increments` would turn ``q`` into ``goal`` with (no limits).
+
+    Hinge / universal angles subtract; a ball joint's increment is the rotation
+    vector of ``R(q)ᵀ R(goal)`` in its current frame (the shorter way round).
+    """
+    out = goal - q
+    balls = chain.ball_joints
+    if balls.size:
+        idx = chain.dof_start[balls][:, None] + np.arange(3)
+        now = quaternions_from_rotvecs(q[:, idx])
+        inverse = now * np.array([1.0, -1.0, -1.0, -1.0])
+        out[:, idx] = rotvecs_from_quaternions(quaternion_products(inverse, quaternions_from_rotvecs(goal[:, idx])))
+    return out
+
+
 def root_joint_positions(chain: Chain) -> np.ndarray:
     """World position ``(3,)`` of joint 0, which no joint variable moves."""
     return chain.root_position + chain.root_rotation @ chain.offsets[0]

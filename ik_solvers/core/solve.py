@@ -19,7 +19,10 @@ from .step_input import StepFunction
 from .vectors import dot, norm
 
 SolverFunction = Callable[..., SolveResult]
-"""``(chain, targets (N, 3), q0 (N, n_dof), options, **method_args) -> SolveResult``."""
+"""``(chain, targets (N, 3), q0 (N, n_dof), options, *, reference (N, n_dof), **method_args) -> SolveResult``.
+
+``reference`` is the pose ``options.reference_weight`` pulls toward; a solver without
+such a secondary objective accepts and ignores it."""
 
 SOLVERS: dict[Method, SolverFunction] = {}
 
@@ -37,6 +40,7 @@ def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> Solver
         options: SolveOptions,
         *,
         target_rotations: np.ndarray | None = None,
+        reference: np.ndarray | None = None,
     ) -> SolveResult:
         if target_rotations is not None:
             if not has_jacobian:
@@ -46,7 +50,7 @@ def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> Solver
                 raise IKInputError("target_rotations", "must be finite")
         return run_iterations(
             method, chain, targets, q0, options, step, has_jacobian=has_jacobian, target_rotations=target_rotations,
-            warm_start=fabrik_step,
+            warm_start=fabrik_step, reference=reference,
         )
 
     solver.__name__ = f"solve_{method.value.lower()}"
@@ -69,6 +73,7 @@ def solve(
     options: SolveOptions | None = None,
     *,
     initial: np.ndarray | None = None,
+    reference: np.ndarray | None = None,
     **method_args: object,
 ) -> SolveResult:
     """Solve IK for a batch of tip targets.
@@ -81,7 +86,13 @@ def solve(
     method : Method or its name
     options : SolveOptions, optional
     initial : array_like, shape (N, n_dof) or (n_dof,), optional
-        Starting joint variables; default the rest pose.
+        Starting joint variables; default the rest pose. (For ``Method.HI``, the preferred pose.)
+    reference : array_like, shape (N, n_dof) or (n_dof,), optional
+        The pose ``options.reference_weight`` pulls toward where the target leaves
+        freedom; default ``initial``. The Jacobian methods add the pull's part in the
+        null space of the task to every step; CCD and FABRIK do not apply it (they
+        start from ``initial``, which the Blender layer sets to the reference pose);
+        ANALYTIC and HI are closed form, with their own bend rules.
     **method_args
         Extras a method takes: ``bend_directions (N, 3)`` for ANALYTIC;
         ``target_rotations (N, 3, 3)`` (tip orientation, weighted by
@@ -102,16 +113,8 @@ def solve(
         raise IKInputError("method", f"{method.value} has no registered solver")
     options = SolveOptions() if options is None else options
     targets = validated_targets(targets)
-    if initial is None:
-        q0 = chain.zero_pose(targets.shape[0])
-    else:
-        q0 = np.asarray(initial, dtype=float)
-        q0 = np.broadcast_to(q0 if q0.ndim == 2 else q0[None], (targets.shape[0], chain.n_dof)).copy() \
-            if q0.shape[-1] == chain.n_dof and q0.ndim in (1, 2) and q0.shape[0] in (1, targets.shape[0], chain.n_dof) else None
-        if q0 is None:
-            raise IKInputError("initial", f"expected shape (N, {chain.n_dof}) or ({chain.n_dof},)")
-        if not np.all(np.isfinite(q0)):
-            raise IKInputError("initial", "must be finite")
+    q0 = chain.zero_pose(targets.shape[0]) if initial is None else _poses(chain, initial, targets.shape[0], "initial")
+    method_args["reference"] = q0 if reference is None else _poses(chain, reference, targets.shape[0], "reference")
     normal = plane_normal(chain, q0)
     if normal is None:
         return SOLVERS[method](chain, targets, q0, options, **method_args)
@@ -120,6 +123,16 @@ def solve(
     heights = dot(targets - root_joint_positions(chain), normal)
     feet = targets - heights[:, None] * normal
     return _measured_off_plane(chain, SOLVERS[method](chain, feet, q0, options, **method_args), targets, q0, heights, options)
+
+
+def _poses(chain: Chain, poses: np.ndarray, n_targets: int, field: str) -> np.ndarray:
+    """Joint variables ``(N, n_dof)`` from one pose ``(n_dof,)`` or one per target, checked finite."""
+    q = np.asarray(poses, dtype=float)
+    if q.ndim not in (1, 2) or q.shape[-1] != chain.n_dof or (q.ndim == 2 and q.shape[0] not in (1, n_targets)):
+        raise IKInputError(field, f"expected shape (N, {chain.n_dof}) or ({chain.n_dof},)")
+    if not np.all(np.isfinite(q)):
+        raise IKInputError(field, "must be finite")
+    return np.broadcast_to(q if q.ndim == 2 else q[None], (n_targets, chain.n_dof)).copy()
 
 
 def validated_targets(targets: np.ndarray) -> np.ndarray:

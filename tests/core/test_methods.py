@@ -347,3 +347,59 @@ def test_any_finite_target_from_1e_12_to_1e12_of_the_reach_gives_no_exception_an
     slack = 1e-9 * chain.reach + 1e-14 * np.linalg.norm(targets, axis=1)
     assert np.all(result.error >= result.lower_bound - slack)
     assert result.length_error.max() <= 1e-12 * chain.reach
+
+
+@pytest.mark.parametrize("method", JACOBIAN, ids=lambda m: m.name)
+def test_reference_weight_keeps_a_redundant_arm_near_its_reference_and_the_elbow_bent_its_way(method):
+    # Issue 11: a ball-jointed arm (6 variables for 3 coordinates) reaching across the body,
+    # started from its reference pose (elbow bent about its local +z, as the Blender layer starts).
+    from ik_solvers.core.kinematics import increments_toward, local_rotations
+
+    chain = Chain.straight([0.30, 0.28], JointKind.BALL)
+    reference = np.array([0.0, 0.0, -0.5, 0.0, 0.0, 1.2])
+    angle, radius = np.linspace(0.2, 2.9, 40), np.linspace(0.3, 0.5, 40)
+    targets = np.concatenate([
+        np.stack([radius * np.cos(angle), radius * np.sin(angle), np.full(40, height)], -1) for height in (-0.15, 0.15)
+    ])
+    deviation, backward = {}, {}
+    for weight in (0.0, 0.3):
+        options = SolveOptions(max_iterations=200, tolerance=1e-6, reference_weight=weight)
+        result = solve(chain, targets, method, options, initial=reference)
+        assert result.count(Status.CONVERGED) == len(targets), weight
+        deviation[weight] = np.linalg.norm(increments_toward(chain, result.q, np.broadcast_to(reference, result.q.shape)), axis=1)
+        forearm = local_rotations(chain, result.q)[:, 1] @ [1.0, 0.0, 0.0]  # in the upper arm's frame
+        backward[weight] = int(np.sum(forearm[:, 1] < 0.0))
+    assert deviation[0.3].mean() < deviation[0.0].mean()
+    assert backward[0.3] == 0
+
+
+def test_reference_pose_defaults_to_the_initial_pose_and_is_validated():
+    chain = Chain.straight([0.30, 0.28], JointKind.BALL)
+    start = np.array([0.0, 0.0, -0.5, 0.0, 0.0, 1.2])
+    options = SolveOptions(reference_weight=0.3)
+    target = [[0.1, 0.3, 0.2]]
+    implicit = solve(chain, target, Method.SDLS, options, initial=start)
+    explicit = solve(chain, target, Method.SDLS, options, initial=start, reference=start)
+    np.testing.assert_array_equal(implicit.q, explicit.q)
+    other = solve(chain, target, Method.SDLS, options, initial=start, reference=np.zeros(6))
+    assert not np.array_equal(other.q, implicit.q)
+    with pytest.raises(IKInputError, match="reference"):
+        solve(chain, target, Method.SDLS, options, reference=np.zeros(5))
+    with pytest.raises(IKInputError, match="reference"):
+        solve(chain, target, Method.SDLS, options, reference=[np.nan] * 6)
+    # Weight 0 (the default) leaves every method as it was: the reference is not read.
+    plain = solve(chain, target, Method.SDLS, SolveOptions(), initial=start)
+    np.testing.assert_array_equal(plain.q, solve(chain, target, Method.SDLS, SolveOptions(), initial=start, reference=np.ones(6)).q)
+
+
+@pytest.mark.parametrize("method", JACOBIAN, ids=lambda m: m.name)
+def test_the_reference_pull_keeps_a_targets_bits_alone_and_in_a_batch(method):
+    chain = crooked_chain((JointKind.BALL, JointKind.HINGE, JointKind.UNIVERSAL, JointKind.BALL))
+    rng = np.random.default_rng(12)
+    targets = chain.root_position + rng.normal(size=(12, 3)) * 0.6
+    start = rng.normal(size=(12, chain.n_dof)) * 0.3
+    reference = rng.normal(size=(12, chain.n_dof)) * 0.3
+    options = SolveOptions(max_iterations=25, reference_weight=0.2)
+    whole = solve(chain, targets, method, options, initial=start, reference=reference).q
+    alone = [solve(chain, targets[k], method, options, initial=start[k], reference=reference[k]).q for k in range(12)]
+    np.testing.assert_array_equal(np.concatenate(alone), whole)

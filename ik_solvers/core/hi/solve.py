@@ -161,11 +161,18 @@ def solve_hi(
 
 
 def _solve_hi_registered(
-    chain: Chain, targets: np.ndarray, q0: np.ndarray, options: SolveOptions, **hi_args: object
+    chain: Chain,
+    targets: np.ndarray,
+    q0: np.ndarray,
+    options: SolveOptions,
+    *,
+    reference: np.ndarray | None = None,
+    **hi_args: object,
 ) -> SolveResult:
     """``solve(..., Method.HI, initial=preferred, **hi_args)``: the initial pose is the preferred pose.
 
-    The result carries the HI diagnostics in ``result.hi``.
+    The result carries the HI diagnostics in ``result.hi``. ``reference`` is ignored:
+    the preferred pose already decides every bend.
     """
     if np.any(q0 != q0[:1]):
         raise IKInputError("initial", "the HI solver takes one preferred pose for the whole batch (all rows equal)")
