@@ -60,11 +60,16 @@ def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     """
     angle = norm(rotvecs)
     small = angle < _SMALL_ANGLE
-    safe = np.where(small, 1.0, angle)
-    cos = np.cos(safe)
-    c = np.where(small, 1.0 - 0.5 * angle**2, cos)
-    a = np.where(small, 1.0 - angle**2 / 6.0, np.sin(safe) / safe)
-    b = np.where(small, 0.5 - angle**2 / 24.0, (1.0 - cos) / safe**2)
+    if small.any():
+        safe = np.where(small, 1.0, angle)
+        cos = np.cos(safe)
+        c = np.where(small, 1.0 - 0.5 * angle**2, cos)
+        a = np.where(small, 1.0 - angle**2 / 6.0, np.sin(safe) / safe)
+        b = np.where(small, 0.5 - angle**2 / 24.0, (1.0 - cos) / safe**2)
+    else:  # the same values with fewer array operations (no Taylor branch to select)
+        c = np.cos(angle)
+        a = np.sin(angle) / angle
+        b = (1.0 - c) / angle**2
     return (
         c[..., None, None] * np.eye(3)
         + a[..., None, None] * skew(rotvecs)
@@ -139,6 +144,8 @@ def rotvecs_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
     s = norm(v)
     angle = 2.0 * np.arctan2(s, unit_stride(q[..., 0]))
     small = s < _SMALL_ANGLE
+    if not small.any():  # the same values with fewer array operations
+        return v * (angle / s)[..., None]
     # angle / sin(angle/2) → 2 as the angle → 0 (w → 1).
     factor = np.where(small, 2.0 / np.maximum(q[..., 0], 1e-300), angle / np.where(small, 1.0, s))
     return v * factor[..., None]
@@ -153,7 +160,10 @@ def quaternions_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     """Quaternions ``(..., 4)`` ``(w, x, y, z)`` from rotation vectors ``(..., 3)``."""
     angle = norm(rotvecs)
     small = angle < _SMALL_ANGLE
-    half_sinc = np.where(small, 0.5 - angle**2 / 48.0, np.sin(angle / 2.0) / np.where(small, 1.0, angle))
+    if small.any():
+        half_sinc = np.where(small, 0.5 - angle**2 / 48.0, np.sin(angle / 2.0) / np.where(small, 1.0, angle))
+    else:  # the same values with fewer array operations
+        half_sinc = np.sin(angle / 2.0) / angle
     return np.concatenate([np.cos(angle / 2.0)[..., None], rotvecs * half_sinc[..., None]], -1)
 
 

@@ -78,6 +78,15 @@ def tmatvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 
+def _row_major_blocks(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when each of its last-two-axis matrices is row-major with unit stride, else a C-order copy."""
+    a = np.asarray(a, dtype=float)
+    if a.ndim >= 2 and a.strides[-1] == a.itemsize and a.strides[-2] >= a.shape[-1] * a.itemsize \
+            and a.strides[-2] % a.itemsize == 0:
+        return a
+    return np.ascontiguousarray(a)
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``a @ b`` for stacks of small matrices ``a (..., r, k)``, ``b (..., k, c)`` → ``(..., r, c)``.
 
@@ -87,12 +96,13 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     fancy indexing (``x[..., idx]``) or transposed views have a layout that
     depends on the batch size (a batch of one is "contiguous", a batch of many
     is not), so the same matrix went one way alone and the other in a batch:
-    measured on AVX-512, a target's pose differed in the last bit. Here both
-    operands are C-contiguous, so every matrix goes to BLAS, one call per
-    matrix; BLAS's result for one small matrix does not depend on where it sits
-    in memory (checked for 3×3 … 12×12 at every 8-byte offset and batch slice).
+    measured on AVX-512, a target's pose differed in the last bit. Here every
+    operand's matrices are row-major (copied when not), so every matrix goes to
+    BLAS, one call per matrix; BLAS's result for one small matrix does not
+    depend on where it sits in memory (checked for 3×3 … 12×12 at every 8-byte
+    offset and batch slice).
     """
-    return np.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), out=out)
+    return np.matmul(_row_major_blocks(a), _row_major_blocks(b), out=out)
 
 
 def unit(a: np.ndarray) -> np.ndarray:
