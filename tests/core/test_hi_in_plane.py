@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ik_solvers.core import Chain, JointKind, SolveOptions, Status, forward_kinematics, solve_hi
+from ik_solvers.core import Chain, JointKind, SolveOptions, Status, forward_kinematics, preferred_pose, solve_hi
 
 
 def _planar_tips(lengths: np.ndarray, heading: float, turns: np.ndarray) -> np.ndarray:
@@ -93,6 +93,11 @@ def test_leg_with_foot_follows_a_deep_squat_with_knee_and_ankle_bent_their_way()
     assert senses[0] == -senses[1]  # the knee and the ankle bend opposite ways
     turns = _turns_about(forward_kinematics(chain, result.q).positions, solved.solver_normals)
     assert np.all(turns * senses > 0.0)  # knee and ankle bent their own ways in every frame
+    # Nearer than the preferred pose the path runs toward the curled pose, which folds the knee
+    # and, the foot's angle not mattering once the ankle sits at the hip, keeps the ankle's bend.
+    pref = preferred_pose(chain, preferred)
+    np.testing.assert_allclose(np.abs(pref.curled_turns[0]), np.pi)
+    np.testing.assert_allclose(pref.curled_turns[1], pref.relative_turns[1])
     # The same frames alone give the same bits (history independence).
     alone = solve_hi(chain, targets[57], preferred).result.q[0]
     np.testing.assert_array_equal(alone, result.q[57])

@@ -41,6 +41,8 @@ CURL_SWEEPS = 200
 CURL_SETTLED = 1e-13
 CURL_CORNER_JOINTS = 5
 CURL_RANDOM_STARTS = 64
+# Ends of the search this close (fraction of the reach) count as equally near the root.
+CURL_TIE = 1e-9
 
 
 def plane_tips(lengths: np.ndarray, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,9 +95,12 @@ def curled_turns(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pref
             break
         before = now
     distances = plane_distances(lengths, turns)
-    # The first start within rounding of the least distance: the preferred start wins ties.
-    best = int(np.flatnonzero(distances <= distances.min() + 1e-12 * lengths.sum())[0])
-    return turns[best]
+    # Of the starts that end (within rounding) nearest the root, the one whose turns are nearest
+    # the preferred ones: the curled pose then differs from the preferred pose only where it must
+    # (a leg folds its knee and keeps its ankle bent, the foot's angle not mattering there).
+    nearest = np.flatnonzero(distances <= distances.min() + CURL_TIE * lengths.sum())
+    change = np.add.accumulate((turns[nearest] - preferred) ** 2, axis=1)[:, -1]
+    return turns[nearest[int(np.argmin(change))]]
 
 
 def _best_turn(lengths: np.ndarray, turns: np.ndarray, j: int, low: float, high: float) -> np.ndarray:
@@ -116,7 +121,10 @@ def _best_turn(lengths: np.ndarray, turns: np.ndarray, j: int, low: float, high:
     # Outside the box, the end nearer (on the circle) to the best heading.
     gap_low = np.abs(np.mod(low - best + np.pi, 2.0 * np.pi) - np.pi)
     gap_high = np.abs(np.mod(high - best + np.pi, 2.0 * np.pi) - np.pi)
-    return np.where(inside, shifted, np.where(gap_low <= gap_high, low, high))
+    chosen = np.where(inside, shifted, np.where(gap_low <= gap_high, low, high))
+    # A joint on the root (or a turned part of zero length) moves the tip no nearer: it keeps its turn.
+    flat = (np.hypot(jx, jy) <= 1e-12 * lengths.sum()) | (np.hypot(wx, wy) <= 1e-12 * lengths.sum())
+    return np.where(flat, turns[:, j], chosen)
 
 
 def solve_path_parameters(
