@@ -174,8 +174,10 @@ def forward_kinematics(chain: Chain, q: np.ndarray) -> Pose:
     local = joint_local_matrices(chain, q)
     frames = np.empty((n_batch, n + 1, 3, 3))
     frames[:, 0] = chain.root_rotation
+    # Slices of fresh C-order arrays: their 3×3 blocks are row-major for any batch, which is all
+    # vectors.matmul would make sure of, so np.matmul takes its BLAS path directly (no checks per joint).
     for i in range(n):
-        matmul(frames[:, i], local[:, i], out=frames[:, i + 1])
+        np.matmul(frames[:, i], local[:, i], out=frames[:, i + 1])
     positions = np.empty((n_batch, n + 1, 3))
     positions[:, 0] = chain.root_position + chain.root_rotation @ chain.offsets[0]
     segments = matvec(frames[:, 1:], chain.segment_vectors)

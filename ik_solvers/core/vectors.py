@@ -80,9 +80,10 @@ def tmatvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def _row_major_blocks(a: np.ndarray) -> np.ndarray:
     """``a`` itself when each of its last-two-axis matrices is row-major with unit stride, else a C-order copy."""
-    a = np.asarray(a, dtype=float)
-    if a.ndim >= 2 and a.strides[-1] == a.itemsize and a.strides[-2] >= a.shape[-1] * a.itemsize \
-            and a.strides[-2] % a.itemsize == 0:
+    if type(a) is not np.ndarray or a.dtype != np.float64:
+        a = np.asarray(a, dtype=float)
+    strides = a.strides
+    if a.ndim >= 2 and strides[-1] == 8 and strides[-2] >= 8 * a.shape[-1] and strides[-2] % 8 == 0:
         return a
     return np.ascontiguousarray(a)
 
