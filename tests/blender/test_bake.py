@@ -16,9 +16,11 @@ import psutil
 import pytest
 
 from conftest import add_empty, build_arm, build_armature, build_long_chain, build_two_arms
+from ik_solvers.core import METHOD_FACTS, Method
 from bpy_extras import anim_utils
 
 from ik_solvers.blender import bake, operators, sampling
+from ik_solvers.blender.chains import capture_preferred_pose
 from ik_solvers.blender.errors import IKSolversError
 from ik_solvers.blender.frames import SolvedFrames
 from ik_solvers.blender.rig import read_chain
@@ -440,6 +442,32 @@ def test_fcurve_sampling_is_refused_where_it_would_differ(baking, change, reason
     rig_chain = read_chain(obj, "forearm", 2)
     reasons = sampling.fcurve_sampling_blockers(bpy.context.scene, obj, rig_chain, chain_spec(obj, chain, rig_chain))
     assert any(r.startswith(reason) for r in reasons), reasons
+
+
+# --------------------------------------------------------------------------- re-bakes
+@pytest.mark.parametrize("method", [method.value for method in METHOD_FACTS])
+@pytest.mark.parametrize("rotation_mode", ["QUATERNION", "XZY"])
+def test_baking_the_same_range_twice_gives_bit_identical_keys(baking, method, rotation_mode):
+    """Issue 11: every method starts each frame from the chain's reference pose, never from the pose
+    at the current frame or the bake's start pose, so a re-bake (which starts on the first bake's
+    keys) writes exactly the same keys, bit for bit."""
+    scene = baking
+    obj = build_arm()
+    for bone in obj.pose.bones:
+        bone.rotation_mode = rotation_mode
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    circling_target(target, np.arange(1, 41, 6), radius=0.2)
+    chain = add_chain(obj, target, method=method)
+    if METHOD_FACTS[Method(method)].needs_preferred_pose:
+        capture_preferred_pose(obj, chain, scene)
+    scene.frame_set(1)
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    first = action_state(obj)
+    assert len(first["fcurves"]) == 8 if rotation_mode == "QUATERNION" else 6
+    scene.frame_set(1)  # the pose is now the first bake's keys
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    assert action_state(obj) == first
 
 
 # --------------------------------------------------------------------------- keys
