@@ -22,7 +22,7 @@ from conftest import (
     float32_slack,
     pose_snapshot,
 )
-from ik_solvers.core import METHOD_FACTS, Method
+from ik_solvers.core import METHOD_FACTS
 
 METHODS = sorted(m.value for m, facts in METHOD_FACTS.items() if not facts.needs_preferred_pose)
 TWO_JOINT_RIGS = {"arm", "transformed_arm"}
