@@ -112,7 +112,7 @@ class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
         chain = _active_chain(context)
         method = chain.method
         col = layout.column()
-        if method in ITERATIVE_METHODS or method == "HI":
+        if method in ITERATIVE_METHODS:
             col.prop(chain, "max_iterations")
             col.prop(chain, "tolerance")
             col.prop(chain, "max_step_angle")

@@ -135,12 +135,22 @@ def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> di
     return args
 
 
+def _analytic_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict:
+    if inputs.pole_world is None:
+        return {}
+    return {"bend_directions": _poles(spec, inputs, root_world) - _joint0_root(rig)}
+
+
+METHOD_ARGS = {
+    Method.HI: lambda spec, rig, inputs, root_world: _hi_args(spec, inputs, root_world),
+    Method.ANALYTIC: _analytic_args,
+}
+"""Builders of the extra keyword arguments of the core's ``solve`` for the methods that take any."""
+
+
 def _method_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict:
-    if spec.method is Method.HI:
-        return _hi_args(spec, inputs, root_world)
-    if spec.method is Method.ANALYTIC and inputs.pole_world is not None:
-        return {"bend_directions": _poles(spec, inputs, root_world) - _joint0_root(rig)}
-    return {}
+    build = METHOD_ARGS.get(spec.method)
+    return {} if build is None else build(spec, rig, inputs, root_world)
 
 
 def run_solve(prepared: PreparedSolve) -> SolveResult:

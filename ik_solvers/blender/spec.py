@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import IKInputError, Method, SolveOptions
+from ..core import METHOD_FACTS, IKInputError, Method, SolveOptions
 from .errors import IKSolversError
 from .rig import RigChain, joint_variables_from_quaternions, read_chain, uniform_scale
 
@@ -144,7 +144,7 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
     except IKSolversError as error:
         raise error.about(name) from None
     options = options_from_settings(chain_settings, scale)
-    if method is Method.HI or chain_settings.has_preferred_pose:
+    if METHOD_FACTS[method].needs_preferred_pose or chain_settings.has_preferred_pose:
         reference = preferred_q(chain_settings, rig)
     else:
         reference = np.zeros(rig.chain.n_dof)
