@@ -18,6 +18,7 @@ from .solving import prepare_solve
 from .spec import chain_spec
 
 __all__ = ("capture_preferred_pose", "classes", "posable_armature", "register", "unregister")
+"""``capture_preferred_pose`` is re-exported: ``tests/blender/test_ik_batch.py`` imports it from here."""
 
 
 def posable_armature(context: bpy.types.Context) -> bpy.types.Object | None:
@@ -55,8 +56,8 @@ class ActiveChainPoll:
 
 
 class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
-    """Add an IK chain ending at the active bone, with a selected Empty as its target (two bones: HI
-    keeping the current bend plane; longer chains: SVD-adaptive DLS pulled toward the current pose)"""
+    """Add an IK chain ending at the active bone, with a selected Empty as its target (two bones: HI,
+    keeping the current bend plane; other chains: SVD-adaptive DLS pulled toward the current pose)"""
 
     bl_idname = "ik_solvers.chain_add"
     bl_label = "Add IK Chain"

@@ -63,6 +63,11 @@ class ChainSpec:
     parent_space: str
     flip_threshold: float
 
+    @property
+    def bone_names(self) -> tuple[str, ...]:
+        """Every bone of the chain, start → tip."""
+        return self.rig.bone_names
+
     def read_rig(self, obj) -> RigChain:
         """The chain read again from ``obj`` (another frame's bone locations / scales)."""
         try:
