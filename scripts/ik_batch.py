@@ -265,27 +265,26 @@ def load_solved(path: Path):
 
 def chain_statistics(job, solved, bake_report, seconds: float) -> dict:
     """The ``--report`` entry of one baked chain: the add-on's ``BakeReport`` under the batch's names."""
-    report = bake_report
     entry = {
-        "armature": report.armature,
-        "chain": report.chain,
-        "method": report.method,
-        "frames": report.frames,
-        "frame_start": report.frame_start,
-        "frame_end": report.frame_end,
-        "step": report.frame_step,
-        "status_counts": report.status_counts,
-        "max_error": report.max_error,
-        "median_error": report.median_error,
-        "max_error_over_lower_bound": report.max_excess,
-        "max_error_over_lower_bound_frame": report.max_excess_frame,
-        "flips": report.flip_frames,
-        "sampling": report.sampling,
+        "armature": bake_report.armature,
+        "chain": bake_report.chain,
+        "method": bake_report.method,
+        "frames": bake_report.frames,
+        "frame_start": bake_report.frame_start,
+        "frame_end": bake_report.frame_end,
+        "step": bake_report.frame_step,
+        "status_counts": bake_report.status_counts,
+        "max_error": bake_report.max_error,
+        "median_error": bake_report.median_error,
+        "max_error_over_lower_bound": bake_report.max_excess,
+        "max_error_over_lower_bound_frame": bake_report.max_excess_frame,
+        "flips": bake_report.flip_frames,
+        "sampling": bake_report.sampling,
         "seconds": seconds,
     }
-    if report.pole_warning_frames is not None:
-        entry["pole_warning_frames"] = report.pole_warning_frames
-        entry["min_pole_distance_degrees"] = report.min_pole_distance_degrees
+    if bake_report.pole_warning_frames is not None:
+        entry["pole_warning_frames"] = bake_report.pole_warning_frames
+        entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
     return entry
 
 
