@@ -286,6 +286,20 @@ def test_unusable_chains_are_refused_with_the_scene_unchanged(baking, breakage, 
     assert action_state(obj) == before
 
 
+def test_a_solve_refused_during_the_bake_names_the_chain_once(baking):
+    """Issue 9: "Chain 'Arm', frames from 1: Chain 'Arm': …" named the chain twice."""
+    obj, _target = _prepared_arm(baking, with_action=True)
+    chain = obj.ik_solvers.chains[0]
+    chain.method = "HI"
+    capture_preferred_pose(obj, chain, baking)
+    obj.pose.bones["upper_arm"].lock_ik_x = obj.pose.bones["upper_arm"].lock_ik_y = True  # no ball start joint
+    before = action_state(obj)
+    with pytest.raises(RuntimeError, match="ball start joint") as refused:
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=20)
+    assert str(refused.value).count("'Arm'") == 1 and "Chain 'Arm' at frame 1:" in str(refused.value)
+    assert action_state(obj) == before
+
+
 # --------------------------------------------------------------------------- baked = solved
 def _live_solve_matrices(obj, frames, names, initial_rotations):
     """At each frame: reset the chain to the initial pose, run the current-frame solve, read Blender's pose."""
