@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import METHOD_FACTS, IKInputError, Method, forward_kinematics, pose_plane_normals, swivel_for_plane
+from ..core import (
+    METHOD_FACTS,
+    IKInputError,
+    Method,
+    forward_kinematics,
+    pose_plane_normals,
+    preferred_pose,
+    swivel_for_plane,
+)
 from .errors import IKSolversError
 from .rig import RigChain, basis_quaternion, read_chain, root_matrices_world, world_to_root, write_pose
 from .sampling import sample_inputs
@@ -79,6 +87,7 @@ def set_up_new_chain(obj, chain_settings, scene) -> None:
     method = default_method(len(rig.bone_names))
     if method is Method.HI:
         try:
+            preferred_pose(rig.chain, rig.q)  # the core's checks of an HI preferred pose
             chain_settings.swivel_angle = _keeping_swivel(obj, chain_settings, rig)
         except (IKInputError, IKSolversError):
             method = Method.SDLS  # e.g. a hinge start joint: HI cannot drive this chain
