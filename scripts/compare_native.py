@@ -321,9 +321,9 @@ def run_blender(spec: RigSpec, solver: tuple[str, str | None], targets_path: np.
 
 def run_ours(spec: RigSpec, method: str, targets_path: np.ndarray, path_length: int, seed: int) -> dict:
     bpy = import_bpy()
-    from ik_solvers.blender import bake as bake_module
-    from ik_solvers.blender import solving
-    from ik_solvers.blender.rig import read_chain
+    from ik_solvers.blender.sampling import sample_fcurves
+    from ik_solvers.blender.solving import prepare_solve, run_solve
+    from ik_solvers.blender.spec import chain_spec
 
     rig, target, pole = fresh_scene(spec, targets_path)
     bones = [b[0] for b in spec.bones]
@@ -345,25 +345,25 @@ def run_ours(spec: RigSpec, method: str, targets_path: np.ndarray, path_length: 
     assert result == {"FINISHED"}, result
     joints, targets, _ = evaluate(rig, bones, target, np.arange(1, n + 1))
     # The solve alone, and in other frame orders (the bake solves all frames as one batch).
-    read = read_chain(rig, chain.tip_bone, chain.chain_length)
     bpy.context.scene.frame_set(1)
-    inputs = bake_module.sample_fcurves(rig, chain, read, np.arange(1, n + 1))
-    prepared = solving.prepare_solve(rig, chain, inputs, rig=read, initial=read.q)
+    chain_spec_ = chain_spec(rig, chain)
+    inputs = sample_fcurves(rig, chain_spec_, chain_spec_.rig, np.arange(1, n + 1))
+    prepared = prepare_solve(chain_spec_, inputs)
     started = time.perf_counter()
-    outcome = solving.run_solve_full(prepared)
+    result = run_solve(prepared)
     solve_seconds = time.perf_counter() - started
     rng = np.random.default_rng(seed)
     history = {}
     for order_name, order in (("reversed", np.arange(n)[::-1]), ("shuffled", rng.permutation(n))):
-        permuted = solving.prepare_solve(rig, chain, bake_module.select_frames(inputs, order), rig=read, initial=read.q)
-        q = np.empty_like(outcome.result.q)
-        q[order] = solving.run_solve(permuted).q
-        history[order_name] = float(np.abs(q - outcome.result.q).max())
+        permuted = prepare_solve(chain_spec_, inputs.select(order))
+        q = np.empty_like(result.q)
+        q[order] = run_solve(permuted).q
+        history[order_name] = float(np.abs(q - result.q).max())
     bound = lower_bounds(rig, bones[-1], len(bones), targets)
     flips = plane_flips(joints, path_length)
     warned = None
-    if outcome.hi is not None:
-        warnings = np.asarray(outcome.hi.pole_warnings, bool)
+    if result.hi is not None:
+        warnings = np.asarray(result.hi.pole_warnings, bool)
         warned = [bool(warnings[k] or (k > 0 and warnings[k - 1])) for k in flips]
     out = stats(joints, targets, bound, flips, warned, n)
     out.update(solve_us=solve_seconds / n * 1e6, bake_us=bake_seconds / n * 1e6, history_rad=history,

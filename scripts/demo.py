@@ -244,23 +244,22 @@ def hi_diagnostics(rig, chain_name: str, frame_count: int) -> dict[str, np.ndarr
     """Pole distance, warnings and swivel per frame of an HI chain: the add-on's own solve of every
     frame's sampled inputs (history independent, so it is what the bake solved)."""
     bpy = import_bpy()
-    from ik_solvers.blender import solving
-    from ik_solvers.blender.rig import read_chain
+    from ik_solvers.blender.sampling import FrameInputs, sample_inputs
+    from ik_solvers.blender.solving import prepare_solve, run_solve
+    from ik_solvers.blender.spec import chain_spec
 
-    chain = rig.ik_solvers.chains[chain_name]
-    read = read_chain(rig, chain.tip_bone, chain.chain_length)
+    spec = chain_spec(rig, rig.ik_solvers.chains[chain_name])
     scene = bpy.context.scene
     samples = []
     for frame in range(1, frame_count + 1):
         scene.frame_set(frame)
-        samples.append(solving.sample_inputs(rig, chain, read, bpy.context.evaluated_depsgraph_get()))
-    prepared = solving.prepare_solve(rig, chain, solving.FrameInputs.stack(samples), rig=read)
-    hi = solving.run_solve_full(prepared).hi
+        samples.append(sample_inputs(rig, spec, depsgraph=bpy.context.evaluated_depsgraph_get()))
+    hi = run_solve(prepare_solve(spec, FrameInputs.stack(samples))).hi
     return {
         "pole_degrees": np.degrees(hi.pole_angles),
         "warnings": np.asarray(hi.pole_warnings, bool),
         "swivel_degrees": np.degrees(hi.swivel),
-        "threshold_degrees": math.degrees(chain.flip_threshold),
+        "threshold_degrees": math.degrees(spec.flip_threshold),
     }
 
 

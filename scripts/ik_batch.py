@@ -25,12 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,9 +236,11 @@ def make_job(obj, chain_name: str, frames: tuple[int, int], step: int):
     """A ``BakeJob`` for one chain (BatchError when the chain cannot be baked)."""
     bpy = _bpy()
     bake = _bake_module()
+    from ik_solvers.blender.errors import IKSolversError
+
     try:
         return bake.BakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, (chain_name,)))
-    except bake.BakeError as error:
+    except IKSolversError as error:
         raise BatchError(str(error)) from None
 
 
@@ -252,53 +252,39 @@ def solve_chunk(job, frames: np.ndarray):
 
 def save_solved(solved, path: Path) -> None:
     """Write a chunk's ``SolvedFrames`` for the parent process (``load_solved`` reads it back)."""
-    arrays = {"frames": solved.frames, "q": solved.q, "status": np.array([s.value for s in solved.status], dtype="U32"),
-              "error": solved.error, "bound": solved.bound, "seconds": np.array(solved.seconds)}
-    if solved.hi is not None:
-        arrays.update({f"hi_{name}": value for name, value in vars(solved.hi).items()})
-    np.savez(path, **arrays)
+    solved.save(path)
 
 
 def load_solved(path: Path):
     """The ``SolvedFrames`` that ``save_solved`` wrote, bit for bit."""
-    bake = _bake_module()
-    from ik_solvers.core import Status
+    _bpy()
+    from ik_solvers.blender.frames import SolvedFrames
 
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    hi = {k[3:]: v for k, v in arrays.items() if k.startswith("hi_")}
-    return bake.SolvedFrames(
-        frames=arrays["frames"], q=arrays["q"], status=np.array([Status(s) for s in arrays["status"]], dtype=object),
-        error=arrays["error"], bound=arrays["bound"], hi=bake.HIFrames(**hi) if hi else None,
-        seconds=float(arrays["seconds"]),
-    )
+    return SolvedFrames.load(path)
 
 
-def chain_statistics(job, solved, bake_report: dict, seconds: float) -> dict:
-    """The ``--report`` entry of one baked chain."""
-    (chain,) = job.chains
-    excess = np.maximum(solved.error - solved.bound, 0.0)
-    counts = Counter(s.value for s in solved.status)
+def chain_statistics(job, solved, bake_report, seconds: float) -> dict:
+    """The ``--report`` entry of one baked chain: the add-on's ``BakeReport`` under the batch's names."""
     entry = {
-        "armature": job.obj.name,
-        "chain": chain.settings.name,
-        "method": chain.settings.method,
-        "frames": int(len(solved.frames)),
-        "frame_start": int(solved.frames[0]),
-        "frame_end": int(solved.frames[-1]),
-        "step": int(job.options.frame_step),
-        "status_counts": {s: int(counts.get(s, 0)) for s in bake_report["status_counts"]},
-        "max_error": float(solved.error.max()),
-        "median_error": float(statistics.median(solved.error.tolist())),
-        "max_error_over_lower_bound": float(excess.max()),
-        "max_error_over_lower_bound_frame": int(solved.frames[int(np.argmax(excess))]),
-        "flips": bake_report["flip_frames"],
-        "sampling": bake_report.get("sampling"),
+        "armature": bake_report.armature,
+        "chain": bake_report.chain,
+        "method": bake_report.method,
+        "frames": bake_report.frames,
+        "frame_start": bake_report.frame_start,
+        "frame_end": bake_report.frame_end,
+        "step": bake_report.frame_step,
+        "status_counts": bake_report.status_counts,
+        "max_error": bake_report.max_error,
+        "median_error": bake_report.median_error,
+        "max_error_over_lower_bound": bake_report.max_excess,
+        "max_error_over_lower_bound_frame": bake_report.max_excess_frame,
+        "flips": bake_report.flip_frames,
+        "sampling": bake_report.sampling,
         "seconds": seconds,
     }
-    if solved.hi is not None:
-        entry["pole_warning_frames"] = int(solved.hi.pole_warnings.sum())
-        entry["min_pole_distance_degrees"] = float(np.degrees(np.nanmin(solved.hi.pole_angles)))
+    if bake_report.pole_warning_frames is not None:
+        entry["pole_warning_frames"] = bake_report.pole_warning_frames
+        entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
     return entry
 
 
@@ -358,7 +344,7 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         task = {
             "blend": str(snapshot),
             "armature": job.obj.name,
-            "chain": job.chains[0].settings.name,
+            "chain": job.chains[0].name,
             "frame_range": [int(job.options.frame_start), int(job.options.frame_end)],
             "step": int(job.options.frame_step),
             "chunks": {str(i): chunks[i].tolist() for i in indices},
@@ -401,7 +387,7 @@ def run_worker(task_path: Path) -> int:
         out = Path(task["out"])
         for index, frames in task["chunks"].items():
             save_solved(solve_chunk(job, np.array(frames, dtype=job.frames.dtype)), out / f"chunk{index}.npz")
-    except (BatchError, _bake_module().BakeError) as error:
+    except (BatchError, _bake_module().IKSolversError) as error:
         print(f"ik_batch worker: {error}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
@@ -436,7 +422,7 @@ def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> 
                 solved = bake.SolvedFrames.concatenate(parts)
                 bake_report = job.write_solved(job.chains[0], solved)
                 job.finish()
-            except bake.BakeError as error:
+            except bake.IKSolversError as error:
                 job.cancel()
                 raise BatchError(f"{obj.name}:{chain.name}: {error}") from None
             entry = chain_statistics(job, solved, bake_report, time.perf_counter() - chain_started)

@@ -2,7 +2,7 @@
 
 Two handlers drive it: ``frame_change_post`` re-solves every live chain (the frame change may have
 reset keyed bones), ``depsgraph_update_post`` re-solves a live chain only when what it reads changed
-(target, pole, root frame, swivel, settings). Our own pose writes trigger depsgraph updates too;
+(target, pole, root frame, swivel, the chain's spec). Our own pose writes trigger depsgraph updates too;
 they change none of those inputs, so they never cause another solve, and a busy flag keeps a
 handler that fires while we are writing from re-entering. The handlers are persistent (they
 outlive a file load) and hold no reference to scene data across a load: ``load_pre`` forgets
@@ -19,15 +19,12 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import solving
-from .operators import ActiveChainPoll
-from .rig import RigError, read_chain, write_pose
-
-SOLVE_SETTINGS = (
-    "tip_bone", "chain_length", "method", "max_iterations", "tolerance", "step", "damping", "max_step_angle",
-    "swivel_angle", "zero_plane_map", "parent_space", "has_preferred_pose",
-)
-"""Chain settings whose change re-solves a live chain."""
+from .chains import store_solve_outcome
+from .errors import IKSolversError
+from .rig import read_chain, write_pose
+from .sampling import FrameInputs, sample_inputs
+from .solving import prepare_solve, run_solve
+from .spec import chain_spec
 
 
 @dataclass
@@ -46,8 +43,6 @@ class LiveState:
         Between ``load_pre`` and ``load_post``.
     paused : int
         Nesting depth of :func:`paused` (a bake stepping through frames).
-    solves : int
-        Chain solves run by live mode since registration (read by tests and the benchmark).
     """
 
     signatures: dict = field(default_factory=dict)
@@ -55,7 +50,6 @@ class LiveState:
     busy: bool = False
     loading: bool = False
     paused: int = 0
-    solves: int = 0
 
     def reset(self) -> None:
         self.signatures.clear()
@@ -66,6 +60,13 @@ class LiveState:
 
 
 state = LiveState()
+
+
+def forget(obj, chain_name: str) -> None:
+    """Drop what live mode remembers of a chain (it was turned off)."""
+    key = (obj.session_uid, chain_name)
+    state.signatures.pop(key, None)
+    state.rigs.pop(key, None)
 
 
 @contextmanager
@@ -79,10 +80,10 @@ def paused() -> Iterator[None]:
         state.paused = max(state.paused - 1, 0)
 
 
-def _inputs_signature(chain, inputs: solving.FrameInputs) -> bytes:
-    arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world)
-    settings = repr(tuple(getattr(chain, name) for name in SOLVE_SETTINGS)).encode()
-    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + settings
+def _inputs_signature(spec, inputs: FrameInputs) -> bytes:
+    arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world,
+              inputs.swivel_angle)
+    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + spec.signature()
 
 
 POSE_BONE_PROPS = (
@@ -120,25 +121,10 @@ def _read_rig(obj, chain, key):
     shape = _rig_inputs(obj, chain)
     if cached is not None and cached[0] == shape:
         return cached[1]
-    return read_chain(obj, chain.tip_bone, chain.chain_length)
-
-
-def _set_outcome(chain, status: str, message: str, outcome=None, prepared=None) -> None:
-    """Store a live solve's outcome on the chain, writing only what changed (each write is an update).
-
-    HI chains also get the pole distance, so the panel's flip warning follows the live pose.
-    """
-    values = {"last_status": status, "last_message": message}
-    if outcome is not None:
-        result = outcome.result
-        error, lower_bound = solving.world_errors(prepared, result)
-        values.update(last_error=float(error[0]), last_lower_bound=float(lower_bound[0]),
-                      last_iterations=int(result.iterations[0]))
-        if outcome.hi is not None:
-            values["last_pole_distance"] = float(outcome.hi.pole_angles[0])
-    for name, value in values.items():
-        if getattr(chain, name) != value:
-            setattr(chain, name, value)
+    try:
+        return read_chain(obj, chain.tip_bone, chain.chain_length)
+    except IKSolversError as error:
+        raise error.about(chain.name) from None
 
 
 def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
@@ -168,25 +154,23 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
             for chain in chains:
                 key = (obj.session_uid, chain.name)
                 try:
-                    rig = _read_rig(obj, chain, key)
-                    inputs = solving.sample_inputs(obj, chain, rig, depsgraph)
-                    signature = _inputs_signature(chain, inputs)
+                    spec = chain_spec(obj, chain, _read_rig(obj, chain, key))
+                    inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+                    signature = _inputs_signature(spec, inputs)
                     if not force and state.signatures.get(key) == signature:
                         continue
-                    prepared = solving.prepare_solve(obj, chain, inputs, rig=rig)
-                    outcome = solving.run_solve_full(prepared)
-                    result = outcome.result
-                    write_pose(obj, rig, result.q[0])
-                except RigError as error:
+                    prepared = prepare_solve(spec, inputs)
+                    result = run_solve(prepared)
+                    write_pose(obj, spec.rig, result.q[0])
+                except IKSolversError as error:
                     state.signatures.pop(key, None)
                     state.rigs.pop(key, None)
-                    _set_outcome(chain, "ERROR", str(error))
+                    store_solve_outcome(chain, "ERROR", str(error))
                     continue
                 state.signatures[key] = signature
-                state.rigs[key] = (_rig_inputs(obj, chain), replace(rig, q=result.q[0].copy()))
-                state.solves += 1
+                state.rigs[key] = (_rig_inputs(obj, chain), replace(spec.rig, q=result.q[0].copy()))
                 solved += 1
-                _set_outcome(chain, result.status[0].value, "", outcome, prepared)
+                store_solve_outcome(chain, result.status[0].value, "", result, prepared)
     finally:
         state.busy = False
     return solved
@@ -230,40 +214,8 @@ HANDLERS = (
 )
 
 
-# --------------------------------------------------------------------------- operator
-class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
-    """Turn live mode on or off for the active chain: re-solve whenever its target moves or the frame changes"""
-
-    bl_idname = "ik_solvers.live_toggle"
-    bl_label = "Toggle Live IK"
-    bl_options = {"REGISTER", "UNDO"}
-
-
-    def execute(self, context):
-        chain = context.object.ik_solvers.active_chain
-        if chain.use_live:
-            chain.use_live = False
-            state.signatures.pop((context.object.session_uid, chain.name), None)
-            self.report({"INFO"}, f"Live IK off for '{chain.name}'.")
-            return {"FINISHED"}
-        try:
-            rig = read_chain(context.object, chain.tip_bone, chain.chain_length)
-            solving.prepare_solve(context.object, chain, rig=rig)  # refuse a chain that cannot solve now
-        except RigError as error:
-            self.report({"ERROR"}, str(error))
-            return {"CANCELLED"}
-        chain.use_live = True
-        update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=True)
-        self.report({"INFO"}, f"Live IK on for '{chain.name}'.")
-        return {"FINISHED"}
-
-
-classes = (IK_SOLVERS_OT_live_toggle,)
-
-
 def register() -> None:
-    for cls in classes:
-        bpy.utils.register_class(cls)
+    """Add live mode's handlers (its operator registers with the other operators)."""
     state.reset()
     for name, handler in HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
@@ -272,10 +224,9 @@ def register() -> None:
 
 
 def unregister() -> None:
+    """Remove live mode's handlers."""
     for name, handler in HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
         while handler in handlers:
             handlers.remove(handler)
     state.reset()
-    for cls in reversed(classes):
-        bpy.utils.unregister_class(cls)

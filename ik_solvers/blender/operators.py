@@ -1,13 +1,24 @@
-"""Chain management, single-frame solve and preferred-pose capture operators (SPEC §6)."""
+"""Every operator of the add-on (SPEC §6): chains, solve, preferred-pose capture, bake, live mode.
+
+Operators only read the context, call the logic modules and turn an ``IKSolversError`` into one
+short ``self.report`` sentence with the scene untouched; the logic modules never import this one.
+"""
 
 from __future__ import annotations
 
 import bpy
-import numpy as np
-from bpy.props import BoolProperty
+from bpy.props import BoolProperty, IntProperty, StringProperty
 
-from . import solving
-from .rig import RigError, basis_quaternion, read_chain, root_matrices_world, write_pose
+from . import live
+from .bake import BakeJob, BakeOptions
+from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
+from .errors import IKSolversError
+from .sampling import sample_inputs
+from .solving import prepare_solve
+from .spec import chain_spec
+
+__all__ = ("capture_preferred_pose", "classes", "posable_armature", "register", "unregister")
+"""``capture_preferred_pose`` is re-exported: ``tests/blender/test_ik_batch.py`` imports it from here."""
 
 
 def posable_armature(context: bpy.types.Context) -> bpy.types.Object | None:
@@ -28,47 +39,6 @@ def _unique_chain_name(settings, base: str) -> str:
     return f"{base}.{index:03d}"
 
 
-# --------------------------------------------------------------------------- pose snapshots
-def snapshot_rotations(obj, bone_names) -> list[tuple]:
-    """The rotation channels of ``bone_names`` exactly as stored, for :func:`restore_rotations`."""
-    out = []
-    for name in dict.fromkeys(bone_names):
-        pose_bone = obj.pose.bones.get(name)
-        if pose_bone is not None:
-            out.append((name, tuple(pose_bone.rotation_quaternion), tuple(pose_bone.rotation_euler),
-                        tuple(pose_bone.rotation_axis_angle)))
-    return out
-
-
-def restore_rotations(obj, snapshot: list[tuple]) -> None:
-    for name, quaternion, euler, axis_angle in snapshot:
-        pose_bone = obj.pose.bones.get(name)
-        if pose_bone is not None:
-            pose_bone.rotation_quaternion = quaternion
-            pose_bone.rotation_euler = euler
-            pose_bone.rotation_axis_angle = axis_angle
-
-
-# --------------------------------------------------------------------------- preferred pose
-def capture_preferred_pose(obj, chain_settings, scene) -> None:
-    """Store the chain's current pose as its preferred pose (RigError if the chain is unusable)."""
-    rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
-    rotations = [basis_quaternion(obj.pose.bones[name]) for name in rig.bone_names]
-    target = chain_settings.target
-    parent = target.parent if target is not None else None
-    root_world = root_matrices_world(obj, rig)
-    chain_settings.preferred_pose.clear()
-    for name, quaternion in zip(rig.bone_names, rotations):
-        item = chain_settings.preferred_pose.add()
-        item.bone_name = name
-        item.rotation = quaternion
-    chain_settings.preferred_root_world = root_world.T.reshape(-1)  # column-major, as Blender stores matrices
-    parent_world = np.array(parent.matrix_world, dtype=float) if parent is not None else np.eye(4)
-    chain_settings.preferred_target_parent_world = parent_world.T.reshape(-1)
-    chain_settings.preferred_frame = scene.frame_current
-    chain_settings.has_preferred_pose = True
-
-
 # --------------------------------------------------------------------------- operators
 class ActiveChainPoll:
     """Operators that act on the active chain: available when an armature (not in Edit Mode) has one."""
@@ -86,7 +56,8 @@ class ActiveChainPoll:
 
 
 class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
-    """Add an IK chain ending at the active bone, with a selected Empty as its target"""
+    """Add an IK chain ending at the active bone, with a selected Empty as its target (two bones: HI,
+    keeping the current bend plane; other chains: SVD-adaptive DLS pulled toward the current pose)"""
 
     bl_idname = "ik_solvers.chain_add"
     bl_label = "Add IK Chain"
@@ -113,10 +84,7 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         if empties:
             chain.target = empties[0]
         settings.active_chain_index = len(settings.chains) - 1
-        try:
-            capture_preferred_pose(obj, chain, context.scene)
-        except RigError:
-            pass  # no usable tip bone yet: the preferred pose is captured once the chain is set up
+        set_up_new_chain(obj, chain, context.scene)
         return {"FINISHED"}
 
 
@@ -161,54 +129,14 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             return {"CANCELLED"}
         try:
             outcomes = solve_chains(obj, chains, context.view_layer)
-        except RigError as error:
+        except IKSolversError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        for chain, (status, error, lower_bound, iterations, pole_distance) in zip(chains, outcomes):
-            chain.last_status = status
-            chain.last_error = error
-            chain.last_lower_bound = lower_bound
-            chain.last_iterations = iterations
-            chain.last_message = ""
-            if pole_distance is not None:
-                chain.last_pole_distance = pole_distance
-        summary = ", ".join(f"{c.name}: {o[0]}" for c, o in zip(chains, outcomes))
+        for chain, (result, prepared) in zip(chains, outcomes):
+            store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+        summary = ", ".join(f"{c.name}: {result.status[0].value}" for c, (result, _) in zip(chains, outcomes))
         self.report({"INFO"}, f"Solved {summary}.")
         return {"FINISHED"}
-
-
-def solve_chains(obj, chains, view_layer) -> list[tuple[str, float, float, int, float | None]]:
-    """Solve and write ``chains`` one after another (each sees the ones before it posed).
-
-    Returns per chain (status, error, lower bound, iterations, pole distance or None), errors in
-    scene units, the pole distance (radians) for HI chains. On a RigError every rotation written
-    so far is put back exactly before it propagates.
-    """
-    bone_names = []
-    for chain in chains:
-        try:
-            bone_names += read_chain(obj, chain.tip_bone, chain.chain_length).bone_names
-        except RigError as error:
-            raise RigError(f"Chain '{chain.name}': {error}") from None
-    snapshot = snapshot_rotations(obj, bone_names)
-    outcomes = []
-    try:
-        for index, chain in enumerate(chains):
-            if index:
-                view_layer.update()  # the next chain reads its root from the pose just written
-            prepared = solving.prepare_solve(obj, chain)
-            outcome = solving.run_solve_full(prepared)
-            result = outcome.result
-            write_pose(obj, prepared.rig, result.q[0])
-            error, lower_bound = solving.world_errors(prepared, result)
-            pole_distance = None if outcome.hi is None else float(outcome.hi.pole_angles[0])
-            outcomes.append((result.status[0].value, float(error[0]), float(lower_bound[0]),
-                             int(result.iterations[0]), pole_distance))
-    except RigError:
-        restore_rotations(obj, snapshot)
-        view_layer.update()
-        raise
-    return outcomes
 
 
 class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
@@ -223,10 +151,158 @@ class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
         chain = obj.ik_solvers.active_chain
         try:
             capture_preferred_pose(obj, chain, context.scene)
-        except RigError as error:
+        except IKSolversError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
         self.report({"INFO"}, f"Captured the preferred pose of '{chain.name}'.")
+        return {"FINISHED"}
+
+
+class IK_SOLVERS_OT_bake(bpy.types.Operator):
+    """Bake the IK chain over a frame range into rotation keys of its bones (Esc cancels)"""
+
+    bl_idname = "ik_solvers.bake"
+    bl_label = "Bake IK"
+    bl_options = {"REGISTER", "UNDO"}
+
+    frame_start: IntProperty(name="Start Frame", description="First frame to bake", min=0, max=1048574, default=1)
+    frame_end: IntProperty(name="End Frame", description="Last frame to bake", min=0, max=1048574, default=250)
+    step: IntProperty(
+        name="Frame Step", description="Key every this many frames (the end frame is always keyed)",
+        min=1, max=1000, default=1,
+    )
+    all_chains: BoolProperty(name="All Chains", description="Bake every enabled chain, in list order", default=False)
+    chain: StringProperty(
+        name="Chain", description="Name of the chain to bake; empty: the active chain (ignored with All Chains)",
+        default="",
+    )
+
+    TIME_PER_TICK = 0.05
+    """Seconds of work per modal timer tick: long enough to make progress, short enough for Esc."""
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = posable_armature(context)
+        if obj is None:
+            cls.poll_message_set("Select an armature (not in Edit Mode)")
+            return False
+        if not len(obj.ik_solvers.chains):
+            cls.poll_message_set("The armature has no IK chain")
+            return False
+        return True
+
+    def invoke(self, context, _event):
+        scene = context.scene
+        if scene.use_preview_range:
+            self.frame_start, self.frame_end = scene.frame_preview_start, scene.frame_preview_end
+        else:
+            self.frame_start, self.frame_end = scene.frame_start, scene.frame_end
+        return context.window_manager.invoke_props_dialog(self)
+
+    def _bake_options(self, obj) -> BakeOptions:
+        settings = obj.ik_solvers
+        if self.all_chains:
+            names = tuple(chain.name for chain in settings.chains if chain.enabled)
+        elif self.chain:
+            names = (self.chain,)
+        else:
+            active = settings.active_chain
+            names = () if active is None else (active.name,)
+        return BakeOptions(self.frame_start, self.frame_end, self.step, names)
+
+    def execute(self, context):
+        obj = posable_armature(context)
+        try:
+            self._job = BakeJob(context, obj, self._bake_options(obj))
+        except IKSolversError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
+        wm = context.window_manager
+        wm.progress_begin(0, self._job.total_steps)
+        if self.options.is_invoke and context.window is not None and not bpy.app.background:
+            self._timer = wm.event_timer_add(0.001, window=context.window)
+            wm.modal_handler_add(self)
+            return {"RUNNING_MODAL"}
+        try:
+            self._job.advance()
+        except IKSolversError as error:
+            return self._fail(context, str(error))
+        except Exception:
+            self._job.cancel()
+            wm.progress_end()
+            raise
+        return self._done(context)
+
+    def modal(self, context, event):
+        if event.type == "ESC":
+            self._job.cancel()
+            self._end(context)
+            self.report({"WARNING"}, "Bake cancelled; the action is as it was.")
+            return {"CANCELLED"}
+        if event.type != "TIMER":
+            return {"RUNNING_MODAL"}
+        try:
+            finished = self._job.advance(self.TIME_PER_TICK)
+        except IKSolversError as error:
+            return self._fail(context, str(error))
+        except Exception:
+            self._job.cancel()
+            self._end(context)
+            raise
+        context.window_manager.progress_update(self._job.done_steps)
+        return self._done(context) if finished else {"RUNNING_MODAL"}
+
+    def cancel(self, context):
+        """Blender ends the modal bake (file load, window closed): leave the action as it was."""
+        self._job.cancel()
+        self._end(context)
+
+    def _end(self, context) -> None:
+        wm = context.window_manager
+        timer = getattr(self, "_timer", None)
+        if timer is not None:
+            wm.event_timer_remove(timer)
+            self._timer = None
+        wm.progress_end()
+
+    def _fail(self, context, message: str):
+        self._job.cancel()
+        self._end(context)
+        self.report({"ERROR"}, message)
+        return {"CANCELLED"}
+
+    def _done(self, context):
+        reports = self._job.finish()
+        self._end(context)
+        for report in reports:
+            self.report({"INFO"}, report.sentence())
+        return {"FINISHED"}
+
+
+class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
+    """Turn live mode on or off for the active chain: re-solve whenever its target moves or the frame changes"""
+
+    bl_idname = "ik_solvers.live_toggle"
+    bl_label = "Toggle Live IK"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        obj = context.object
+        chain = obj.ik_solvers.active_chain
+        if chain.use_live:
+            chain.use_live = False
+            live.forget(obj, chain.name)
+            self.report({"INFO"}, f"Live IK off for '{chain.name}'.")
+            return {"FINISHED"}
+        try:
+            spec = chain_spec(obj, chain)
+            prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
+        except IKSolversError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
+        chain.use_live = True
+        live.update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=True)
+        self.report({"INFO"}, f"Live IK on for '{chain.name}'.")
         return {"FINISHED"}
 
 
@@ -235,4 +311,8 @@ classes = (
     IK_SOLVERS_OT_chain_remove,
     IK_SOLVERS_OT_solve,
     IK_SOLVERS_OT_capture_preferred_pose,
+    IK_SOLVERS_OT_bake,
+    IK_SOLVERS_OT_live_toggle,
 )
+
+register, unregister = bpy.utils.register_classes_factory(classes)

@@ -6,13 +6,15 @@ import math
 
 import bpy
 
+from ..core import METHOD_FACTS
+from .chains import method_reason
 from .properties import ITERATIVE_METHODS, METHOD_ITEMS
 
 BAKE_OPERATOR = "ik_solvers.bake"
 LIVE_OPERATOR = "ik_solvers.live_toggle"
 
-STEP_METHODS = frozenset({"JACOBIAN_TRANSPOSE", "PSEUDO_INVERSE"})
-DAMPING_METHODS = frozenset({"DLS", "SDLS"})
+STEP_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.uses_step)
+DAMPING_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.uses_damping)
 METHOD_NAMES = {identifier: name for identifier, name, _ in METHOD_ITEMS}
 
 
@@ -89,6 +91,7 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         col.prop(chain, "chain_length")
         col.prop(chain, "target")
         col.prop(chain, "method")
+        col.label(text=method_reason(chain), icon="INFO")
         row = layout.row(align=True)
         row.operator("ik_solvers.solve", icon="CON_KINEMATIC").all_chains = False
         row.operator("ik_solvers.solve", text="Solve All").all_chains = True
@@ -109,7 +112,7 @@ class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
         chain = _active_chain(context)
         method = chain.method
         col = layout.column()
-        if method in ITERATIVE_METHODS or method == "HI":
+        if method in ITERATIVE_METHODS:
             col.prop(chain, "max_iterations")
             col.prop(chain, "tolerance")
             col.prop(chain, "max_step_angle")
@@ -117,6 +120,8 @@ class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
             col.prop(chain, "step")
         if method in DAMPING_METHODS:
             col.prop(chain, "damping")
+        if method in ITERATIVE_METHODS:
+            col.prop(chain, "reference_weight")
         if method == "ANALYTIC":
             col.prop(chain, "pole_target")
 
@@ -192,3 +197,5 @@ classes = (
     VIEW3D_PT_ik_solvers_hi,
     VIEW3D_PT_ik_solvers_status,
 )
+
+register, unregister = bpy.utils.register_classes_factory(classes)

@@ -16,20 +16,10 @@ from bpy.props import (
     StringProperty,
 )
 
-from ..core import Method
+from ..core import METHOD_FACTS, Method
 
-METHOD_ITEMS = (
-    (Method.ANALYTIC.value, "Analytic Two-Bone", "Closed-form solve of a two-bone chain"),
-    (Method.CCD.value, "CCD", "Cyclic coordinate descent: each joint turns the tip toward the target, tip to root"),
-    (Method.FABRIK.value, "FABRIK", "Forward and backward reaching on joint positions, converted to rotations"),
-    (Method.JACOBIAN_TRANSPOSE.value, "Jacobian Transpose", "Gradient descent on the squared tip error"),
-    (Method.PSEUDO_INVERSE.value, "Pseudo-Inverse", "Gauss-Newton steps through the Jacobian's pseudo-inverse"),
-    (Method.DLS.value, "Damped Least Squares", "Levenberg-Marquardt steps with a fixed damping"),
-    (Method.SDLS.value, "SVD-Adaptive DLS",
-     "Damping that grows near a singular pose and shrinks with the error (best all-round choice)"),
-    (Method.HI.value, "HI (Swivel)", "History-independent solver with swivel angle and preferred pose"),
-)
-"""Enum items; identifiers are ``ik_solvers.core.Method`` values."""
+METHOD_ITEMS = tuple((method.value, facts.label, facts.description) for method, facts in METHOD_FACTS.items())
+"""Enum items from ``core.METHOD_FACTS``; identifiers are ``ik_solvers.core.Method`` values."""
 
 ZERO_PLANE_MAP_ITEMS = (
     ("DEFAULT", "Default", "Zero plane from the preferred pose's solver plane, carried along meridians"),
@@ -41,10 +31,7 @@ PARENT_SPACE_ITEMS = (
     ("IK_TARGET", "IK Target", "The swivel sphere rides with the IK target's parent"),
 )
 
-ITERATIVE_METHODS = frozenset(
-    {Method.CCD.value, Method.FABRIK.value, Method.JACOBIAN_TRANSPOSE.value, Method.PSEUDO_INVERSE.value,
-     Method.DLS.value, Method.SDLS.value}
-)
+ITERATIVE_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.iterative)
 """Methods that use ``max_iterations`` and ``tolerance`` (the HI solver uses them for longer chains)."""
 
 
@@ -102,6 +89,14 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         name="Max Step Angle", description="Largest turn of any joint in one iteration; 0 means no limit",
         default=0.5, min=0.0, max=math.pi, subtype="ANGLE",
     )
+    reference_weight: FloatProperty(
+        name="Reference Weight",
+        description=(
+            "Pull toward the reference pose (the captured preferred pose, else the rest pose) where the "
+            "target leaves the chain freedom; 0 turns it off. Keeps knees and elbows bending their rest way"
+        ),
+        default=0.0, min=0.0, soft_max=1.0, precision=3,
+    )
     swivel_angle: FloatProperty(
         name="Swivel Angle", description="Rotation of the solver plane about the start-to-target axis",
         default=0.0, subtype="ANGLE", options={"ANIMATABLE"},
@@ -126,18 +121,9 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         name="Live", description="Re-solve when the target moves or the frame changes", default=False,
     )
 
-    # The preferred pose (HI solver): per-bone rotations and the root space at capture time.
+    # The preferred pose: per-bone rotations at capture time (the HI solver's and every method's reference).
     has_preferred_pose: BoolProperty(name="Has Preferred Pose", default=False)
     preferred_pose: CollectionProperty(type=IK_SOLVERS_PG_preferred_bone)
-    preferred_root_world: FloatVectorProperty(
-        name="Preferred Root Frame", description="World matrix of the chain's root space at capture time",
-        size=16, default=(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1),
-    )
-    preferred_target_parent_world: FloatVectorProperty(
-        name="Preferred Target Parent Frame",
-        description="World matrix of the target's parent (identity without one) at capture time",
-        size=16, default=(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1),
-    )
     preferred_frame: IntProperty(name="Captured At Frame", description="Scene frame the preferred pose was captured on")
 
     # Last solve (written by the operators; drawn read-only).
@@ -183,3 +169,17 @@ class IK_SOLVERS_PG_settings(bpy.types.PropertyGroup):
 
 
 classes = (IK_SOLVERS_PG_preferred_bone, IK_SOLVERS_PG_chain, IK_SOLVERS_PG_settings)
+
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
+
+
+def register() -> None:
+    """Register the settings classes and add ``Object.ik_solvers``."""
+    _register_classes()
+    bpy.types.Object.ik_solvers = PointerProperty(type=IK_SOLVERS_PG_settings)
+
+
+def unregister() -> None:
+    """Remove ``Object.ik_solvers`` and unregister the settings classes."""
+    del bpy.types.Object.ik_solvers
+    _unregister_classes()

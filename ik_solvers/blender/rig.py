@@ -32,16 +32,21 @@ import numpy as np
 from ..core import Chain, IKInputError, JointKind
 from ..core.kinematics import local_quaternions
 from ..core.rotations import (
-    matrices_from_axis_angles,
     matrices_from_quaternions,
-    quaternion_products,
     rotvecs_from_quaternions,
 )
+from .errors import IKSolversError
+from .euler import (
+    BONE_AXIS,
+    EULER_ORDERS,
+    euler_solutions,
+    wrap_angles,
+    continuous_axis_angles,
+    continuous_eulers,
+    continuous_quaternions,
+    quaternions_from_eulers,
+)
 
-BONE_AXIS = np.array([0.0, 1.0, 0.0])
-"""Direction a Blender bone points in its own frame (head → tail)."""
-
-EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
 ROTATION_MODES = ("QUATERNION", *EULER_ORDERS, "AXIS_ANGLE")
 _AXIS_NAMES = "xyz"
 
@@ -55,15 +60,6 @@ carry about 1e-7 relative noise; a deliberate non-uniform scale is far above 1e-
 
 UNIT_SCALE_TOLERANCE = 1e-6
 """Largest deviation of a chain bone's pose scale from 1 accepted (float32 noise is ~6e-8)."""
-
-GIMBAL_COS = 1e-9
-"""Below this |cos(middle angle)| an Euler decomposition is at gimbal lock: the first angle is
-taken from the reference (previous frame) and the third absorbs the rest, exactly."""
-
-
-class RigError(ValueError):
-    """The armature, bone chain or pose cannot be used; the message is one sentence for the user."""
-
 
 @dataclass(frozen=True)
 class RigChain:
@@ -89,166 +85,6 @@ class RigChain:
     q: np.ndarray
     joint_bones: tuple[str, ...] = ()
     parent_bone: str | None = None
-
-
-# --------------------------------------------------------------------------- rotation conversions
-def _axis_index(letter: str) -> int:
-    return "XYZ".index(letter)
-
-
-def matrices_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` from Blender Euler angles ``(..., 3)`` (x, y, z; radians).
-
-    Blender's order ``'XYZ'`` turns about X first, then Y, then Z: ``R = Rz @ Ry @ Rx``.
-    """
-    angles = np.asarray(angles, dtype=float)
-    out = None
-    for letter in order:  # each later axis multiplies from the left
-        k = _axis_index(letter)
-        axis = np.zeros(3)
-        axis[k] = 1.0
-        m = matrices_from_axis_angles(np.broadcast_to(axis, angles.shape), angles[..., k])
-        out = m if out is None else m @ out
-    return out
-
-
-def quaternions_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
-    """Quaternions ``(..., 4)`` (w, x, y, z) of Blender Euler angles ``(..., 3)`` in ``order``."""
-    angles = np.asarray(angles, dtype=float)
-    out = None
-    for letter in order:  # each later axis multiplies from the left, as in matrices_from_eulers
-        k = _axis_index(letter)
-        half = 0.5 * angles[..., k]
-        turn = np.zeros(angles.shape[:-1] + (4,))
-        turn[..., 0] = np.cos(half)
-        turn[..., 1 + k] = np.sin(half)
-        out = turn if out is None else quaternion_products(turn, out)
-    return out
-
-
-def _tait_bryan(matrices: np.ndarray, order: str, first_fill: np.ndarray) -> np.ndarray:
-    """Both Euler solutions ``(..., 2, 3)`` (x, y, z angles) of ``matrices (..., 3, 3)``.
-
-    Writes ``R = R_i(a) R_j(b) R_k(c)`` with ``(i, j, k)`` the order reversed, so that
-    ``R[i, k] = e sin b``, ``R[j, k] = −e sin a cos b``, ``R[k, k] = cos a cos b``,
-    ``R[i, j] = −e cos b sin c``, ``R[i, i] = cos b cos c`` (``e`` = ±1, the parity of
-    ``(i, j, k)``). Solution 0 has ``|b| ≤ π/2``, solution 1 is ``(a + π, π − b, c + π)``. At
-    gimbal lock (``cos b`` < ``GIMBAL_COS``) ``a`` is ``first_fill (...)`` and ``c`` is solved
-    exactly from ``R_k(c) = R_j(b)ᵀ R_i(a)ᵀ R``.
-    """
-    i, j, k = (_axis_index(letter) for letter in reversed(order))
-    parity = 1.0 if (i, j, k) in ((0, 1, 2), (1, 2, 0), (2, 0, 1)) else -1.0
-    m = matrices
-    sin_b = np.clip(parity * m[..., i, k], -1.0, 1.0)
-    cos_b = np.hypot(m[..., k, k], m[..., j, k])
-    gimbal = cos_b < GIMBAL_COS
-    out = np.empty(m.shape[:-2] + (2, 3))
-    for branch, sign in ((0, 1.0), (1, -1.0)):
-        out[..., branch, j] = np.arctan2(sin_b, sign * cos_b)
-        out[..., branch, i] = np.arctan2(-parity * sign * m[..., j, k], sign * m[..., k, k])
-        out[..., branch, k] = np.arctan2(-parity * sign * m[..., i, j], sign * m[..., i, i])
-    if np.any(gimbal):
-        rows = m[gimbal]
-        a = np.broadcast_to(first_fill, gimbal.shape)[gimbal]
-        unit_i, unit_j = np.eye(3)[i], np.eye(3)[j]
-        ri = matrices_from_axis_angles(np.broadcast_to(unit_i, a.shape + (3,)), a)
-        k1, k2 = (k + 1) % 3, (k + 2) % 3
-        for branch in (0, 1):
-            b = out[..., branch, j][gimbal]
-            rj = matrices_from_axis_angles(np.broadcast_to(unit_j, b.shape + (3,)), b)
-            rest = np.swapaxes(rj, -1, -2) @ np.swapaxes(ri, -1, -2) @ rows
-            solved = out[..., branch, :][gimbal]
-            solved[:, i] = a
-            solved[:, k] = np.arctan2(rest[:, k2, k1], rest[:, k1, k1])
-            view = out[..., branch, :]
-            view[gimbal] = solved
-    return out
-
-
-def _wrap(angles: np.ndarray) -> np.ndarray:
-    return (angles + np.pi) % (2.0 * np.pi) - np.pi
-
-
-def continuous_eulers(matrices: np.ndarray, order: str, reference: np.ndarray) -> np.ndarray:
-    """Euler angles ``(N, 3)`` of ``matrices (N, 3, 3)``, each frame continuous with the previous.
-
-    Frame 0 continues from ``reference (3,)`` (the channel's current value). Per frame the Euler
-    solution nearest the previous frame is chosen and unwrapped by whole turns, so a sequence
-    never jumps by ±180° / ±360° and an unchanged rotation gives back ``reference`` exactly.
-    """
-    reference = np.asarray(reference, dtype=float)
-    i = _axis_index(order[-1])  # the first angle of the product R_i R_j R_k
-    candidates = _tait_bryan(matrices, order, np.full(matrices.shape[0], reference[i]))
-    previous = np.concatenate([reference[None, None].repeat(2, 1), candidates[:-1]], 0)
-    # cost[k, s_prev, s]: turning distance from frame k-1's solution s_prev to frame k's solution s.
-    diff = _wrap(candidates[:, None, :, :] - previous[:, :, None, :])
-    cost = np.abs(diff).sum(-1)
-    best = np.argmin(cost, axis=-1)  # (N, 2): best s given s_prev
-    # Follow the choices frame by frame; only frames that switch a solution need a step.
-    choice = np.empty(matrices.shape[0], dtype=int)
-    state, start = 0, 0  # at frame 0 both "previous" rows are the reference
-    for frame in np.flatnonzero((best[:, 0] != 0) | (best[:, 1] != 1)).tolist():
-        choice[start:frame] = state
-        state = int(best[frame, state])
-        choice[frame] = state
-        start = frame + 1
-    choice[start:] = state
-    chosen = candidates[np.arange(matrices.shape[0]), choice]
-    # At gimbal lock only a combination of the first and third angle is defined: keep the
-    # previous frame's first angle (the reference's for frame 0, which makes a round trip of an
-    # unchanged pose exact) and let the third take the rest. Rare (|cos| < 1e-9, e.g. a limit
-    # clamped at exactly 90°), so a loop in frame order is fine.
-    j, k = _axis_index(order[1]), _axis_index(order[0])
-    cos_middle = np.hypot(matrices[:, k, k], matrices[:, j, k])
-    for frame in np.flatnonzero(cos_middle < GIMBAL_COS):
-        before = chosen[frame - 1] if frame else reference
-        options = _tait_bryan(matrices[frame : frame + 1], order, np.array([before[i]]))[0]
-        chosen[frame] = options[np.argmin(np.abs(_wrap(options - before)).sum(-1))]
-    return np.unwrap(np.concatenate([reference[None], chosen], 0), axis=0)[1:]
-
-
-def continuous_quaternions(quaternions: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Quaternions ``(N, 4)`` sign-flipped so each lies in the hemisphere of the previous one.
-
-    Frame 0 follows ``reference (4,)``.
-    """
-    previous = np.concatenate([np.asarray(reference, float)[None], quaternions[:-1]], 0)
-    flips = np.einsum("ni,ni->n", quaternions, previous) < 0.0
-    # A flip of frame k-1 reverses its relation to frame k: signs compose along the sequence.
-    signs = np.where(np.cumsum(flips) % 2 == 1, -1.0, 1.0)
-    return quaternions * signs[:, None]
-
-
-def continuous_axis_angles(rotvecs: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Axis-angle values ``(N, 4)`` as (angle, x, y, z) of rotation vectors ``(N, 3)``, continuous
-    from ``reference (4,)``.
-
-    The axis keeps the previous frame's hemisphere (a flip negates the angle too) and the angle
-    is unwrapped by whole turns; a zero rotation keeps a neighbouring frame's axis.
-    """
-    reference = np.asarray(reference, dtype=float)
-    rotvecs = np.asarray(rotvecs, dtype=float)
-    angle = np.linalg.norm(rotvecs, axis=-1)
-    ref_axis = reference[1:]
-    ref_norm = float(np.linalg.norm(ref_axis))
-    fallback = ref_axis / ref_norm if ref_norm > 0.0 else BONE_AXIS
-    has_axis = angle > 0.0
-    axis = np.where(has_axis[:, None], rotvecs / np.where(has_axis, angle, 1.0)[:, None], np.nan)
-    # A zero rotation has no axis: take the last defined one, leading ones the first defined
-    # one (so a bake's first key does not swing its axis), or the reference's if none is.
-    idx = np.where(has_axis, np.arange(angle.size), -1)
-    np.maximum.accumulate(idx, out=idx)
-    if has_axis.any():
-        idx[idx < 0] = int(np.argmax(has_axis))
-        axis = axis[idx]
-    else:
-        axis = np.broadcast_to(fallback, axis.shape).copy()
-    previous = np.concatenate([fallback[None], axis[:-1]], 0)
-    flips = np.einsum("ni,ni->n", axis, previous) < 0.0
-    signs = np.where(np.cumsum(flips) % 2 == 1, -1.0, 1.0)
-    axis = axis * signs[:, None]
-    angle = np.unwrap(np.concatenate([reference[:1], angle * signs]))[1:]
-    return np.concatenate([angle[:, None], axis], -1)
 
 
 # --------------------------------------------------------------------------- channels
@@ -282,11 +118,6 @@ def basis_quaternion(pose_bone) -> np.ndarray:
     return quaternions_from_eulers(values, mode)
 
 
-def basis_rotation(pose_bone) -> np.ndarray:
-    """Rotation part ``(3, 3)`` of ``pose_bone.matrix_basis`` computed in float64 from its channels."""
-    return matrices_from_quaternions(basis_quaternion(pose_bone))
-
-
 def _channel_values(pose_bone, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
     """Channel values ``(N, 3|4)`` for rotations given as quaternions ``(N, 4)`` in the bone's
     mode, continuous from the channel's current value."""
@@ -318,7 +149,7 @@ def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.n
     """
     q = np.atleast_2d(np.asarray(q, dtype=float))
     if q.shape[-1] != rig.chain.n_dof:
-        raise RigError(f"Expected {rig.chain.n_dof} joint values per frame, got {q.shape[-1]}.")
+        raise IKSolversError(f"Expected {rig.chain.n_dof} joint values per frame, got {q.shape[-1]}.")
     rotations = local_quaternions(rig.chain, q)
     bones = _pose_bones(obj, rig.joint_bones)
     return {
@@ -331,19 +162,19 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
     """Set the joint bones' rotation channels to joint variables ``q (n_dof,)``.
 
     Everything is computed and checked before the first channel is touched: a non-finite ``q``
-    or a bone that vanished raises ``RigError`` and leaves the pose as it was. A quaternion or
+    or a bone that vanished raises ``IKSolversError`` and leaves the pose as it was. A quaternion or
     axis keeps the length it had, so writing back the values just read changes nothing.
     """
     q = np.asarray(q, dtype=float).reshape(-1)
     if q.shape != (rig.chain.n_dof,):
-        raise RigError(f"Expected {rig.chain.n_dof} joint values, got {q.size}.")
+        raise IKSolversError(f"Expected {rig.chain.n_dof} joint values, got {q.size}.")
     if not np.all(np.isfinite(q)):
-        raise RigError("The solve produced non-finite joint values; the pose was not changed.")
+        raise IKSolversError("The solve produced non-finite joint values; the pose was not changed.")
     rotations = local_quaternions(rig.chain, q[None])
     bones = _pose_bones(obj, rig.joint_bones)
     values = [_channel_values(b, rotations[:, j], keep_norm=True)[0] for j, b in enumerate(bones)]
     if not all(np.all(np.isfinite(v)) for v in values):
-        raise RigError("The solve produced non-finite rotations; the pose was not changed.")
+        raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
     for pose_bone, value in zip(bones, values):
         mode = pose_bone.rotation_mode
         if mode == "QUATERNION":
@@ -357,12 +188,12 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
 # --------------------------------------------------------------------------- reading
 def _pose_bones(obj, names):
     if obj is None or obj.type != "ARMATURE" or obj.pose is None:
-        raise RigError("The object is not an armature.")
+        raise IKSolversError("The object is not an armature.")
     out = []
     for name in names:
         pose_bone = obj.pose.bones.get(name)
         if pose_bone is None:
-            raise RigError(f"Bone '{name}' no longer exists in armature '{obj.name}'.")
+            raise IKSolversError(f"Bone '{name}' no longer exists in armature '{obj.name}'.")
         out.append(pose_bone)
     return out
 
@@ -383,7 +214,7 @@ def root_matrices_world(obj, rig: RigChain, depsgraph=None) -> np.ndarray:
         return world
     parent = source.pose.bones.get(rig.parent_bone)
     if parent is None:
-        raise RigError(f"Bone '{rig.parent_bone}' no longer exists in armature '{obj.name}'.")
+        raise IKSolversError(f"Bone '{rig.parent_bone}' no longer exists in armature '{obj.name}'.")
     return world @ _matrix(parent.matrix)
 
 
@@ -398,13 +229,13 @@ def world_to_root(points_world: np.ndarray, root_world: np.ndarray) -> np.ndarra
 
 
 def uniform_scale(matrix: np.ndarray) -> float:
-    """The uniform scale of a 4×4 (or 3×3) transform; RigError for shear / non-uniform scale."""
+    """The uniform scale of a 4×4 (or 3×3) transform; IKSolversError for shear / non-uniform scale."""
     linear = np.asarray(matrix, dtype=float)[:3, :3]
     singular = np.linalg.svd(linear, compute_uv=False)
     if not np.all(np.isfinite(singular)) or singular[-1] <= 0.0 or np.linalg.det(linear) <= 0.0:
-        raise RigError("The armature's world transform is degenerate or mirrored.")
+        raise IKSolversError("The armature's world transform is degenerate or mirrored.")
     if singular[0] - singular[-1] > UNIFORM_SCALE_TOLERANCE * singular[0]:
-        raise RigError("The armature (or its parents) has non-uniform scale; apply the scale first.")
+        raise IKSolversError("The armature (or its parents) has non-uniform scale; apply the scale first.")
     return float(np.cbrt(np.linalg.det(linear)))
 
 
@@ -422,11 +253,11 @@ def _joint_variables(quaternion: np.ndarray, free: list[int]) -> np.ndarray:
     if len(free) == 3:
         return rotvecs_from_quaternions(quaternion)
     if len(free) == 1:
-        return np.array([_wrap(2.0 * np.arctan2(quaternion[1 + free[0]], quaternion[0]))])
+        return np.array([wrap_angles(2.0 * np.arctan2(quaternion[1 + free[0]], quaternion[0]))])
     locked = ({0, 1, 2} - set(free)).pop()
     # Blender order string whose product reads R_free0 R_free1 R_locked.
     order = "".join("XYZ"[k] for k in (locked, free[1], free[0]))
-    angles = _tait_bryan(matrices_from_quaternions(quaternion)[None], order, np.zeros(1))[0, 0]
+    angles = euler_solutions(matrices_from_quaternions(quaternion)[None], order, np.zeros(1))[0, 0]
     return angles[free]
 
 
@@ -435,14 +266,14 @@ def joint_variables_from_quaternions(rig: RigChain, quaternions: dict[str, np.nd
     quaternions ``(4,)`` (w, x, y, z).
 
     Each joint reads its bone's rotation the way :func:`read_chain` reads the current pose (ball:
-    rotation vector, hinge: angle about its axis, universal: its two angles). RigError if a joint
+    rotation vector, hinge: angle about its axis, universal: its two angles). IKSolversError if a joint
     bone is missing from ``quaternions``.
     """
     chain = rig.chain
     q = []
     for joint, name in enumerate(rig.joint_bones):
         if name not in quaternions:
-            raise RigError(f"No rotation given for bone '{name}'.")
+            raise IKSolversError(f"No rotation given for bone '{name}'.")
         start, kind = chain.dof_start[joint], chain.kinds[joint]
         free = [int(np.argmax(np.abs(chain.axes[start + k]))) for k in range(kind.value)]
         quaternion = np.asarray(quaternions[name], dtype=float)
@@ -465,24 +296,24 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
 
     Raises
     ------
-    RigError
+    IKSolversError
         Not an armature, unknown tip bone, a hierarchy shorter than ``chain_length``, a bone that
         does not inherit rotation, non-unit pose scale, non-uniform object scale, or a segment too
         short to have a direction.
     """
     if obj is None or getattr(obj, "type", None) != "ARMATURE":
-        raise RigError("The chain's object is not an armature.")
+        raise IKSolversError("The chain's object is not an armature.")
     if chain_length < 1:
-        raise RigError("The chain length must be at least 1 bone.")
+        raise IKSolversError("The chain length must be at least 1 bone.")
     bones = obj.data.bones
     tip = bones.get(tip_bone) if tip_bone else None
     if tip is None:
-        raise RigError(f"Tip bone '{tip_bone}' not found in armature '{obj.name}'.")
+        raise IKSolversError(f"Tip bone '{tip_bone}' not found in armature '{obj.name}'.")
     chain_bones = [tip]
     while len(chain_bones) < chain_length:
         parent = chain_bones[-1].parent
         if parent is None:
-            raise RigError(
+            raise IKSolversError(
                 f"Bone '{tip_bone}' has only {len(chain_bones)} bone(s) up to the root; "
                 f"the chain length {chain_length} is too long."
             )
@@ -496,9 +327,9 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
     for bone in chain_bones:
         pose_bone = obj.pose.bones[bone.name]
         if bone.parent is not None and not bone.use_inherit_rotation:
-            raise RigError(f"Bone '{bone.name}' does not inherit rotation; enable Inherit Rotation.")
+            raise IKSolversError(f"Bone '{bone.name}' does not inherit rotation; enable Inherit Rotation.")
         if np.abs(np.array(pose_bone.scale, dtype=float) - 1.0).max() > UNIT_SCALE_TOLERANCE:
-            raise RigError(f"Bone '{bone.name}' has a pose scale other than 1; reset it first.")
+            raise IKSolversError(f"Bone '{bone.name}' has a pose scale other than 1; reset it first.")
         local = _matrix(bone.matrix_local)
         offset = local if bone.parent is None else np.linalg.inv(_matrix(bone.parent.matrix_local)) @ local
         if not bone.use_connect:
@@ -529,7 +360,7 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
             weights.append(max(1.0 - getattr(pose_bone, f"ik_stiffness_{name}"), MIN_WEIGHT))
         fixed = np.eye(4)
     if not kinds:
-        raise RigError("Every bone of the chain has all IK axes locked; unlock at least one.")
+        raise IKSolversError("Every bone of the chain has all IK axes locked; unlock at least one.")
     tip_offset = (fixed @ np.append(BONE_AXIS * chain_bones[-1].length, 1.0))[:3]
     try:
         chain = Chain(
@@ -543,10 +374,10 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
             tip_offset=tip_offset,
         )
     except IKInputError as error:
-        raise RigError(_chain_error_message(error, joint_bones)) from None
+        raise IKSolversError(_chain_error_message(error, joint_bones), field=error.field) from None
     q = np.array(q, dtype=float)
     if not np.all(np.isfinite(q)):
-        raise RigError("The chain's current pose has non-finite rotations.")
+        raise IKSolversError("The chain's current pose has non-finite rotations.")
     rig = RigChain(
         chain=chain,
         bone_names=tuple(b.name for b in chain_bones),
@@ -559,7 +390,7 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
     if start_parent is not None and start.inherit_scale != "FULL":
         parent_scale = np.linalg.svd(_matrix(obj.pose.bones[start_parent.name].matrix)[:3, :3], compute_uv=False)
         if np.abs(parent_scale - 1.0).max() > UNIT_SCALE_TOLERANCE:
-            raise RigError(
+            raise IKSolversError(
                 f"Bone '{start.name}' does not fully inherit the scale of its scaled parent "
                 f"'{start_parent.name}'; set Inherit Scale to Full or reset the parent's scale."
             )

@@ -202,3 +202,21 @@ def float32_slack(obj, bone_names: Sequence[str]) -> float:
     reach = (sum(segments) + obj.data.bones[bone_names[-1]].length) * scale
     tip = float(np.linalg.norm(evaluated_tip(obj, bone_names[-1])))
     return 2.0 * FLOAT32_EPS * (len(bone_names) + 2) * (tip + reach)
+
+
+@pytest.fixture
+def live_solves(monkeypatch):
+    """Counts the chain solves live mode runs (``live.run_solve`` wrapped): read ``.count``."""
+    from types import SimpleNamespace
+
+    from ik_solvers.blender import live
+
+    counter = SimpleNamespace(count=0)
+    solve = live.run_solve
+
+    def counting(prepared):
+        counter.count += 1
+        return solve(prepared)
+
+    monkeypatch.setattr(live, "run_solve", counting)
+    return counter

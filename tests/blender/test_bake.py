@@ -16,8 +16,15 @@ import psutil
 import pytest
 
 from conftest import add_empty, build_arm, build_armature, build_long_chain, build_two_arms
-from ik_solvers.blender import bake, solving
+from ik_solvers.core import METHOD_FACTS, Method
+from bpy_extras import anim_utils
+
+from ik_solvers.blender import bake, operators, sampling
+from ik_solvers.blender.chains import capture_preferred_pose
+from ik_solvers.blender.errors import IKSolversError
+from ik_solvers.blender.frames import SolvedFrames
 from ik_solvers.blender.rig import read_chain
+from ik_solvers.blender.spec import chain_spec
 
 
 @pytest.fixture
@@ -224,7 +231,7 @@ def test_cancel_while_sampling_frame_by_frame_restores_everything(baking):
 
 
 def _bad_location_key(target, frame, value):
-    fcurves = bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
+    fcurves = anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
     fcurve = fcurves.find("location", index=1)
     point = min(fcurve.keyframe_points, key=lambda k: abs(k.co[0] - frame))
     point.co = (point.co[0], value)
@@ -276,6 +283,20 @@ def test_unusable_chains_are_refused_with_the_scene_unchanged(baking, breakage, 
     before = action_state(obj)
     with pytest.raises(RuntimeError, match=message):
         bpy.ops.ik_solvers.bake(**kwargs)
+    assert action_state(obj) == before
+
+
+def test_a_solve_refused_during_the_bake_names_the_chain_once(baking):
+    """Issue 9: "Chain 'Arm', frames from 1: Chain 'Arm': …" named the chain twice."""
+    obj, _target = _prepared_arm(baking, with_action=True)
+    chain = obj.ik_solvers.chains[0]
+    chain.method = "HI"
+    capture_preferred_pose(obj, chain, baking)
+    obj.pose.bones["upper_arm"].lock_ik_x = obj.pose.bones["upper_arm"].lock_ik_y = True  # no ball start joint
+    before = action_state(obj)
+    with pytest.raises(RuntimeError, match="ball start joint") as refused:
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=20)
+    assert str(refused.value).count("'Arm'") == 1 and "Chain 'Arm' at frame 1:" in str(refused.value)
     assert action_state(obj) == before
 
 
@@ -367,11 +388,12 @@ def test_ten_bone_chain_bake_reaches_every_frames_target(baking):
 def _evaluated_inputs(obj, chain, frames):
     scene = bpy.context.scene
     rig_chain = read_chain(obj, chain.tip_bone, chain.chain_length)
+    spec = chain_spec(obj, chain, rig_chain)
     samples = []
     for frame in frames:
         scene.frame_set(int(frame))
-        samples.append(solving.sample_inputs(obj, chain, rig_chain, bpy.context.evaluated_depsgraph_get()))
-    return rig_chain, solving.FrameInputs.stack(samples)
+        samples.append(sampling.sample_inputs(obj, spec, rig_chain, bpy.context.evaluated_depsgraph_get()))
+    return rig_chain, sampling.FrameInputs.stack(samples)
 
 
 def test_fcurve_sampling_equals_blenders_evaluation(baking):
@@ -384,7 +406,7 @@ def test_fcurve_sampling_equals_blenders_evaluation(baking):
     for frame in (1, 100):  # rotation / scale keys cannot move an unparented Empty's origin
         target.rotation_euler = (0.0, frame * 0.01, 0.0)
         target.keyframe_insert("rotation_euler", frame=frame)
-    fcurves = bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
+    fcurves = anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
     fcurves.find("location", index=2).modifiers.new("NOISE")
     other = add_chain(obj, target, method="HI", name="Other")
     other.keyframe_insert("swivel_angle", frame=1)  # another chain's setting
@@ -395,8 +417,9 @@ def test_fcurve_sampling_equals_blenders_evaluation(baking):
     key_path(chain.pole_target, [1, 150], [(0.3, 0.5, 1.4), (0.2, 0.6, 1.7)])
     rig_chain, evaluated = _evaluated_inputs(obj, chain, frames)
 
-    assert bake.fcurve_sampling_blockers(scene, obj, rig_chain, chain) == []
-    sampled = bake.sample_fcurves(obj, chain, rig_chain, frames)
+    spec = chain_spec(obj, chain, rig_chain)
+    assert sampling.fcurve_sampling_blockers(scene, obj, rig_chain, spec) == []
+    sampled = sampling.sample_fcurves(obj, spec, rig_chain, frames)
     np.testing.assert_array_equal(sampled.target_world, evaluated.target_world)
     np.testing.assert_array_equal(sampled.pole_world, evaluated.pole_world)
     np.testing.assert_array_equal(sampled.root_world, evaluated.root_world)
@@ -431,8 +454,34 @@ def test_fcurve_sampling_is_refused_where_it_would_differ(baking, change, reason
     else:
         chain.keyframe_insert("swivel_angle", frame=1)
     rig_chain = read_chain(obj, "forearm", 2)
-    reasons = bake.fcurve_sampling_blockers(bpy.context.scene, obj, rig_chain, chain)
+    reasons = sampling.fcurve_sampling_blockers(bpy.context.scene, obj, rig_chain, chain_spec(obj, chain, rig_chain))
     assert any(r.startswith(reason) for r in reasons), reasons
+
+
+# --------------------------------------------------------------------------- re-bakes
+@pytest.mark.parametrize("method", [method.value for method in METHOD_FACTS])
+@pytest.mark.parametrize("rotation_mode", ["QUATERNION", "XZY"])
+def test_baking_the_same_range_twice_gives_bit_identical_keys(baking, method, rotation_mode):
+    """Issue 11: every method starts each frame from the chain's reference pose, never from the pose
+    at the current frame or the bake's start pose, so a re-bake (which starts on the first bake's
+    keys) writes exactly the same keys, bit for bit."""
+    scene = baking
+    obj = build_arm()
+    for bone in obj.pose.bones:
+        bone.rotation_mode = rotation_mode
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    circling_target(target, np.arange(1, 41, 6), radius=0.2)
+    chain = add_chain(obj, target, method=method)
+    if METHOD_FACTS[Method(method)].needs_preferred_pose:
+        capture_preferred_pose(obj, chain, scene)
+    scene.frame_set(1)
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    first = action_state(obj)
+    assert len(first["fcurves"]) == 8 if rotation_mode == "QUATERNION" else 6
+    scene.frame_set(1)  # the pose is now the first bake's keys
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    assert action_state(obj) == first
 
 
 # --------------------------------------------------------------------------- keys
@@ -578,7 +627,7 @@ def arm_reaching_across_its_pole(method: str = "HI"):
     n0 = np.array([0.0, 0.003, 0.024]) / np.linalg.norm([0.0, 0.003, 0.024])
     pole_point = np.array([0.0, 0.0, 1.4]) + 0.4 * n0
     key_path(target, [1, 41], [pole_point - (0.2, 0, 0), pole_point + (0.2, 0, 0)])
-    for point in bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
+    for point in anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
         point.interpolation = "LINEAR"
     return obj, target, chain
 
@@ -598,7 +647,7 @@ def test_pole_object_map_flips_are_told_by_the_pole_line_not_the_preferred_poles
     line_point = shoulder + 0.4 * np.array([0.0, -1.0, 0.0])
     target.animation_data_clear()
     key_path(target, [1, 41], [line_point - (0.0, 0.0, 0.2), line_point + (0.0, 0.0, 0.2)])
-    for point in bake.anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
+    for point in anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
         point.interpolation = "LINEAR"
     assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=41) == {"FINISHED"}
     flips = json.loads(chain.last_bake_report)["flip_frames"]
@@ -674,7 +723,7 @@ def test_bench_bake_runs_and_writes_its_outputs(scene, tmp_path):
     assert bench.main(["--frames", "1"]) == 1
 
 
-def test_live_chains_hold_still_while_the_bake_steps_through_frames(baking):
+def test_live_chains_hold_still_while_the_bake_steps_through_frames(baking, live_solves):
     from ik_solvers.blender import live
 
     scene = baking
@@ -684,11 +733,11 @@ def test_live_chains_hold_still_while_the_bake_steps_through_frames(baking):
     chain = obj.ik_solvers.chains[0]
     bpy.context.view_layer.objects.active = obj
     assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"} and chain.use_live
-    solves = live.state.solves
+    solves = live_solves.count
     assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=60) == {"FINISHED"}
-    assert live.state.solves == solves
+    assert live_solves.count == solves
     scene.frame_set(33)  # live again afterwards, on top of the baked keys: the same pose
-    assert live.state.solves == solves + 1
+    assert live_solves.count == solves + 1
     assert_tip_on_target(obj, "forearm", target)
 
 
@@ -704,11 +753,11 @@ class _ModalStandIn:
         self.reports.append((kind, message))
 
     def __getattr__(self, name):  # _end, _fail, _done: the operator's own helpers, bound to us
-        return getattr(bake.IK_SOLVERS_OT_bake, name).__get__(self)
+        return getattr(operators.IK_SOLVERS_OT_bake, name).__get__(self)
 
 
 def _tick(operator, kind):
-    return bake.IK_SOLVERS_OT_bake.modal(operator, bpy.context, type("Event", (), {"type": kind})())
+    return operators.IK_SOLVERS_OT_bake.modal(operator, bpy.context, type("Event", (), {"type": kind})())
 
 
 def test_modal_bake_advances_per_tick_and_esc_restores_the_action(baking):
@@ -801,19 +850,19 @@ def test_steps_in_parts_key_and_report_what_advance_does(baking, method, samplin
     options = bake.BakeOptions(1, 41, 1, ("Arm",))
     whole = bake.BakeJob(bpy.context, obj, options)
     assert whole.advance()
-    expected_keys, (expected_report,) = action_state(obj), whole.reports
+    expected_keys, (expected_report,) = action_state(obj), [r.to_dict() for r in whole.reports]
     whole.cancel()
 
     job = bake.BakeJob(bpy.context, obj, options)
     (chain,) = job.chains
     parts = [job.solve(chain, job.sample(chain, frames)) for frames in np.split(job.frames, [13, 21, 22])]
     assert [len(part.frames) for part in parts] == [13, 8, 1, 19]
-    report = job.write_solved(chain, bake.SolvedFrames.concatenate(parts))
+    report = job.write_solved(chain, SolvedFrames.concatenate(parts)).to_dict()
     assert action_state(obj) == expected_keys
     job.finish()
     assert _without_seconds(report) == _without_seconds(expected_report)
     assert report["sampling"] == ("fcurves" if sampling == "fcurves" else "evaluated")
-    assert json.loads(chain.settings.last_bake_report) == report
+    assert json.loads(obj.ik_solvers.chains[chain.name].last_bake_report) == report
     if method == "HI":
         flips = report["flip_frames"]
         assert flips and all(20 <= flip["frame"] <= 25 and flip["pole_crossing"] for flip in flips)
@@ -829,8 +878,8 @@ def test_write_solved_refuses_a_solve_of_other_frames_and_keys_nothing(baking):
     job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 41, 1, ("Arm",)))
     (chain,) = job.chains
     half = job.solve(chain, job.sample(chain, job.frames[:20]))
-    with pytest.raises(bake.BakeError, match="the solved frames are not the bake's frames"):
+    with pytest.raises(IKSolversError, match="the solved frames are not the bake's frames"):
         job.write_solved(chain, half)
     assert action_state(obj) == before
     job.cancel()
-    assert chain.report is None and chain.settings.last_bake_report == ""
+    assert chain.report is None and obj.ik_solvers.chains[chain.name].last_bake_report == ""

@@ -40,17 +40,17 @@ def test_turning_live_on_solves_at_once(living):
     assert chain.last_status == "CONVERGED"
 
 
-def test_moving_the_target_resolves_once_and_our_write_does_not_loop(living):
+def test_moving_the_target_resolves_once_and_our_write_does_not_loop(living, live_solves):
     obj, target, chain = live_arm()
-    solves = live.state.solves
+    solves = live_solves.count
     target.location = (0.25, 0.3, 1.2)
     bpy.context.view_layer.update()  # depsgraph_update_post → live solve → pose written
-    assert live.state.solves == solves + 1
+    assert live_solves.count == solves + 1
     np.testing.assert_allclose(evaluated_tip(obj, "forearm"), target_of(target), atol=2e-6)
     for _ in range(5):  # the written pose and status are depsgraph updates too: no further solve
         obj.ik_solvers.chains[0].last_message = obj.ik_solvers.chains[0].last_message
         bpy.context.view_layer.update()
-    assert live.state.solves == solves + 1
+    assert live_solves.count == solves + 1
 
 
 def test_moving_the_armature_resolves(living):
@@ -60,7 +60,7 @@ def test_moving_the_armature_resolves(living):
     np.testing.assert_allclose(evaluated_tip(obj, "forearm"), target_of(target), atol=2e-6)
 
 
-def test_frame_change_resolves_animated_target_and_keyed_bones(living):
+def test_frame_change_resolves_animated_target_and_keyed_bones(living, live_solves):
     obj, target, chain = live_arm()
     path = [(0.4, 0.1, 1.3), (0.2, 0.35, 1.5), (0.45, -0.2, 1.2)]
     for frame, location in zip((1, 10, 20), path):
@@ -69,13 +69,13 @@ def test_frame_change_resolves_animated_target_and_keyed_bones(living):
     obj.pose.bones["upper_arm"].keyframe_insert("rotation_quaternion", frame=1)  # resets the bone every frame
     scene = bpy.context.scene
     for frame in (10, 15, 20, 3):
-        solves = live.state.solves
+        solves = live_solves.count
         scene.frame_set(frame)
-        assert live.state.solves == solves + 1
+        assert live_solves.count == solves + 1
         np.testing.assert_allclose(evaluated_tip(obj, "forearm"), target_of(target), atol=2e-6)
 
 
-def test_two_live_chains_solve_without_recursion(living):
+def test_two_live_chains_solve_without_recursion(living, live_solves):
     obj = build_two_arms()
     targets = {}
     for side, y in (("l", 0.3), ("r", -0.3)):
@@ -83,13 +83,13 @@ def test_two_live_chains_solve_without_recursion(living):
         chain = obj.ik_solvers.chains.add()
         chain.name, chain.tip_bone, chain.chain_length, chain.target = side, f"{side}_fore", 2, targets[side]
         chain.use_live = True
-    solves = live.state.solves
+    solves = live_solves.count
     targets["l"].location.z = 1.5
     targets["r"].location.z = 1.1
     bpy.context.view_layer.update()
-    assert live.state.solves == solves + 2
+    assert live_solves.count == solves + 2
     bpy.context.view_layer.update()
-    assert live.state.solves == solves + 2
+    assert live_solves.count == solves + 2
     for side in "lr":
         np.testing.assert_allclose(evaluated_tip(obj, f"{side}_fore"), target_of(targets[side]), atol=2e-6)
 

@@ -22,9 +22,9 @@ from conftest import (
     float32_slack,
     pose_snapshot,
 )
-from ik_solvers.core import SOLVERS, Method
+from ik_solvers.core import METHOD_FACTS
 
-METHODS = sorted(m.value for m in SOLVERS if m is not Method.HI)
+METHODS = sorted(m.value for m, facts in METHOD_FACTS.items() if not facts.needs_preferred_pose)
 TWO_JOINT_RIGS = {"arm", "transformed_arm"}
 
 
@@ -244,6 +244,31 @@ def test_failures_report_and_leave_the_pose_unchanged(addon, break_it, message):
     assert chain.last_status == "CONVERGED"
 
 
+def test_errors_name_the_chain_once_and_keep_the_cores_field(addon):
+    """Issue 9: one error type (IKSolversError) whose message names the chain once ("Chain 'Arm':
+    Chain 'Arm': …" before) and keeps the core's IKInputError field."""
+    from ik_solvers.blender.chains import capture_preferred_pose
+    from ik_solvers.blender.errors import IKSolversError
+    from ik_solvers.blender.sampling import sample_inputs
+    from ik_solvers.blender.solving import prepare_solve, run_solve
+    from ik_solvers.blender.spec import chain_spec
+
+    obj = build_arm()
+    chain = add_chain(obj, "forearm", 2, add_empty(location=(0.3, 0.2, 1.3)), "DLS")
+    chain.tip_bone = "gone"
+    with pytest.raises(IKSolversError) as refused:
+        chain_spec(obj, chain)
+    assert str(refused.value).count("forearm_chain") == 1 and "Tip bone 'gone' not found" in str(refused.value)
+    chain.tip_bone, chain.method = "forearm", "HI"
+    capture_preferred_pose(obj, chain, bpy.context.scene)
+    obj.pose.bones["upper_arm"].lock_ik_x = obj.pose.bones["upper_arm"].lock_ik_y = True  # HI refuses a hinge start
+    spec = chain_spec(obj, chain)
+    with pytest.raises(IKSolversError) as refused:
+        run_solve(prepare_solve(spec, sample_inputs(obj, spec)))
+    assert refused.value.field is not None and refused.value.chain == "forearm_chain"
+    assert str(refused.value).count("forearm_chain") == 1 and "ball start joint" in str(refused.value)
+
+
 def test_zero_length_segment_is_reported(addon):
     obj = build_zero_length_segment()
     add_chain(obj, "b", 2, add_empty(location=(0.2, 0.2, 0.0)), "DLS")
@@ -311,6 +336,63 @@ def test_chain_add_remove_and_capture(addon):
     obj.ik_solvers.active_chain_index = 1
     assert bpy.ops.ik_solvers.chain_remove() == {"FINISHED"}
     assert [c.name for c in chains] == ["Chain"] and obj.ik_solvers.active_chain_index == 0
+
+
+def _plane_normal_of(obj, names) -> np.ndarray:
+    """Unit normal of the plane through Blender's evaluated shoulder, elbow and tip."""
+    shoulder, elbow = (evaluated_head(obj, name) for name in names)
+    normal = np.cross(elbow - shoulder, evaluated_tip(obj, names[-1]) - elbow)
+    return normal / np.linalg.norm(normal)
+
+
+def _add_chain_by_operator(obj, tip, target=None):
+    if target is not None:
+        target.select_set(True)
+    obj.data.bones.active = obj.data.bones[tip]
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.chain_add() == {"FINISHED"}
+    return obj.ik_solvers.chains[-1]
+
+
+def test_a_new_two_bone_chain_is_hi_and_keeps_its_bend_plane(addon):
+    """Issue 11 / SPEC §5: a new two-bone chain defaults to HI with the preferred pose captured at
+    creation and a swivel that keeps the solver plane where it is in the viewport."""
+    obj = build_arm()
+    obj.pose.bones["upper_arm"].rotation_quaternion = mathutils.Euler((0.3, -0.2, 0.5)).to_quaternion()
+    obj.pose.bones["forearm"].rotation_quaternion = mathutils.Euler((0.0, 0.4, 0.9)).to_quaternion()
+    bpy.context.view_layer.update()
+    names = ("upper_arm", "forearm")
+    before = _plane_normal_of(obj, names)
+    shoulder = evaluated_head(obj, "upper_arm")
+    target = add_empty(location=shoulder + np.array([0.25, 0.2, -0.2]))
+    chain = _add_chain_by_operator(obj, "forearm", target)
+    assert chain.method == "HI" and chain.has_preferred_pose
+    assert [p.bone_name for p in chain.preferred_pose] == list(names)
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"} and chain.last_status == "CONVERGED"
+    axis = (np.array(target.location) - shoulder) / np.linalg.norm(np.array(target.location) - shoulder)
+    expected = before - (before @ axis) * axis
+    assert _plane_normal_of(obj, names) @ (expected / np.linalg.norm(expected)) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_new_chain_at_its_tip_does_not_move(addon):
+    obj = build_arm()
+    obj.pose.bones["forearm"].rotation_quaternion = mathutils.Euler((0.2, 0.1, 0.7)).to_quaternion()
+    bpy.context.view_layer.update()
+    target = add_empty(location=evaluated_tip(obj, "forearm"))
+    heads = [evaluated_head(obj, name) for name in ("upper_arm", "forearm")]
+    _add_chain_by_operator(obj, "forearm", target)
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    np.testing.assert_allclose([evaluated_head(obj, name) for name in ("upper_arm", "forearm")], heads, atol=1e-6)
+    np.testing.assert_allclose(evaluated_tip(obj, "forearm"), np.array(target.location), atol=1e-6)
+
+
+def test_new_chains_hi_cannot_drive_default_to_sdls_pulled_toward_the_reference_pose(addon):
+    obj = build_arm()
+    one_bone = _add_chain_by_operator(obj, "upper_arm")  # a chain of one bone
+    assert one_bone.chain_length == 1 and one_bone.method == "SDLS" and one_bone.reference_weight > 0.0
+    obj.pose.bones["upper_arm"].lock_ik_x = obj.pose.bones["upper_arm"].lock_ik_y = True
+    hinge_start = _add_chain_by_operator(obj, "forearm")  # HI needs a ball start joint
+    assert hinge_start.chain_length == 2 and hinge_start.method == "SDLS" and hinge_start.reference_weight > 0.0
 
 
 def test_capture_of_a_broken_chain_reports_and_keeps_the_old_pose(addon):

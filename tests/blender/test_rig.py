@@ -22,7 +22,8 @@ from conftest import (
     evaluated_tip,
     float32_slack,
 )
-from ik_solvers.blender import rig
+from ik_solvers.blender import euler, rig
+from ik_solvers.blender.errors import IKSolversError
 from ik_solvers.core import JointKind, forward_kinematics
 from ik_solvers.core.kinematics import local_rotations
 
@@ -147,20 +148,20 @@ def test_written_pose_is_what_blender_evaluates(scene, mode):
                                    atol=1e-6)
 
 
-@pytest.mark.parametrize("order", rig.EULER_ORDERS)
+@pytest.mark.parametrize("order", euler.EULER_ORDERS)
 def test_euler_conversions_agree_with_mathutils(order):
     rng = np.random.default_rng(2)
     angles = rng.uniform(-math.pi, math.pi, size=(50, 3))
-    ours = rig.matrices_from_eulers(angles, order)
+    ours = euler.matrices_from_eulers(angles, order)
     theirs = np.array([np.array(mathutils.Euler(a, order).to_matrix()) for a in angles])
     np.testing.assert_allclose(ours, theirs, atol=1e-6)  # mathutils works in float32
-    back = rig.continuous_eulers(ours, order, np.zeros(3))
-    np.testing.assert_allclose(rig.matrices_from_eulers(back, order), ours, atol=1e-12)
+    back = euler.continuous_eulers(ours, order, np.zeros(3))
+    np.testing.assert_allclose(euler.matrices_from_eulers(back, order), ours, atol=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    order=st.sampled_from(rig.EULER_ORDERS),
+    order=st.sampled_from(euler.EULER_ORDERS),
     rotvec=st.lists(st.floats(-4.0, 4.0), min_size=3, max_size=3),
     reference=st.lists(st.floats(-10.0, 10.0), min_size=3, max_size=3),
 )
@@ -168,25 +169,25 @@ def test_continuous_eulers_stay_near_reference(order, rotvec, reference):
     from ik_solvers.core.rotations import matrices_from_rotvecs
 
     matrix = matrices_from_rotvecs(np.array(rotvec))[None]
-    values = rig.continuous_eulers(matrix, order, np.array(reference))
-    np.testing.assert_allclose(rig.matrices_from_eulers(values, order), matrix, atol=1e-9)
+    values = euler.continuous_eulers(matrix, order, np.array(reference))
+    np.testing.assert_allclose(euler.matrices_from_eulers(values, order), matrix, atol=1e-9)
     # Whole turns were removed: no component is more than half a turn from the reference.
     assert np.all(np.abs(values[0] - reference) <= math.pi + 1e-9)
 
 
-@pytest.mark.parametrize("order", rig.EULER_ORDERS)
+@pytest.mark.parametrize("order", euler.EULER_ORDERS)
 def test_eulers_stay_continuous_through_gimbal_lock(order):
     # The middle angle rises to exactly 90° and stays (a limit clamped there) while the outer
     # ones keep turning: gimbal frames must continue from the frames before, not the reference.
     t = np.linspace(0.0, 1.5, 60)
     angles = np.zeros((t.size, 3))
-    first, middle, last = (rig._axis_index(letter) for letter in reversed(order))
+    first, middle, last = (euler._axis_index(letter) for letter in reversed(order))
     angles[:, middle] = math.pi / 2 - 0.3 * np.maximum(0.0, 1.0 - t / 0.75)
     angles[:, first] = 0.3 + 0.8 * t
     angles[:, last] = -0.5 * t
-    matrices = rig.matrices_from_eulers(angles, order)
-    values = rig.continuous_eulers(matrices, order, angles[0])
-    np.testing.assert_allclose(rig.matrices_from_eulers(values, order), matrices, atol=1e-12)
+    matrices = euler.matrices_from_eulers(angles, order)
+    values = euler.continuous_eulers(matrices, order, angles[0])
+    np.testing.assert_allclose(euler.matrices_from_eulers(values, order), matrices, atol=1e-12)
     assert np.abs(np.diff(values, axis=0)).max() < 0.05  # steps of the motion itself, no jumps
 
 
@@ -275,7 +276,7 @@ def test_unusable_rigs_are_refused(scene, edit, message):
     leg = build_leg()
     edit(leg)
     bpy.context.view_layer.update()
-    with pytest.raises(rig.RigError, match=message):
+    with pytest.raises(IKSolversError, match=message):
         rig.read_chain(leg, "foot", 3)
 
 
@@ -287,23 +288,23 @@ def test_scaled_parent_scales_the_chain_unless_scale_is_not_inherited(scene):
     np.testing.assert_allclose(_world_positions(leg, chain, chain.q)[-1], evaluated_tip(leg, "foot"),
                                atol=float32_slack(leg, chain.bone_names) * 1.5)
     leg.data.bones["thigh"].inherit_scale = "NONE"
-    with pytest.raises(rig.RigError, match="does not fully inherit the scale"):
+    with pytest.raises(IKSolversError, match="does not fully inherit the scale"):
         rig.read_chain(leg, "foot", 3)
 
 
 def test_missing_bones_and_bad_lengths_are_refused(scene):
     leg = build_leg()
-    with pytest.raises(rig.RigError, match="Tip bone 'toe' not found"):
+    with pytest.raises(IKSolversError, match="Tip bone 'toe' not found"):
         rig.read_chain(leg, "toe", 2)
-    with pytest.raises(rig.RigError, match="too long"):
+    with pytest.raises(IKSolversError, match="too long"):
         rig.read_chain(leg, "foot", 5)
-    with pytest.raises(rig.RigError, match="not an armature"):
+    with pytest.raises(IKSolversError, match="not an armature"):
         rig.read_chain(add_empty(), "foot", 2)
 
 
 def test_zero_length_segment_is_refused(scene):
     obj = build_zero_length_segment()
-    with pytest.raises(rig.RigError, match="zero-length or too short segment"):
+    with pytest.raises(IKSolversError, match="zero-length or too short segment"):
         rig.read_chain(obj, "b", 2)
 
 
@@ -313,7 +314,7 @@ def test_non_finite_pose_is_refused_before_writing(scene):
     before = _stored_channels(obj)
     q = np.full(chain.chain.n_dof, 0.3)
     q[-1] = np.nan
-    with pytest.raises(rig.RigError, match="non-finite"):
+    with pytest.raises(IKSolversError, match="non-finite"):
         rig.write_pose(obj, chain, q)
     assert _stored_channels(obj) == before
 

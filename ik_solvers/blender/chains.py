@@ -1,0 +1,138 @@
+"""Chain set-up and single-frame posing: a new chain's defaults, preferred-pose capture, solving and
+writing chains at the current frame, and the last-solve status kept on the settings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import (
+    METHOD_FACTS,
+    IKInputError,
+    Method,
+    forward_kinematics,
+    pose_plane_normals,
+    preferred_pose,
+    swivel_for_plane,
+)
+from .errors import IKSolversError
+from .rig import RigChain, basis_quaternion, read_chain, root_matrices_world, world_to_root, write_pose
+from .sampling import sample_inputs
+from .snapshots import PoseSnapshot
+from .solving import prepare_solve, run_solve, world_errors
+from .spec import chain_spec
+
+DEFAULT_REFERENCE_WEIGHT = 0.1
+"""Pull toward the reference pose of a new chain of three or more bones (issue 11: keeps knees and
+elbows bending their rest way where the target leaves freedom)."""
+
+
+def default_method(n_bones: int) -> Method:
+    """The method a new chain of ``n_bones`` bones gets: HI for two bones, SVD-adaptive DLS otherwise."""
+    return Method.HI if n_bones == 2 else Method.SDLS
+
+
+def method_reason(chain_settings) -> str:
+    """One line for the panel: which method the chain uses and why."""
+    method = Method(chain_settings.method)
+    label = METHOD_FACTS[method].label
+    n_bones = int(chain_settings.chain_length)
+    if method is default_method(n_bones):
+        if method is Method.HI:
+            return f"{label}: default for two bones (history independent, keeps its bend plane)"
+        return f"{label}: default for {n_bones} bone(s), pulled toward the reference pose"
+    return f"{label}: chosen for this chain"
+
+
+def capture_preferred_pose(obj, chain_settings, scene) -> None:
+    """Store the chain's current pose as its preferred pose (IKSolversError if the chain is unusable)."""
+    try:
+        rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
+    except IKSolversError as error:
+        raise error.about(chain_settings.name) from None
+    rotations = [basis_quaternion(obj.pose.bones[name]) for name in rig.bone_names]
+    chain_settings.preferred_pose.clear()
+    for name, quaternion in zip(rig.bone_names, rotations):
+        item = chain_settings.preferred_pose.add()
+        item.bone_name = name
+        item.rotation = quaternion
+    chain_settings.preferred_frame = scene.frame_current
+    chain_settings.has_preferred_pose = True
+
+
+def _keeping_swivel(obj, chain_settings, rig: RigChain) -> float:
+    """The swivel angle whose solver plane is the current pose's (SPEC §5: a new chain keeps its plane)."""
+    positions = forward_kinematics(rig.chain, rig.q[None]).positions
+    normal = pose_plane_normals(positions)
+    if not np.all(np.isfinite(normal)):
+        return 0.0  # a straight chain has no plane to keep
+    target = chain_settings.target
+    if target is None:
+        goal = positions[:, -1]
+    else:
+        goal = world_to_root(np.array(target.matrix_world.translation, dtype=float)[None],
+                             root_matrices_world(obj, rig))
+    swivel = swivel_for_plane(rig.chain, goal, rig.q, normal, zero_plane_map=chain_settings.zero_plane_map)
+    return float(swivel[0]) if np.all(np.isfinite(swivel)) else 0.0
+
+
+def set_up_new_chain(obj, chain_settings, scene) -> None:
+    """A new chain's defaults (issue 11): two bones → HI with the preferred pose captured now and the
+    swivel set so that adding the chain does not move it; longer chains → SDLS pulled toward the
+    reference pose. A chain without a usable tip bone yet keeps the settings' defaults."""
+    try:
+        rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
+    except IKSolversError:
+        return  # no usable tip bone yet: set up once the user picks one
+    capture_preferred_pose(obj, chain_settings, scene)
+    method = default_method(len(rig.bone_names))
+    if method is Method.HI:
+        try:
+            preferred_pose(rig.chain, rig.q)  # the core's checks of an HI preferred pose
+            chain_settings.swivel_angle = _keeping_swivel(obj, chain_settings, rig)
+        except (IKInputError, IKSolversError):
+            method = Method.SDLS  # e.g. a hinge start joint: HI cannot drive this chain
+    chain_settings.method = method.value
+    if method is Method.SDLS:
+        chain_settings.reference_weight = DEFAULT_REFERENCE_WEIGHT
+
+
+def store_solve_outcome(chain_settings, status: str, message: str, result=None, prepared=None) -> None:
+    """Keep a solve's outcome on the chain's settings, writing only what changed (each write is an update).
+
+    HI chains also get the pole distance, so the panel's flip warning follows the live pose.
+    """
+    values = {"last_status": status, "last_message": message}
+    if result is not None:
+        error, lower_bound = world_errors(prepared, result)
+        values.update(last_error=float(error[0]), last_lower_bound=float(lower_bound[0]),
+                      last_iterations=int(result.iterations[0]))
+        if result.hi is not None:
+            values["last_pole_distance"] = float(result.hi.pole_angles[0])
+    for name, value in values.items():
+        if getattr(chain_settings, name) != value:
+            setattr(chain_settings, name, value)
+
+
+def solve_chains(obj, chains, view_layer) -> list:
+    """Solve and write ``chains`` (settings) one after another (each sees the ones before it posed).
+
+    Returns per chain the core ``SolveResult`` and its ``PreparedSolve``. On an IKSolversError
+    every channel written so far is put back exactly before it propagates.
+    """
+    specs = [chain_spec(obj, chain) for chain in chains]  # every chain checked before any is posed
+    snapshot = PoseSnapshot(obj)
+    outcomes = []
+    try:
+        for index, spec in enumerate(specs):
+            if index:
+                view_layer.update()  # the next chain reads its rig and root from the pose just written
+                spec = chain_spec(obj, chains[index])
+            prepared = prepare_solve(spec, sample_inputs(obj, spec))
+            result = run_solve(prepared)
+            write_pose(obj, spec.rig, result.q[0])
+            outcomes.append((result, prepared))
+    except IKSolversError:
+        snapshot.restore()
+        view_layer.update()
+        raise
+    return outcomes

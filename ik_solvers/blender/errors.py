@@ -1,0 +1,46 @@
+"""The Blender layer's one error type: a sentence for the user, naming the chain (and frame) once."""
+
+from __future__ import annotations
+
+from ..core import IKInputError
+
+
+class IKSolversError(ValueError):
+    """The rig, a chain's settings, its inputs or a bake cannot be used; ``str()`` is one sentence.
+
+    Attributes
+    ----------
+    message : str
+        What went wrong, without the chain's name.
+    field : str or None
+        The core's offending field (``IKInputError.field``) when the core refused the input.
+    chain : str or None
+        The chain the error is about; ``str()`` starts with "Chain '<name>'" exactly once.
+    frame : int or None
+        The first frame the error was met at (bakes).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, chain: str | None = None,
+                 frame: int | None = None) -> None:
+        self.message = message
+        self.field = field
+        self.chain = chain
+        self.frame = frame
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        if self.chain is None:
+            return self.message if self.frame is None else f"At frame {self.frame}: {self.message}"
+        where = f"Chain '{self.chain}'" + ("" if self.frame is None else f" at frame {self.frame}")
+        return f"{where}: {self.message}"
+
+    def about(self, chain: str | None = None, frame: int | None = None) -> "IKSolversError":
+        """This error with the chain / frame filled in where it did not name them yet."""
+        return IKSolversError(self.message, field=self.field, chain=self.chain if self.chain is not None else chain,
+                              frame=self.frame if self.frame is not None else frame)
+
+    @classmethod
+    def from_input(cls, error: IKInputError, prefix: str = "the solver refused the input",
+                   chain: str | None = None) -> "IKSolversError":
+        """The core's refusal as a Blender-layer error, keeping its ``field``."""
+        return cls(f"{prefix}: {error}.", field=error.field, chain=chain)

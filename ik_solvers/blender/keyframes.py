@@ -1,0 +1,163 @@
+"""Keys in bulk: keyframe I/O, the rotation channels' data paths, continuity with the key before a bake."""
+
+from __future__ import annotations
+
+import math
+
+import bpy
+import numpy as np
+from bpy_extras import anim_utils
+
+KEYFRAME_ATTRIBUTES = (
+    ("co", np.float32, 2),
+    ("handle_left", np.float32, 2),
+    ("handle_right", np.float32, 2),
+    ("handle_left_type", np.int32, 1),
+    ("handle_right_type", np.int32, 1),
+    ("interpolation", np.int32, 1),
+    ("easing", np.int32, 1),
+    ("type", np.int32, 1),
+    ("back", np.float32, 1),
+    ("amplitude", np.float32, 1),
+    ("period", np.float32, 1),
+    ("select_control_point", bool, 1),
+    ("select_left_handle", bool, 1),
+    ("select_right_handle", bool, 1),
+)
+"""Every stored property of a ``Keyframe`` (``co_ui`` mirrors ``co``), with the numpy type
+``foreach_get`` / ``foreach_set`` use for it and its values per key."""
+
+LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+
+
+def read_keyframes(fcurve) -> dict[str, np.ndarray]:
+    """All keyframe data of ``fcurve``: per attribute an array ``(K,)`` or ``(K, 2)``."""
+    points = fcurve.keyframe_points
+    count = len(points)
+    keys = {}
+    for name, dtype, width in KEYFRAME_ATTRIBUTES:
+        values = np.empty(count * width, dtype=dtype)
+        points.foreach_get(name, values)
+        keys[name] = values.reshape(count, width) if width > 1 else values
+    return keys
+
+
+def write_keyframes(fcurve, keys: dict[str, np.ndarray]) -> None:
+    """Replace all keys of ``fcurve`` by ``keys`` (as ``read_keyframes`` gives them), bit for bit.
+
+    No ``fcurve.update()``: it would recompute the stored handles, and a restored curve must
+    keep exactly the handles it had.
+    """
+    points = fcurve.keyframe_points
+    points.clear()
+    points.add(len(keys["co"]))
+    for name, _dtype, _width in KEYFRAME_ATTRIBUTES:
+        points.foreach_set(name, keys[name].ravel())
+
+
+def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float) -> None:
+    """Key ``values (N,)`` at ``frames (N,)`` with linear interpolation, dropping the curve's keys in
+    ``[start, end]`` and keeping every key outside it with all its data."""
+    points = fcurve.keyframe_points
+    x = np.empty(2 * len(points), dtype=np.float32)
+    points.foreach_get("co", x)
+    x = x[0::2]
+    before, after = x < start, x > end
+    n_before, n_after, count = int(before.sum()), int(after.sum()), len(frames)
+    old = read_keyframes(fcurve) if n_before or n_after else None
+    points.clear()
+    points.add(n_before + count + n_after)  # fresh keys carry Blender's defaults
+    co = np.column_stack([frames, values]).astype(np.float32)
+    linear = np.full(count, LINEAR, dtype=np.int32)
+    if n_before == n_after == 0:
+        points.foreach_set("co", co.ravel())
+        points.foreach_set("interpolation", linear)
+        # Sorted, unique, linear keys need no fcurve.update() (as bpy_extras.anim_utils' bake notes).
+        return
+    new = slice(n_before, n_before + count)
+    probe = points[n_before]
+    for name, dtype, width in KEYFRAME_ATTRIBUTES:
+        merged = np.empty((n_before + count + n_after, width), dtype=dtype)
+        merged[:n_before] = old[name][before].reshape(-1, width)
+        merged[new] = np.array(_stored_value(probe, name), dtype=dtype).reshape(-1, width)
+        merged[new.stop:] = old[name][after].reshape(-1, width)
+        if name == "co":
+            merged[new] = co
+        elif name == "interpolation":
+            merged[new, 0] = linear
+        points.foreach_set(name, merged.ravel())
+    fcurve.update()  # handles of the new keys and of their kept neighbours
+
+
+def _stored_value(keyframe, name: str):
+    """A keyframe attribute as ``foreach_get`` gives it (enum identifiers as their integer values)."""
+    value = getattr(keyframe, name)
+    if isinstance(value, str):
+        return bpy.types.Keyframe.bl_rna.properties[name].enum_items[value].value
+    return tuple(value) if not isinstance(value, (bool, int, float)) else value
+
+
+
+def rotation_data_path(pose_bone) -> str:
+    """The F-curve data path of ``pose_bone``'s rotation channel in its rotation mode."""
+    mode = pose_bone.rotation_mode
+    prop = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode, "rotation_euler")
+    return pose_bone.path_from_id(prop)
+
+
+def continue_from_previous_key(fcurves: list, values: np.ndarray, mode: str, start: float) -> np.ndarray:
+    """Shift baked channel values ``(N, k)`` so they continue the curve's last kept key before ``start``.
+
+    The values are already continuous among themselves; a quaternion block may still sit in the
+    other hemisphere than the key before it, an Euler block a whole turn away: both evaluate to the
+    same rotation but would make Blender interpolate the long way round at the boundary.
+    """
+    previous = []
+    for fcurve in fcurves:
+        if fcurve is None or len(fcurve.keyframe_points) == 0:
+            return values
+        co = np.empty(2 * len(fcurve.keyframe_points), dtype=np.float32)
+        fcurve.keyframe_points.foreach_get("co", co)
+        x = co[0::2]
+        kept = np.flatnonzero(x < start)
+        if kept.size == 0:
+            return values
+        previous.append(float(co[2 * kept[-1] + 1]))
+    previous = np.array(previous)
+    if mode == "QUATERNION":
+        return -values if float(previous @ values[0]) < 0.0 else values
+    if mode == "AXIS_ANGLE":
+        return values
+    turns = np.round((previous - values[0]) / (2.0 * math.pi))
+    return values + 2.0 * math.pi * turns
+
+
+
+def assigned_fcurves(id_data) -> list:
+    """The F-curves of the action slot assigned to ``id_data`` (empty without animation)."""
+    anim_data = getattr(id_data, "animation_data", None)
+    channelbag = anim_utils.animdata_get_channelbag_for_assigned_slot(anim_data)
+    return [] if channelbag is None else list(channelbag.fcurves)
+
+
+def key_rotations(action, obj, values: dict[str, np.ndarray], frames: np.ndarray, start: float, end: float) -> None:
+    """Key rotation-channel ``values`` (bone → ``(N, k)``) at ``frames (N,)`` into ``obj``'s action.
+
+    ``action`` is the bake's :class:`~.snapshots.ActionSnapshot`: it gives the channel bag and
+    remembers each F-curve before its first change. Keys inside ``[start, end]`` are replaced, the
+    others kept, and each block continues the key before ``start``.
+    """
+    channelbag = action.channelbag()
+    frames = np.asarray(frames, dtype=np.float64)
+    for bone, channel in values.items():
+        pose_bone = obj.pose.bones[bone]
+        path = rotation_data_path(pose_bone)
+        width = channel.shape[1]
+        for index in range(width):
+            action.remember(channelbag, path, index, bone)
+        fcurves = [channelbag.fcurves.find(path, index=index) for index in range(width)]
+        channel = continue_from_previous_key(fcurves, channel, pose_bone.rotation_mode, start)
+        for index, fcurve in enumerate(fcurves):
+            if fcurve is None:
+                fcurve = channelbag.fcurves.new(path, index=index, group_name=bone)
+            replace_keys_in_range(fcurve, frames, channel[:, index], start, end)

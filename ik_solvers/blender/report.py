@@ -1,0 +1,171 @@
+"""The bake report: one typed record per baked chain and the one function that computes it, used by
+the bake operator, the panel (through the chain's stored report) and ``scripts/ik_batch.py``."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..core import Status, flips_from_normals
+from .frames import SolvedFrames
+
+NOT_REACHED_LISTED = 100
+"""At most this many not-reached frames are listed (the counts hold them all)."""
+
+
+@dataclass(frozen=True)
+class BakeReport:
+    """What one chain's bake did, frame statistics in scene units.
+
+    Attributes
+    ----------
+    armature, chain, method : str
+    frames : int
+        Frames keyed.
+    frame_start, frame_end, frame_step : int
+    sampling : str
+        ``'fcurves'`` (inputs read from F-curves) or ``'evaluated'`` (each frame evaluated).
+    sampling_reasons : list of str
+        Why F-curve sampling was not exact (at most five).
+    status_counts : dict of str to int
+        Frames per ``Status`` value, every status listed.
+    max_error, median_error : float
+        Tip-to-target distance over the frames.
+    max_excess : float
+        Largest error above the lower bound; ``max_excess_frame`` the frame of it.
+    max_excess_frame : int
+    not_reached_frames : list of int
+        Frames neither converged nor at the lower bound of an unreachable target (first 100).
+    flip_frames : list of dict
+        HI solver-plane flips: frame, turn_degrees, pole_crossing, pole_distance_degrees, warned.
+    pole_warning_frames : int or None
+        HI frames with the pole warning on (None for other methods).
+    min_pole_distance_degrees : float or None
+        HI: the smallest angle between the EE axis and a pole (None for other methods).
+    seconds : float
+        Time spent solving and keying.
+    """
+
+    armature: str
+    chain: str
+    method: str
+    frames: int
+    frame_start: int
+    frame_end: int
+    frame_step: int
+    sampling: str
+    sampling_reasons: list
+    status_counts: dict
+    max_error: float
+    median_error: float
+    max_excess: float
+    max_excess_frame: int
+    not_reached_frames: list
+    flip_frames: list
+    pole_warning_frames: int | None
+    min_pole_distance_degrees: float | None
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> "BakeReport":
+        return cls(**json.loads(text))
+
+    def sentence(self) -> str:
+        """One line for ``self.report``: frames, statuses, worst excess, flips."""
+        counts = ", ".join(f"{count} {status.lower().replace('_', ' ')}"
+                           for status, count in self.status_counts.items() if count)
+        text = (f"Baked '{self.chain}' over {self.frames} frames: {counts}; "
+                f"max error over lower bound {self.max_excess:.3g}")
+        if self.flip_frames:
+            text += f"; plane flips at frames {', '.join(str(f['frame']) for f in self.flip_frames[:5])}"
+        return text + "."
+
+
+def reached(status: np.ndarray) -> np.ndarray:
+    """Frames that converged or ended at the lower bound of an unreachable target."""
+    return (status == Status.CONVERGED) | (status == Status.UNREACHABLE)
+
+
+def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict]:
+    """Solver-plane flips of an HI solve over its frames in order, within each chain shape.
+
+    A shape is told by the sphere pole its frames were solved with; across two shapes the normals
+    live in different spheres, and the shape change itself would count as a turn. Per flip: frame,
+    turn (degrees), whether it crosses a pole, the pole distance (degrees) and whether the pole
+    warning was on at either side of it.
+    """
+    hi = solved.hi
+    if hi is None:
+        return []
+    flips = []
+    for pole in np.unique(hi.poles, axis=0):
+        rows = np.flatnonzero(np.all(hi.poles == pole, axis=1))
+        found = flips_from_normals(
+            hi.solver_normals[rows], hi.ee_axes_sphere[rows], pole, warning_angle=warning_angle,
+            singular_directions=hi.singular_directions[rows],
+        )
+        for k, turn, crossing in zip(found.frames, found.turns, found.pole_crossing):
+            before, after = rows[k - 1], rows[k]
+            flips.append({
+                "frame": int(solved.frames[after]),
+                "turn_degrees": float(np.degrees(turn)),
+                "pole_crossing": bool(crossing),
+                "pole_distance_degrees": float(np.degrees(min(hi.pole_angles[before], hi.pole_angles[after]))),
+                "warned": bool(hi.pole_warnings[before] or hi.pole_warnings[after]),
+            })
+    return sorted(flips, key=lambda flip: flip["frame"])
+
+
+def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str, frame_step: int,
+                sampling_reasons: list[str], flip_threshold: float, seconds: float) -> BakeReport:
+    """The statistics of one chain's solved frames (``solved.frames`` in order, the bake's frames)."""
+    status, error = solved.status, solved.error
+    counts = Counter(s.value for s in status)
+    excess = np.maximum(error - solved.bound, 0.0)
+    worst = int(np.argmax(excess))
+    hi = solved.hi
+    return BakeReport(
+        armature=armature,
+        chain=chain,
+        method=method,
+        frames=int(len(solved.frames)),
+        frame_start=int(solved.frames[0]),
+        frame_end=int(solved.frames[-1]),
+        frame_step=int(frame_step),
+        sampling="evaluated" if sampling_reasons else "fcurves",
+        sampling_reasons=list(sampling_reasons[:5]),
+        status_counts={s.value: int(counts.get(s.value, 0)) for s in Status},
+        max_error=float(error.max()),
+        median_error=float(statistics.median(error.tolist())),
+        max_excess=float(excess[worst]),
+        max_excess_frame=int(solved.frames[worst]),
+        not_reached_frames=[int(f) for f in solved.frames[~reached(status)][:NOT_REACHED_LISTED]],
+        flip_frames=flip_frames(solved, flip_threshold),
+        pole_warning_frames=None if hi is None else int(np.asarray(hi.pole_warnings).sum()),
+        min_pole_distance_degrees=None if hi is None else float(np.degrees(np.nanmin(hi.pole_angles))),
+        seconds=float(seconds),
+    )
+
+
+def store_report(chain_settings, report: BakeReport) -> None:
+    """Keep ``report`` on the chain's settings, where the panel draws it."""
+    counts = report.status_counts
+    chain_settings.last_bake_report = report.to_json()
+    chain_settings.bake_frames = report.frames
+    chain_settings.bake_converged = counts[Status.CONVERGED.value]
+    chain_settings.bake_unreachable = counts[Status.UNREACHABLE.value]
+    chain_settings.bake_budget_exhausted = counts[Status.BUDGET_EXHAUSTED.value]
+    chain_settings.bake_stalled = counts[Status.STALLED.value]
+    chain_settings.bake_diverged = counts[Status.DIVERGED.value]
+    chain_settings.bake_max_excess = report.max_excess
+    chain_settings.bake_flip_frames = len(report.flip_frames)

@@ -1,0 +1,246 @@
+"""Sampling a chain's inputs over frames: from F-curves where that is exactly Blender's evaluation,
+else by evaluating each frame — and the rules that choose (:func:`fcurve_sampling_blockers`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import IKSolversError
+from .keyframes import assigned_fcurves
+from .rig import RigChain, root_matrices_world
+from .spec import ChainSpec
+
+
+@dataclass(frozen=True, eq=False)
+class FrameInputs:
+    """Everything a solve reads from the evaluated scene, for N frames (world space).
+
+    Attributes
+    ----------
+    target_world : ndarray, shape (N, 3)
+        The target's world location per frame.
+    root_world : ndarray, shape (N, 4, 4)
+        World matrix of the chain's root space (``rig.root_matrices_world``) per frame.
+    pole_world : ndarray, shape (N, 3), or None
+        The pole target's world location per frame (None without a pole target).
+    target_parent_world : ndarray, shape (N, 4, 4), or None
+        World matrix of the target's parent per frame (identity rows when it has none); None
+        when the solve does not need it.
+    swivel_angle : ndarray, shape (N,), or None
+        The chain's swivel angle per frame (radians); None: the spec's value.
+    """
+
+    target_world: np.ndarray
+    root_world: np.ndarray
+    pole_world: np.ndarray | None = None
+    target_parent_world: np.ndarray | None = None
+    swivel_angle: np.ndarray | None = None
+
+    FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle")
+
+    @classmethod
+    def stack(cls, frames: list["FrameInputs"]) -> "FrameInputs":
+        """One batch from single-frame inputs (all with or all without each optional field)."""
+
+        def joined(name: str):
+            values = [getattr(f, name) for f in frames]
+            return None if values[0] is None else np.concatenate(values, 0)
+
+        return cls(**{name: joined(name) for name in cls.FIELDS})
+
+    def select(self, rows: np.ndarray) -> "FrameInputs":
+        """The inputs at ``rows`` (indices into the batch axis), optional fields staying None."""
+        return FrameInputs(**{name: None if getattr(self, name) is None else np.asarray(getattr(self, name))[rows]
+                              for name in self.FIELDS})
+
+
+def _matrix(m) -> np.ndarray:
+    return np.array(m, dtype=float)
+
+
+def _evaluated(obj, depsgraph):
+    return obj.evaluated_get(depsgraph) if depsgraph is not None else obj
+
+
+def swivel_angle(obj, spec: ChainSpec) -> float:
+    """The chain's swivel angle as the current frame animates it (radians)."""
+    return float(obj.path_resolve(f"{spec.settings_path}.swivel_angle"))
+
+
+def sample_inputs(obj, spec: ChainSpec, rig: RigChain | None = None, depsgraph=None) -> FrameInputs:
+    """The current evaluation of everything the chain's solve reads, as a batch of one frame."""
+    rig = spec.rig if rig is None else rig
+    target = spec.target
+    if target is None:
+        raise IKSolversError("the chain has no target; pick an Empty.", chain=spec.name)
+    target_eval = _evaluated(target, depsgraph)
+    target_world = np.array(target_eval.matrix_world.translation, dtype=float)[None]
+    pole_world = None
+    if spec.pole is not None:
+        pole_world = np.array(_evaluated(spec.pole, depsgraph).matrix_world.translation, dtype=float)[None]
+    parent = target_eval.parent
+    target_parent_world = (_matrix(parent.matrix_world) if parent is not None else np.eye(4))[None]
+    try:
+        root_world = root_matrices_world(obj, rig, depsgraph)[None]
+    except IKSolversError as error:
+        raise error.about(spec.name) from None
+    return FrameInputs(
+        target_world=target_world,
+        root_world=root_world,
+        pole_world=pole_world,
+        target_parent_world=target_parent_world,
+        swivel_angle=np.array([swivel_angle(obj, spec)], dtype=float),
+    )
+
+
+TRANSFORM_PATHS = frozenset(
+    {
+        "location",
+        "rotation_euler",
+        "rotation_quaternion",
+        "rotation_axis_angle",
+        "scale",
+        "delta_rotation_euler",
+        "delta_rotation_quaternion",
+        "delta_scale",
+    }
+)
+"""Object F-curve paths that cannot move an unparented, unconstrained object's origin away from
+``location`` (``delta_location`` can, so it is not here)."""
+
+
+def _animation_blockers(id_data, what: str) -> list[str]:
+    """Why ``id_data``'s animation is not a plain action evaluated at the scene frame."""
+    anim_data = getattr(id_data, "animation_data", None)
+    if anim_data is None:
+        return []
+    reasons = []
+    if len(anim_data.drivers):
+        reasons.append(f"{what} has drivers")
+    if len(anim_data.nla_tracks) or anim_data.use_tweak_mode:
+        reasons.append(f"{what} has NLA tracks")
+    if anim_data.action is not None:
+        if anim_data.action_blend_type != "REPLACE" or anim_data.action_influence != 1.0:
+            reasons.append(f"{what}'s action is blended")
+        if anim_data.action.use_cyclic:
+            reasons.append(f"{what}'s action is cyclic")
+    return reasons
+
+
+def _point_blockers(point, what: str) -> list[str]:
+    reasons = _animation_blockers(point, what)
+    if point.parent is not None:
+        reasons.append(f"{what} has a parent")
+    if len(point.constraints):
+        reasons.append(f"{what} has constraints")
+    for fcurve in assigned_fcurves(point):
+        if fcurve.data_path not in TRANSFORM_PATHS:
+            reasons.append(f"{what} animates {fcurve.data_path}")
+    return reasons
+
+
+def _bone_prefixes(obj, names) -> dict[str, str]:
+    """F-curve path prefix ``'pose.bones["name"].'`` → bone name."""
+    return {obj.pose.bones[name].path_from_id() + ".": name for name in names}
+
+
+def _bone_of_path(prefixes: dict[str, str], path: str) -> tuple[str | None, str]:
+    for prefix, name in prefixes.items():
+        if path.startswith(prefix):
+            return name, path[len(prefix):]
+    return None, path
+
+
+def fcurve_sampling_blockers(scene, obj, rig: RigChain, spec: ChainSpec) -> list[str]:
+    """Reasons the chain's inputs cannot be read straight from F-curves (empty: they can).
+
+    Sampling F-curves is exactly Blender's evaluation when every sampled point (target, pole) is
+    an unparented, unconstrained, driver-free object animated only by its own action's transform
+    F-curves, and the chain's root frame and geometry cannot change over time: the armature has
+    no parent, constraints, drivers or NLA, and its action keys neither the object transform, nor
+    the chain's ancestor bones, nor anything but rotation on the chain's bones, nor the chain
+    settings (e.g. an animated swivel angle). Anything else is sampled by evaluating each frame.
+    """
+    reasons = []
+    render = scene.render
+    if render.frame_map_old != render.frame_map_new:
+        reasons.append("the scene remaps time")
+    for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
+        if point is not None:
+            reasons += _point_blockers(point, what)
+    reasons += _animation_blockers(obj, "the armature")
+    reasons += _animation_blockers(obj.data, "the armature data")
+    if obj.parent is not None:
+        reasons.append("the armature has a parent")
+    if len(obj.constraints):
+        reasons.append("the armature has constraints")
+    if assigned_fcurves(obj.data):
+        reasons.append("the armature data is animated")
+    ancestors = []
+    bone = obj.data.bones[rig.bone_names[0]].parent
+    while bone is not None:
+        ancestors.append(bone.name)
+        bone = bone.parent
+    for name in (*rig.bone_names, *ancestors):
+        if len(obj.pose.bones[name].constraints):
+            reasons.append(f"bone '{name}' has constraints")
+    chain_prefixes = _bone_prefixes(obj, rig.bone_names)
+    ancestor_prefixes = _bone_prefixes(obj, ancestors)
+    settings_prefix = spec.settings_path + "."
+    rotations = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
+    for fcurve in assigned_fcurves(obj):
+        path = fcurve.data_path
+        in_chain, prop = _bone_of_path(chain_prefixes, path)
+        if in_chain is not None:
+            moves = prop not in rotations  # rotations are what the bake replaces; never read per frame
+        else:
+            # Other bones' channels, custom properties and other chains' settings cannot reach this
+            # chain without a driver or a constraint, both refused above.
+            moves = (_bone_of_path(ancestor_prefixes, path)[0] is not None or path in TRANSFORM_PATHS
+                     or path == "delta_location" or path.startswith(settings_prefix))
+        if moves:
+            reasons.append(f"the armature animates {path}")
+    return reasons
+
+
+def sample_point_fcurves(point, frames: np.ndarray) -> np.ndarray:
+    """World positions ``(N, 3)`` of an unparented, unconstrained object from its location F-curves.
+
+    Only valid where ``fcurve_sampling_blockers`` found nothing. Unkeyed (or muted) components keep
+    their current value, and ``delta_location`` is added in float32 as Blender's object matrix does.
+    """
+    positions = np.tile(np.array(point.location, dtype=np.float32), (len(frames), 1))
+    frame_list = frames.tolist()
+    for fcurve in assigned_fcurves(point):
+        muted = fcurve.mute or (fcurve.group is not None and fcurve.group.mute)
+        if fcurve.data_path == "location" and not muted:
+            evaluate = fcurve.evaluate
+            positions[:, fcurve.array_index] = [evaluate(f) for f in frame_list]
+    return (positions + np.array(point.delta_location, dtype=np.float32)).astype(float)
+
+
+def sample_fcurves(obj, spec: ChainSpec, rig: RigChain, frames: np.ndarray) -> FrameInputs:
+    """The chain's inputs for ``frames (N,)`` read from F-curves (see ``fcurve_sampling_blockers``)."""
+    current = sample_inputs(obj, spec, rig)
+    n = len(frames)
+    return FrameInputs(
+        target_world=sample_point_fcurves(spec.target, frames),
+        root_world=np.broadcast_to(current.root_world, (n, 4, 4)),
+        pole_world=None if spec.pole is None else sample_point_fcurves(spec.pole, frames),
+        target_parent_world=np.broadcast_to(np.eye(4), (n, 4, 4)),
+        swivel_angle=np.full(n, current.swivel_angle[0]),
+    )
+
+
+def geometry_key(obj, rig: RigChain) -> bytes:
+    """The pose values besides rotation that shape the chain (location, scale of its bones)."""
+    values = []
+    for name in rig.bone_names:
+        pose_bone = obj.pose.bones[name]
+        values.extend(pose_bone.location)
+        values.extend(pose_bone.scale)
+    return np.array(values, dtype=np.float32).tobytes()
+
+

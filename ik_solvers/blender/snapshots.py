@@ -1,0 +1,151 @@
+"""Snapshots that put things back exactly: one of an object's action, one of an armature's pose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+from bpy_extras import anim_utils
+
+from .keyframes import read_keyframes, write_keyframes
+
+
+@dataclass
+class _ChannelSnapshot:
+    data_path: str
+    index: int
+    backup: str | None
+    """Data path of the F-curve's copy in the backup action; None: the F-curve did not exist."""
+
+
+@dataclass
+class ActionSnapshot:
+    """What a bake changed in one object's animation data, to put back exactly on cancel or error."""
+
+    obj: bpy.types.Object
+    created_animation_data: bool = False
+    created_action: bpy.types.Action | None = None
+    created_slot: bpy.types.ActionSlot | None = None
+    assigned_slot: bool = False
+    channels: list[_ChannelSnapshot] = field(default_factory=list)
+    created_groups: list[str] = field(default_factory=list)
+    backup: bpy.types.Action | None = None
+    """Holds copies of the F-curves before their first change (copied in C: the snapshot of
+    thousands of keys costs next to nothing); removed when the bake ends either way."""
+    _backup_channelbag: object = None
+    _seen: set = field(default_factory=set)
+
+    def channelbag(self):
+        """The channel bag of the object's assigned action slot, creating action / slot / bag as needed.
+
+        An existing action is always reused: a bake never leaves an extra Action behind.
+        """
+        obj = self.obj
+        if obj.animation_data is None:
+            obj.animation_data_create()
+            self.created_animation_data = True
+        anim_data = obj.animation_data
+        if anim_data.action is None:
+            self.created_action = bpy.data.actions.new(f"{obj.name}Action")
+            anim_data.action = self.created_action
+        action = anim_data.action
+        if anim_data.action_slot is None:
+            slot = anim_utils.action_get_first_suitable_slot(action, obj.id_type)
+            if slot is None:
+                slot = self.created_slot = action.slots.new(obj.id_type, obj.name)
+            anim_data.action_slot = slot
+            self.assigned_slot = True
+        return anim_utils.action_ensure_channelbag_for_slot(action, anim_data.action_slot)
+
+    def remember(self, channelbag, data_path: str, index: int, group: str) -> None:
+        """Copy a channel's F-curve before its first change in this bake."""
+        if (data_path, index) in self._seen:
+            return
+        self._seen.add((data_path, index))
+        fcurve = channelbag.fcurves.find(data_path, index=index)
+        backup = None
+        if fcurve is not None:
+            if self.backup is None:
+                self.backup = bpy.data.actions.new("IK Solvers bake backup")
+                slot = self.backup.slots.new(self.obj.id_type, "backup")
+                self._backup_channelbag = anim_utils.action_ensure_channelbag_for_slot(self.backup, slot)
+            backup = str(len(self.channels))
+            self._backup_channelbag.fcurves.new_from_fcurve(fcurve, data_path=backup)
+        self.channels.append(_ChannelSnapshot(data_path, index, backup))
+        if channelbag.groups.get(group) is None and group not in self.created_groups:
+            self.created_groups.append(group)
+
+    def release(self) -> None:
+        """Forget the snapshot (the bake is kept): drop the backup action."""
+        if self.backup is not None:
+            bpy.data.actions.remove(self.backup)
+        self.backup = self._backup_channelbag = None
+        self.channels.clear()
+        self._seen.clear()
+
+    def restore(self) -> None:
+        """Put the animation data back as it was before the bake."""
+        obj = self.obj
+        anim_data = obj.animation_data
+        channelbag = anim_utils.animdata_get_channelbag_for_assigned_slot(anim_data)
+        if channelbag is not None:
+            for snapshot in reversed(self.channels):
+                fcurve = channelbag.fcurves.find(snapshot.data_path, index=snapshot.index)
+                if snapshot.backup is None:
+                    if fcurve is not None:
+                        channelbag.fcurves.remove(fcurve)
+                elif fcurve is not None:
+                    write_keyframes(fcurve, read_keyframes(self._backup_channelbag.fcurves.find(snapshot.backup, index=snapshot.index)))
+            for name in self.created_groups:
+                group = channelbag.groups.get(name)
+                if group is not None and len(group.channels) == 0:
+                    channelbag.groups.remove(group)
+        if anim_data is not None:
+            if self.assigned_slot:
+                anim_data.action_slot = None
+            if self.created_slot is not None:
+                anim_data.action.slots.remove(self.created_slot)
+            if self.created_action is not None:
+                anim_data.action = None
+                bpy.data.actions.remove(self.created_action)
+            if self.created_animation_data:
+                obj.animation_data_clear()
+        if obj.animation_data is not None and obj.animation_data.action is not None:
+            obj.animation_data.action.update_tag()
+        self.release()
+
+
+
+class PoseSnapshot:
+    """Every pose bone's transform channels (float32 as stored), put back bit for bit by :meth:`restore`.
+
+    The solve operator restores it when a chain fails; a bake when it ends, to undo what frame
+    changes did to unkeyed values.
+    """
+
+    PROPS = (("location", 3), ("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4),
+             ("scale", 3))
+    ROTATIONS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
+
+    def __init__(self, obj):
+        self.obj = obj
+        bones = obj.pose.bones
+        self.names = [b.name for b in bones]
+        self.values = {}
+        for prop, width in self.PROPS:
+            values = np.empty(len(bones) * width, dtype=np.float32)
+            bones.foreach_get(prop, values)
+            self.values[prop] = values.reshape(-1, width)
+
+    def restore(self, keep_rotation_of: set[str] = frozenset()) -> None:
+        """Put every channel back, except the rotations of the bones in ``keep_rotation_of``."""
+        bones = self.obj.pose.bones
+        keep = np.array([name in keep_rotation_of for name in self.names], dtype=bool)
+        for prop, width in self.PROPS:
+            values = self.values[prop].copy()
+            if prop in self.ROTATIONS and keep.any():
+                current = np.empty(len(bones) * width, dtype=np.float32)
+                bones.foreach_get(prop, current)
+                values[keep] = current.reshape(-1, width)[keep]
+            bones.foreach_set(prop, values.ravel())
