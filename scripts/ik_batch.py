@@ -23,8 +23,8 @@ failed bake (one line on stderr per problem; the other files are still processed
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -34,13 +34,20 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+# Blender's own Python (`blender -b FILE --python scripts/ik_batch.py`) has neither the project
+# installed nor scripts/ on sys.path: there, and only there, use this checkout. In `.venv` the
+# project is installed (`make venv`) and Python puts scripts/ first on sys.path itself.
+_HERE = Path(__file__).resolve().parent
+for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
+    if importlib.util.find_spec(_name) is None:
+        sys.path.insert(0, str(_folder))
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # `python scripts/ik_batch.py` and `blender --python` both start in scripts/
+import numpy as np  # noqa: E402
+from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
+from _cli import report as report_problem  # noqa: E402
+from _cli import script_args as script_args  # noqa: E402  (part of this script's interface)
 
-EXIT_OK, EXIT_USAGE, EXIT_FAILED = 0, 1, 2
+PROG = "ik_batch"
 DEFAULT_CHUNK_SIZE = 100
 """Frames per chunk: big enough for the core's batched solve to pay off, small enough that a long
 range splits over a few processes."""
@@ -53,30 +60,9 @@ class BatchError(Exception):
     """A problem with one file (exit 2); the message is one line."""
 
 
-class UsageError(Exception):
-    """Bad command line (exit 1)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would exit 2, which here means "bad file"
-        raise UsageError(message)
-
-
 # --------------------------------------------------------------------------- command line
-def script_args(argv: list[str]) -> list[str]:
-    """The script's own arguments from a full ``sys.argv``.
-
-    Under ``blender -b FILE --python ik_batch.py -- ARGS`` Blender leaves its own arguments in
-    ``sys.argv``: the script's are those after the first ``--``. Run by a plain Python
-    (``python ik_batch.py ARGS``) they are ``argv[1:]`` (a ``--`` there is skipped as well).
-    """
-    if "--" in argv:
-        return list(argv[argv.index("--") + 1:])
-    return list(argv[1:])
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="ik_batch.py",
         description="Bake the IK chains of .blend files to rotation keys, headless (SPEC §7).",
         epilog="Exit status: 0 ok, 1 usage error, 2 bad file / missing chain / missing target / failed bake.",
@@ -110,7 +96,7 @@ class ChainSelector:
     chain: str
 
     @classmethod
-    def parse(cls, text: str) -> "ChainSelector":
+    def parse(cls, text: str) -> ChainSelector:
         armature, sep, chain = text.rpartition(":")
         if not chain:
             raise UsageError(f"--chain {text!r}: empty chain name")
@@ -212,19 +198,8 @@ def assign_chunks(count: int, jobs: int) -> list[list[int]]:
 
 # --------------------------------------------------------------------------- bpy side
 def _bpy():
-    """Import bpy (keeping Blender out of the user's config when run as a module) and the add-on."""
-    if "bpy" not in sys.modules:
-        home = os.environ.get("BLENDER_USER_RESOURCES")
-        if not home:
-            home = tempfile.mkdtemp(prefix="ik_batch_blender_user_")
-            os.environ["BLENDER_USER_RESOURCES"] = home
-    import bpy
-
-    if not hasattr(bpy.types.Object, "ik_solvers"):
-        import ik_solvers
-
-        ik_solvers.register()
-    return bpy
+    """bpy with the add-on registered (``_cli.import_bpy``)."""
+    return import_bpy()
 
 
 def _bake_module():
@@ -315,7 +290,7 @@ def open_blend(path: Path) -> None:
     try:
         bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
     except RuntimeError as error:
-        reason = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
+        reason = one_line(error) or "unreadable"
         raise BatchError(f"{path}: cannot be opened ({reason})") from None
 
 
@@ -369,11 +344,10 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         processes.append((task_path, subprocess.Popen(worker_command(task_path), stdout=subprocess.DEVNULL,
                                                       stderr=subprocess.PIPE, text=True)))
     failures = []
-    for task_path, process in processes:
+    for _task_path, process in processes:
         _, stderr = process.communicate()
         if process.returncode != 0:
-            lines = [line for line in stderr.strip().splitlines() if line.strip()]
-            failures.append(lines[-1] if lines else f"worker exited with {process.returncode}")
+            failures.append(one_line(stderr) or f"worker exited with {process.returncode}")
     if failures:
         raise BatchError(f"a worker failed: {failures[0]}")
     return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
@@ -402,7 +376,7 @@ def run_worker(task_path: Path) -> int:
         for index, frames in task["chunks"].items():
             save_solved(solve_chunk(job, np.array(frames, dtype=job.frames.dtype)), out / f"chunk{index}.npz")
     except (BatchError, _bake_module().BakeError) as error:
-        print(f"ik_batch worker: {error}", file=sys.stderr)
+        report_problem(f"{PROG} worker", error)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -459,7 +433,7 @@ def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> 
         try:
             bpy.ops.wm.save_as_mainfile(filepath=str(output), copy=True)
         except RuntimeError as error:
-            raise BatchError(f"{output}: cannot be saved ({str(error).strip().splitlines()[-1]})") from None
+            raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
         finally:
             paths.save_version = save_version
     return {"input": str(path), "output": None if output is None else str(output), "ok": True,
@@ -478,7 +452,7 @@ def main(argv: list[str]) -> int:
                 opened = Path(bpy.data.filepath)
         options = parse_options(args, opened)
     except UsageError as error:
-        print(f"ik_batch: {error}", file=sys.stderr)
+        report_problem(PROG, error, usage=True)
         return EXIT_USAGE
     except SystemExit as done:  # --help
         return int(done.code or 0)
@@ -486,13 +460,13 @@ def main(argv: list[str]) -> int:
     for index, path in enumerate(options.files):
         try:
             reports.append(bake_file(path, options, already_open=(opened is not None and index == 0)))
-        except Exception as error:  # noqa: BLE001 — one file's failure must not lose the others
+        except Exception as error:  # one file's failure must not lose the others
             failed = True
             message = str(error) if isinstance(error, BatchError) else (
-                f"unexpected {type(error).__name__}: {(str(error).strip().splitlines() or [''])[-1]}")
+                f"unexpected {type(error).__name__}: {one_line(error)}")
             if not message.startswith(str(path)):
                 message = f"{path}: {message}"
-            print(f"ik_batch: {message}", file=sys.stderr)
+            report_problem(PROG, message)
             reports.append({"input": str(path), "output": None, "ok": False, "error": message, "chains": []})
     if options.report is not None:
         options.report.parent.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _cli import Parser, UsageError, run_main
 
 from ik_solvers.core import Chain, IKInputError, JointKind, Method, SolveOptions, Status, solve
 
@@ -97,15 +98,6 @@ CHECK_COLUMNS = (
     "max_final_error", "max_bound_gap", "goal_misses",
 )
 BEST_COLUMNS = ("series", "best_step", "score")
-
-
-class UsageError(Exception):
-    """A command-line mistake: reported on one line, exit status 1."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit with status 2
-        raise UsageError(message)
 
 
 @dataclass(frozen=True)
@@ -451,7 +443,7 @@ def plot_best(points: list[Point], title: str, path: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="solver_race.py", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="solver_race.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("out/solver_race"), help="output folder")
     parser.add_argument("--budget", type=int, default=16, help="iteration budget (default 16, the article's)")
     parser.add_argument("--tolerance", type=float, default=0.1, help="position tolerance (default 0.1, the article's)")
@@ -470,29 +462,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        if args.samples <= 0:
-            raise UsageError(f"--samples must be positive, got {args.samples}")
-        if args.repeats <= 0:
-            raise UsageError(f"--repeats must be positive, got {args.repeats}")
-        if args.doc is not None:
-            if not args.doc.is_file():
-                raise UsageError(f"--doc {args.doc} is not a file")
-            _doc_parts(args.doc, args.out.name)  # the markers must be there before anything runs
-        if args.loop_samples < 0:
-            raise UsageError(f"--loop-samples must not be negative, got {args.loop_samples}")
-        chain = race_chain()
-        # Refuse a bad budget, tolerance or clamp before anything runs.
-        for series in SERIES:
-            for step in series.steps():
-                series.options(step, args.budget, args.tolerance, args.max_step_angle)
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
-    except (UsageError, IKInputError) as problem:
-        print(f"solver_race.py: error: {problem}", file=sys.stderr)
-        return 1
+    return run_main("solver_race.py", lambda: _main(argv), usage_errors=(IKInputError,))
+
+
+def _main(argv: list[str] | None) -> int:
+    # Every input is checked before anything runs or is written.
+    args = build_parser().parse_args(argv)
+    if args.samples <= 0:
+        raise UsageError(f"--samples must be positive, got {args.samples}")
+    if args.repeats <= 0:
+        raise UsageError(f"--repeats must be positive, got {args.repeats}")
+    if args.doc is not None:
+        if not args.doc.is_file():
+            raise UsageError(f"--doc {args.doc} is not a file")
+        _doc_parts(args.doc, args.out.name)  # the markers must be there before anything runs
+    if args.loop_samples < 0:
+        raise UsageError(f"--loop-samples must not be negative, got {args.loop_samples}")
+    chain = race_chain()
+    # Refuse a bad budget, tolerance or clamp before anything runs.
+    for series in SERIES:
+        for step in series.steps():
+            series.options(step, args.budget, args.tolerance, args.max_step_angle)
 
     targets = race_targets(chain.reach, args.samples, args.seed)
     started = time.perf_counter()

@@ -192,6 +192,31 @@ def test_usage_error_exits_1_with_one_line(tmp_path):
 
 
 # --------------------------------------------------------------------------- real runs
+BLENDER_PYTHON = '''
+import sys
+
+# The project as Blender's own Python sees it: not installed (the editable install's finder gone).
+sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in type(finder).__module__
+                    and "editable" not in getattr(finder, "__module__", "")]
+sys.path.remove("")  # `blender --python FILE` puts neither the cwd nor the script's folder on sys.path
+script, sys.argv = sys.argv[1], ["blender", "-b", "--python", sys.argv[1], "--", *sys.argv[2:]]
+exec(compile(open(script).read(), script, "exec"), {"__name__": "__main__", "__file__": script})
+'''
+
+
+def test_runs_under_a_python_that_has_not_the_project_installed(scene_file, tmp_path):
+    """``blender -b FILE --python scripts/ik_batch.py -- ...`` runs Blender's own Python, where the
+    project is not installed and the script's text is exec'd: the script finds its checkout itself
+    (emulated: the editable install hidden, the script exec'd from another folder)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run([sys.executable, "-c", BLENDER_PYTHON, str(SCRIPT), str(scene_file), "--dry-run",
+                              "--chain", "Arm", "--frames", "1", "5", "--report", str(tmp_path / "r.json")],
+                             cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert process.returncode == 0, process.stderr
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["files"][0]["chains"]
+    assert entry["chain"] == "Arm" and entry["frames"] == 5
+
+
 def test_jobs_2_equals_jobs_1_bit_for_bit_and_input_is_untouched(scene_file, tmp_path):
     before = sha256(scene_file)
     one, two = tmp_path / "one.blend", tmp_path / "two.blend"
