@@ -77,11 +77,12 @@ def run_main(prog: str, body: Callable[[], int], *, usage_errors: tuple[type[Exc
     ``usage_errors`` (e.g. the core's ``IKInputError`` for a rejected parameter), is reported on
     one line and returns 1.
     """
+    caught: tuple[type[Exception], ...] = (UsageError, *usage_errors)
     try:
         return body()
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_USAGE)
-    except (UsageError, *usage_errors) as problem:
+    except caught as problem:
         report(prog, problem, usage=True)
         return EXIT_USAGE
 

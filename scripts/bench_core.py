@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _cli import Parser, UsageError, run_main
@@ -53,8 +54,8 @@ def make_targets(case: Case, n: int, seed: int = 0) -> np.ndarray:
 
 def method_setups(case: Case) -> list[tuple[str, Method, SolveOptions, dict]]:
     """(label, method, options, extras): the defaults plus the tuned fast configurations."""
-    tight = dict(max_iterations=100, tolerance=1e-6)
-    setups = [
+    tight: dict[str, Any] = dict(max_iterations=100, tolerance=1e-6)
+    setups: list[tuple[str, Method, SolveOptions, dict]] = [
         ("CCD", Method.CCD, SolveOptions(**tight), {}),
         ("FABRIK", Method.FABRIK, SolveOptions(**tight), {}),
         ("JT line search", Method.JACOBIAN_TRANSPOSE, SolveOptions(**tight), {}),
@@ -71,7 +72,7 @@ def method_setups(case: Case) -> list[tuple[str, Method, SolveOptions, dict]]:
     return setups
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
+def timed(fn, repeats: int) -> tuple[float, Any]:
     best, out = np.inf, None
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -88,12 +89,12 @@ def bench_case(case: Case, n_targets: int, loop_sample: int, repeats: int) -> li
         seconds, result = timed(partial(solve, case.chain, targets, method, options, **extras), repeats)
         sample = np.linspace(0, n_targets - 1, loop_sample).astype(int)
         sample = np.concatenate([sample[reachable[sample]], sample[~reachable[sample]]])
-        per_target = []
+        looped = []
         for i in sample:
             t0 = time.perf_counter()
             solve(case.chain, targets[i], method, options, **extras)
-            per_target.append(time.perf_counter() - t0)
-        per_target = np.array(per_target)
+            looped.append(time.perf_counter() - t0)
+        per_target = np.array(looped)
         sample_reachable = reachable[sample]
         reach_ok = result.status[reachable] == Status.CONVERGED
         far_ok = result.status[~reachable] == Status.UNREACHABLE

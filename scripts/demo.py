@@ -27,6 +27,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
@@ -220,7 +221,7 @@ def plane_turns(joints: np.ndarray) -> np.ndarray:
     return turns
 
 
-def hi_diagnostics(rig, chain_name: str, frame_count: int) -> dict[str, np.ndarray]:
+def hi_diagnostics(rig, chain_name: str, frame_count: int) -> dict[str, Any]:
     """Pole distance, warnings and swivel per frame of an HI chain: the add-on's own solve of every
     frame's sampled inputs (history independent, so it is what the bake solved)."""
     bpy = import_bpy()

@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Blender's own Python (`blender -b FILE --python scripts/ik_batch.py`) has neither the project
 # installed nor scripts/ on sys.path: there, and only there, use this checkout. In `.venv` the
@@ -129,6 +130,7 @@ class BatchOptions:
             return None
         if self.in_place:
             return source
+        assert self.output is not None  # parse_options: --output, --in-place or --dry-run
         if len(self.files) == 1 and self.output.suffix.lower() == ".blend" and not self.output.is_dir():
             return self.output
         return self.output / source.name
@@ -294,7 +296,7 @@ def open_blend(path: Path) -> None:
         raise BatchError(f"{path}: cannot be opened ({reason})") from None
 
 
-def select_chains(options: BatchOptions) -> list[tuple[object, object]]:
+def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
     """(armature object, chain settings) pairs to bake, in file order; BatchError for a missing one."""
     bpy = _bpy()
     armatures = [obj for obj in bpy.data.objects if obj.type == "ARMATURE"]

@@ -56,6 +56,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _cli import Parser, UsageError, run_main
@@ -113,7 +114,7 @@ class Series:
         return STEP_SCALES if self.swept else (None,)
 
     def options(self, step: float | None, budget: int, tolerance: float, max_step_angle: float | None) -> SolveOptions:
-        fields = dict(self.settings)
+        fields: dict[str, Any] = dict(self.settings)
         if self.swept:
             fields["step"] = step
         return SolveOptions(max_iterations=budget, tolerance=tolerance, max_step_angle=max_step_angle, **fields)
@@ -306,7 +307,7 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 def markdown_tables(points: list[Point], checks: list[dict], args: argparse.Namespace) -> str:
     """This run's tables for docs/solver-race.md."""
-    loop = {}
+    loop: dict[tuple[str, str], list[float]] = {}
     for c in checks:
         if not math.isnan(c["loop_runtime_ms"]):
             loop.setdefault((c["series"], c["step"]), []).append(c["loop_runtime_ms"])

@@ -191,6 +191,7 @@ def fixed_step_run(chain: Chain, case: Case, eta: float, budget: int) -> Run:
         step=eta, max_step_angle=None, max_iterations=budget, tolerance=SWEEP_TOLERANCE, record_trajectory=True
     )
     result = solve(chain, case.target[None], Method.JACOBIAN_TRANSPOSE, options, initial=case.start)
+    assert result.trajectory is not None  # record_trajectory=True
     trajectory = result.trajectory[:, 0]
     # The core stops updating a target once it has converged or stalled (the step moved nothing);
     # such a state is a fixed point of the update, so the remaining updates repeat the last row.
