@@ -39,6 +39,10 @@ $(CHECK_STAMP): pyproject.toml
 test: venv
 	$(PY) -m pytest tests
 
+# Only the farm test (also part of `make test`): farm/ik_bake.yaml run by openjd on three files.
+test-farm: venv
+	$(PY) -m pytest tests/farm
+
 # ruff (lint) and mypy (types, against fake-bpy-module) over the add-on and the scripts.
 check: $(CHECK_STAMP)
 	$(CHECK_PY) -m ruff check ik_solvers scripts
