@@ -4,6 +4,7 @@ Two ways to run it::
 
     blender -b FILE.blend --python scripts/ik_batch.py -- [FILE.blend ...] [options]
     python scripts/ik_batch.py FILE.blend [FILE.blend ...] [options]      # with the bpy module
+    python scripts/ik_batch.py --manifest SHOTS.json [options]            # inputs with their outputs
 
 Per file: open it, pick the chains (default: every enabled chain on every armature), bake each
 over the frame range through the add-on's bake machinery (the public steps of
@@ -85,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="save-as path: a .blend file for one input, else a directory (created if missing)")
     save.add_argument("--in-place", action="store_true", help="overwrite each input file with its baked version")
     save.add_argument("--dry-run", action="store_true", help="bake in memory and report, save nothing")
+    parser.add_argument("--manifest", type=Path, metavar="FILE",
+                        help="more inputs, each with its own output if given: a JSON list of "
+                             "{\"input\": PATH, \"output\": PATH} (or of input paths), or a text file with one "
+                             "INPUT or INPUT<TAB>OUTPUT per line (# comments); relative paths are taken from the "
+                             "manifest's folder; inputs without an output follow --output / --in-place / --dry-run")
     parser.add_argument("--report", type=Path, metavar="FILE.json", help="write per-file, per-chain statistics")
     parser.add_argument("--quiet", action="store_true", help="no per-chain lines on stdout")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: a chunk task file
@@ -123,17 +129,60 @@ class BatchOptions:
     dry_run: bool
     report: Path | None
     quiet: bool
+    outputs: tuple[tuple[Path, Path], ...] = ()
+    """(input, output) pairs given by ``--manifest``: these inputs are saved there."""
 
     def output_path(self, source: Path) -> Path | None:
         """Where the baked version of ``source`` is saved (None: not saved)."""
         if self.dry_run:
             return None
+        explicit = dict(self.outputs)
+        if source in explicit:
+            return explicit[source]
         if self.in_place:
             return source
         assert self.output is not None  # parse_options: --output, --in-place or --dry-run
-        if len(self.files) == 1 and self.output.suffix.lower() == ".blend" and not self.output.is_dir():
+        defaulted = [f for f in self.files if f not in explicit]
+        if len(defaulted) == 1 and self.output.suffix.lower() == ".blend" and not self.output.is_dir():
             return self.output
         return self.output / source.name
+
+
+def read_manifest(path: Path) -> list[tuple[Path, Path | None]]:
+    """The (input, output or None) pairs of a ``--manifest`` file (see ``--help``); UsageError if unreadable.
+
+    JSON when the text starts with ``[``, else lines of ``INPUT`` or ``INPUT<TAB>OUTPUT``. Relative
+    paths are relative to the manifest's folder, so a manifest moves with its files.
+    """
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UsageError(f"--manifest {path}: cannot be read ({error.strerror})") from None
+    base = path.resolve().parent
+    rows: list[tuple[object, object]] = []
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as error:
+            raise UsageError(f"--manifest {path}: not valid JSON ({error})") from None
+        for item in items:
+            if isinstance(item, dict) and set(item) <= {"input", "output"} and "input" in item:
+                rows.append((item["input"], item.get("output")))
+            else:
+                rows.append((item, None))
+    else:
+        for line in text.splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                given, _, output = line.strip().partition("\t")
+                rows.append((given.strip(), output.strip() or None))
+    entries: list[tuple[Path, Path | None]] = []
+    for number, (source, target) in enumerate(rows, 1):
+        if not isinstance(source, str) or not source or not (target is None or isinstance(target, str) and target):
+            raise UsageError(f"--manifest {path}: entry {number} is not an input path with an optional output path")
+        entries.append((base / source, None if target is None else base / target))
+    if not entries:
+        raise UsageError(f"--manifest {path}: lists no input file")
+    return entries
 
 
 def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOptions:
@@ -142,7 +191,9 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
     Raises UsageError for anything wrong with the command line itself.
     """
     ns = build_parser().parse_args(args)
-    files = list(ns.files)
+    manifest = read_manifest(ns.manifest) if ns.manifest is not None else []
+    explicit = tuple((source, target) for source, target in manifest if target is not None)
+    files = list(ns.files) + [source for source, _ in manifest]
     if opened_file is not None and opened_file.resolve() not in {f.resolve() for f in files}:
         files.insert(0, opened_file)
     if not files:
@@ -155,16 +206,17 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         raise UsageError("--chunk-size must be at least 1")
     if ns.frames is not None and ns.frames[1] < ns.frames[0]:
         raise UsageError(f"--frames: the end frame {ns.frames[1]} is before the start frame {ns.frames[0]}")
-    if ns.output is None and not ns.in_place and not ns.dry_run:
+    defaulted = [f for f in files if f not in dict(explicit)]
+    if defaulted and ns.output is None and not ns.in_place and not ns.dry_run:
         raise UsageError("say where to save: --output PATH, --in-place, or --dry-run")
     resolved = [f.resolve() for f in files]
     if len(set(resolved)) != len(resolved):
         raise UsageError("the same input file is given twice")
     if ns.output is not None:
-        if len(files) > 1 and ns.output.suffix.lower() == ".blend":
+        if len(defaulted) > 1 and ns.output.suffix.lower() == ".blend":
             raise UsageError("--output must be a directory when baking several files")
-        names = [f.name for f in files]
-        if len(files) > 1 and len(set(names)) != len(names):
+        names = [f.name for f in defaulted]
+        if len(defaulted) > 1 and len(set(names)) != len(names):
             raise UsageError("several inputs share a file name; they would overwrite each other in --output")
     options = BatchOptions(
         files=tuple(files),
@@ -179,11 +231,19 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         dry_run=ns.dry_run,
         report=ns.report,
         quiet=ns.quiet,
+        outputs=explicit,
     )
-    if ns.output is not None:
-        for source, target in zip(resolved, (options.output_path(f) for f in files)):
-            if target.resolve() == source:
-                raise UsageError(f"--output would overwrite the input {source}; use --in-place for that")
+    saved: dict[Path, Path] = {}
+    for source, path in zip(resolved, files):
+        target = options.output_path(path)
+        if target is None:
+            continue
+        if target.resolve() == source and not (options.in_place and path in defaulted):
+            flag = "--output" if path in defaulted else "--manifest"
+            raise UsageError(f"{flag} would overwrite the input {source}; use --in-place for that")
+        if target.resolve() in saved:
+            raise UsageError(f"{saved[target.resolve()]} and {source} would both be saved to {target}")
+        saved[target.resolve()] = source
     return options
 
 
