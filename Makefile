@@ -44,9 +44,12 @@ test-farm: venv
 	$(PY) -m pytest tests/farm
 
 # ruff (lint) and mypy (types, against fake-bpy-module) over the add-on and the scripts.
+# Both run even when the first fails, so one run lists every problem.
 check: $(CHECK_STAMP)
-	$(CHECK_PY) -m ruff check ik_solvers scripts
-	$(CHECK_PY) -m mypy ik_solvers scripts
+	@status=0; \
+	$(CHECK_PY) -m ruff check ik_solvers scripts || status=1; \
+	$(CHECK_PY) -m mypy ik_solvers scripts || status=1; \
+	exit $$status
 
 demo: venv
 	$(PY) scripts/demo.py --out out
