@@ -49,13 +49,15 @@ from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bp
 from _cli import report as report_problem  # noqa: E402
 from _cli import script_args as script_args  # noqa: E402  (part of this script's interface)
 
+from ik_solvers.core import METHOD_FACTS  # noqa: E402
+
 PROG = "ik_batch"
 DEFAULT_CHUNK_SIZE = 100
 """Frames per chunk: big enough for the core's batched solve to pay off, small enough that a long
 range splits over a few processes."""
 
-METHOD_NAMES = ("ANALYTIC", "CCD", "FABRIK", "JACOBIAN_TRANSPOSE", "PSEUDO_INVERSE", "DLS", "SDLS", "HI")
-"""``ik_solvers.core.Method`` values (kept literal so ``--help`` works before bpy is imported)."""
+METHOD_NAMES = tuple(method.value for method in METHOD_FACTS)
+"""``--method`` choices: the core's table of methods (pure numpy, so ``--help`` needs no bpy)."""
 
 
 class BatchError(Exception):

@@ -155,3 +155,37 @@ def test_a_bad_chain_fails_its_task_only(shots, tmp_path):
     assert (summary["files"], summary["files_ok"], summary["files_failed"]) == (3, 2, 1)
     (failed,) = summary["failed_files"]
     assert failed["input"] == str(shots["bad"]) and "chain 'Rig:Leg' has no target" in failed["error"]
+
+
+def test_template_offers_the_cores_methods():
+    """The template's Method choices are the core's method table (plus "" for each chain's own)."""
+    import yaml  # openjd-cli's dependency
+
+    from ik_solvers.core import METHOD_FACTS
+
+    template = yaml.safe_load(TEMPLATE.read_text())
+    (method,) = [p for p in template["parameterDefinitions"] if p["name"] == "Method"]
+    assert method["allowedValues"] == ["", *(m.value for m in METHOD_FACTS)]
+
+
+def test_summary_lists_a_file_without_report_as_failed(tmp_path):
+    """A task that crashed leaves no report: the summary names its file rather than skipping it."""
+    import farm_summary
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    chain = {"armature": "Rig", "chain": "Arm", "method": "DLS", "frames": 3, "status_counts": {"CONVERGED": 3},
+             "max_error": 0.2, "max_error_over_lower_bound": 0.1, "max_error_over_lower_bound_frame": 2, "flips": []}
+    (reports / "a.json").write_text(json.dumps({"files": [
+        {"input": "/s/a.blend", "output": "/o/a.blend", "ok": True, "chains": [chain], "seconds": 1.0}]}))
+    (reports / "junk.json").write_text("not json")
+    out = tmp_path / "summary.json"
+    assert farm_summary.main(["farm_summary.py", "--reports", str(reports), "--out", str(out),
+                              "/s/a.blend", "/s/crashed.blend"]) == 0
+    summary = json.loads(out.read_text())
+    assert (summary["files"], summary["files_ok"], summary["frames"]) == (2, 1, 3)
+    (failed,) = summary["failed_files"]
+    assert failed["input"] == "/s/crashed.blend" and "no report" in failed["error"]
+    assert summary["worst_frames"][0]["frame"] == 2
+    # Without the input list every report is read: the unreadable one is an error of this step (exit 2).
+    assert farm_summary.main(["farm_summary.py", "--reports", str(reports), "--out", str(out)]) == 2
