@@ -4,23 +4,52 @@ PYTHON311 ?= python3.11
 VENV      := .venv
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed-dev
+# Static checks live in their own venv: fake-bpy-module there would shadow the real bpy in $(VENV).
+CHECK_VENV  := .venv-check
+CHECK_PY    := $(CHECK_VENV)/bin/python
+CHECK_STAMP := $(CHECK_VENV)/.installed-check
 
-.PHONY: venv test demo bench extension
+.PHONY: venv test test-farm check demo bench extension
 
 venv: $(STAMP)
 
-# Re-run the install whenever pyproject.toml (the pins) changes.
-$(STAMP): pyproject.toml
+define need_python311
 	@command -v $(PYTHON311) >/dev/null 2>&1 || { \
 	  echo "error: $(PYTHON311) not found; bpy 5.0.1 needs Python 3.11 exactly (install it or run 'make PYTHON311=/path/to/python3.11')" >&2; \
 	  exit 1; }
+endef
+
+# Re-run the install whenever pyproject.toml (the pins) changes. The project itself goes in
+# editable mode, so `import ik_solvers` works from any folder and follows the working tree.
+$(STAMP): pyproject.toml
+	$(need_python311)
 	@test -x $(PY) || $(PYTHON311) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=25.1"
 	$(PY) -m pip install --group dev
+	$(PY) -m pip install --no-deps -e .
 	@touch $(STAMP)
+
+$(CHECK_STAMP): pyproject.toml
+	$(need_python311)
+	@test -x $(CHECK_PY) || $(PYTHON311) -m venv $(CHECK_VENV)
+	$(CHECK_PY) -m pip install --quiet --upgrade "pip>=25.1"
+	$(CHECK_PY) -m pip install --group check
+	@touch $(CHECK_STAMP)
 
 test: venv
 	$(PY) -m pytest tests
+
+# Only the farm test (also part of `make test`): farm/ik_bake.yaml run by openjd on three files.
+test-farm: venv
+	$(PY) -m pytest tests/farm
+
+# ruff (lint) and mypy (types, against fake-bpy-module) over the add-on and the scripts.
+# Both run even when the first fails, so one run lists every problem.
+check: $(CHECK_STAMP)
+	@status=0; \
+	$(CHECK_PY) -m ruff check ik_solvers scripts || status=1; \
+	$(CHECK_PY) -m mypy ik_solvers scripts || status=1; \
+	exit $$status
 
 demo: venv
 	$(PY) scripts/demo.py --out out

@@ -43,10 +43,13 @@ def key_location_every_frame(obj, positions: np.ndarray) -> None:
     obj.animation_data.action = action
     slot = action.slots.new(obj.id_type, obj.name)
     obj.animation_data.action_slot = slot
-    channelbag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    # fake-bpy-module's stub says this returns None; Blender returns the channel bag.
+    channelbag: bpy.types.ActionChannelbag = anim_utils.action_ensure_channelbag_for_slot(action, slot)  # type: ignore[func-returns-value,assignment]
     n = len(positions)
     frames = np.arange(1, n + 1, dtype=np.float32)
-    linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+    interpolation = bpy.types.Keyframe.bl_rna.properties["interpolation"]
+    assert isinstance(interpolation, bpy.types.EnumProperty)
+    linear = interpolation.enum_items["LINEAR"].value
     for axis in range(3):
         fcurve = channelbag.fcurves.new("location", index=axis)
         fcurve.keyframe_points.add(n)

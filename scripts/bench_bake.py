@@ -15,14 +15,12 @@ Prints a table and writes ``DIR/bench_bake.csv``, ``DIR/bench_bake.json`` and ``
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gc
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,14 +29,9 @@ from pathlib import Path
 # milliseconds to a single live solve.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-for path in (REPO, REPO / "scripts"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from _rigs import build_armature, key_location_every_frame, nla_bake_pose  # noqa: E402
+import numpy as np
+from _cli import Parser, UsageError, import_bpy, run_main
+from _rigs import build_armature, key_location_every_frame, nla_bake_pose
 
 GOAL_RATIO = 5.0
 STRETCH_RATIO = 10.0
@@ -259,24 +252,23 @@ def print_table(rows: list[dict], live: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_main("bench_bake", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = Parser(prog="bench_bake.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("out/bench_bake"))
     parser.add_argument("--frames", type=int, default=5000, help="animated target frames baked per rig")
     parser.add_argument("--repeats", type=int, default=3, help="bakes per case; the fastest counts")
     parser.add_argument("--live-solves", type=int, default=500, help="live solves timed")
     args = parser.parse_args(argv)
     if args.frames < 2 or args.repeats < 1 or args.live_solves < 1:
-        print("bench_bake: --frames needs at least 2, --repeats and --live-solves at least 1", file=sys.stderr)
-        return 1
+        raise UsageError("--frames needs at least 2, --repeats and --live-solves at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
-    # Keep Blender away from the user's configuration (set before the first import of bpy).
-    os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="ik_solvers_bench_"))
-    import bpy
-
+    bpy = import_bpy()
     import ik_solvers
 
     bpy.ops.wm.read_homefile(use_empty=True)
-    ik_solvers.register()
     try:
         rows = []
         for rig_name in RIGS:

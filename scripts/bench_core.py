@@ -9,19 +9,19 @@ asserts a speed.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from _cli import Parser, UsageError, run_main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ik_solvers.core import Chain, JointKind, Method, SolveOptions, Status, solve, two_bone_planar  # noqa: E402
+from ik_solvers.core import Chain, JointKind, Method, SolveOptions, Status, solve, two_bone_planar
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def make_targets(case: Case, n: int, seed: int = 0) -> np.ndarray:
 
 def method_setups(case: Case) -> list[tuple[str, Method, SolveOptions, dict]]:
     """(label, method, options, extras): the defaults plus the tuned fast configurations."""
-    tight = dict(max_iterations=100, tolerance=1e-6)
-    setups = [
+    tight: dict[str, Any] = dict(max_iterations=100, tolerance=1e-6)
+    setups: list[tuple[str, Method, SolveOptions, dict]] = [
         ("CCD", Method.CCD, SolveOptions(**tight), {}),
         ("FABRIK", Method.FABRIK, SolveOptions(**tight), {}),
         ("JT line search", Method.JACOBIAN_TRANSPOSE, SolveOptions(**tight), {}),
@@ -72,7 +72,7 @@ def method_setups(case: Case) -> list[tuple[str, Method, SolveOptions, dict]]:
     return setups
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
+def timed(fn, repeats: int) -> tuple[float, Any]:
     best, out = np.inf, None
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -86,20 +86,20 @@ def bench_case(case: Case, n_targets: int, loop_sample: int, repeats: int) -> li
     reachable = np.arange(n_targets) < n_targets // 2
     rows = []
     for label, method, options, extras in method_setups(case):
-        seconds, result = timed(lambda: solve(case.chain, targets, method, options, **extras), repeats)
+        seconds, result = timed(partial(solve, case.chain, targets, method, options, **extras), repeats)
         sample = np.linspace(0, n_targets - 1, loop_sample).astype(int)
         sample = np.concatenate([sample[reachable[sample]], sample[~reachable[sample]]])
-        per_target = []
+        looped = []
         for i in sample:
             t0 = time.perf_counter()
             solve(case.chain, targets[i], method, options, **extras)
-            per_target.append(time.perf_counter() - t0)
-        per_target = np.array(per_target)
+            looped.append(time.perf_counter() - t0)
+        per_target = np.array(looped)
         sample_reachable = reachable[sample]
         reach_ok = result.status[reachable] == Status.CONVERGED
         far_ok = result.status[~reachable] == Status.UNREACHABLE
         # A separate batched run on the reachable half alone: the headline "solves/s to 1e-6".
-        reach_seconds, _ = timed(lambda: solve(case.chain, targets[reachable], method, options, **extras), repeats)
+        reach_seconds, _ = timed(partial(solve, case.chain, targets[reachable], method, options, **extras), repeats)
         row = {
             "chain": case.name,
             "method": label,
@@ -153,7 +153,11 @@ def bench_closed_form(n_targets: int, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_main("bench_core.py", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = Parser(prog="bench_core.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     parser.add_argument("--targets", type=int, default=10_000)
     parser.add_argument("--loop-sample", type=int, default=100, help="targets timed one by one per method")
@@ -163,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these chains: 0 planar 2-link, 1 3D arm, 2 10-bone, 3 30-bone")
     args = parser.parse_args(argv)
     if args.targets < 2 or args.loop_sample < 2 or args.repeats < 1:
-        print("bench_core: --targets and --loop-sample need at least 2, --repeats at least 1", file=sys.stderr)
-        return 1
+        raise UsageError("--targets and --loop-sample need at least 2, --repeats at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [bench_closed_form(args.targets, args.repeats)]
     for index, case in enumerate(cases()):

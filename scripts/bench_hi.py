@@ -13,17 +13,15 @@ Targets (issue 4): two bones ≥ 500,000 frames/s, 4-bone in-plane ≥ 50,000 fr
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _cli import Parser, UsageError, run_main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ik_solvers.core import Chain, JointKind, Status, preferred_pose, solve_hi  # noqa: E402
+from ik_solvers.core import Chain, JointKind, Status, preferred_pose, solve_hi
 
 GOALS = {"two_bone": 500_000.0, "four_bone": 50_000.0}
 
@@ -83,17 +81,17 @@ def benchmark_hi(n_frames: int = 200_000, repeats: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_main("bench_hi.py", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = Parser(prog="bench_hi.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("out/bench_hi"), help="folder for bench_hi.json")
     parser.add_argument("--frames", type=int, default=200_000, help="frames per batch (default 200000)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per chain; the best counts (default 3)")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as done:
-        return int(done.code or 0)
+    args = parser.parse_args(argv)
     if args.frames <= 0 or args.repeats <= 0:
-        print("bench_hi.py: error: --frames and --repeats must be positive", file=sys.stderr)
-        return 1
+        raise UsageError("--frames and --repeats must be positive")
     results = benchmark_hi(args.frames, args.repeats)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_hi.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -3,26 +3,26 @@
 Stages ``ik_solvers/`` (without ``__pycache__``) and the top-level ``blender_manifest.toml`` into a
 temporary folder (``blender_ext.py`` wants the manifest at the source root), validates it with
 ``blender_ext.py validate`` and builds it with ``blender_ext.py build``. Both run under
-``sys.executable`` as subprocesses; ``blender_ext.py`` and Blender's tag list are found inside the
-installed ``bpy`` wheel without importing ``bpy``.
+``sys.executable`` as subprocesses; ``blender_ext.py`` and Blender's tag list are found in the
+installed ``bpy``'s own data folder (``bpy.utils.resource_path('LOCAL')``, ``bpy/<major.minor>/``),
+so any bpy version works.
 
 Usage: python scripts/build_extension.py [--out DIR]   (DIR defaults to ``dist``)
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from _cli import Parser, import_bpy, run_main
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_NAME = "ik_solvers"
 MANIFEST_NAME = "blender_manifest.toml"
-BLENDER_SERIES = "5.0"  # the bpy wheel's data folder, bpy/<series>/ (bpy==5.0.1 in pyproject.toml)
 
 
 class BuildError(Exception):
@@ -30,11 +30,12 @@ class BuildError(Exception):
 
 
 def _bpy_data_dir() -> Path:
-    """Return ``<site-packages>/bpy/<series>`` without importing bpy."""
-    spec = importlib.util.find_spec("bpy")
-    if spec is None or spec.origin is None:
-        raise BuildError("the bpy module is not installed (run 'make venv')")
-    data_dir = Path(spec.origin).resolve().parent / BLENDER_SERIES
+    """Blender's data folder as ``bpy`` itself reports it (``<site-packages>/bpy/<major.minor>``)."""
+    try:
+        bpy = import_bpy(register_addon=False)
+    except ImportError:
+        raise BuildError("the bpy module is not installed (run 'make venv')") from None
+    data_dir = Path(bpy.utils.resource_path("LOCAL"))
     if not data_dir.is_dir():
         raise BuildError(f"bpy data folder not found: {data_dir}")
     return data_dir
@@ -120,15 +121,14 @@ def _built_zips(output: str, out_dir: Path, before: set[Path]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the IK Solvers extension zip.")
+    return run_main("build_extension", lambda: _main(argv), usage_errors=(BuildError,))
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = Parser(prog="build_extension.py", description="Build the IK Solvers extension zip.")
     parser.add_argument("--out", default="dist", type=Path, help="output folder (default: dist)")
     args = parser.parse_args(argv)
-    try:
-        zip_path = build(args.out)
-    except BuildError as exc:
-        print(f"build_extension: {exc}", file=sys.stderr)
-        return 1
-    print(zip_path)
+    print(build(args.out))
     return 0
 
 

@@ -27,28 +27,20 @@ figures; ``--doc FILE`` pastes ``tables.md`` into FILE between ``<!-- tables:sta
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # 3×3 algebra: threads only add latency
 
-import numpy as np  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-for path in (REPO, REPO / "scripts"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from _rigs import build_armature, key_location_every_frame, nla_bake_pose  # noqa: E402
-from demo import import_bpy  # noqa: E402
+import numpy as np
+from _cli import Parser, UsageError, import_bpy, run_main
+from _rigs import build_armature, key_location_every_frame, nla_bake_pose
 
 PATHS = ("reachable", "out_of_reach", "near_root", "pole_crossing", "bend_circle", "behind", "normal_crossing")
 FLIP_TURN_DEGREES = 30.0
@@ -513,14 +505,18 @@ def paste_into_doc(doc: Path, tables: str) -> None:
     start, end = "<!-- tables:start -->", "<!-- tables:end -->"
     text = doc.read_text()
     if start not in text or end not in text:
-        raise SystemExit(f"compare_native: {doc} has no {start} … {end} markers")
+        raise UsageError(f"{doc} has no {start} … {end} markers")
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
     doc.write_text(f"{head}{start}\n{tables}\n{end}{tail}")
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_main("compare_native", lambda: _main(argv))
+
+
+def _main(argv: list[str]) -> int:
+    parser = Parser(prog="compare_native.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--frames", type=int, default=300, help="frames per target path (default 300)")
     parser.add_argument("--rigs", nargs="+", choices=("arm", "chain10"), default=["arm", "chain10"])
@@ -528,10 +524,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--doc", type=Path, help="markdown file to paste the tables into (between markers)")
     args = parser.parse_args(argv)
     if args.frames < 20:
-        print("compare_native: --frames must be at least 20", file=sys.stderr)
-        return 1
-    if "bpy" not in sys.modules:
-        os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="ik_compare_blender_user_"))
+        raise UsageError("--frames must be at least 20")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results = {}

@@ -22,20 +22,15 @@ Usage: python scripts/demo.py --out DIR [--frames N]
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _cli import Parser, UsageError, import_bpy, run_main
 
 ARM_METHODS = ("DLS", "CCD", "FABRIK", "ANALYTIC", "HI")
 """Methods the arm is baked with, in order; the last one stays in ``demo.blend``."""
@@ -43,19 +38,6 @@ FLIP_TURN_DEGREES = 30.0
 """Bend-plane turn between consecutive frames counted as a flip (as the HI solver's own report)."""
 SHOULDER = np.array([0.2, 0.0, 1.45])
 HIP = np.array([0.1, 0.0, 0.95])
-
-
-def import_bpy():
-    """bpy with Blender's user folders in a temporary directory, and the add-on registered."""
-    if "bpy" not in sys.modules and not os.environ.get("BLENDER_USER_RESOURCES"):
-        os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="ik_demo_blender_user_")
-    import bpy
-
-    if not hasattr(bpy.types.Object, "ik_solvers"):
-        import ik_solvers
-
-        ik_solvers.register()
-    return bpy
 
 
 # --------------------------------------------------------------------------- scene
@@ -209,8 +191,7 @@ def evaluated_chain(rig, bones: list[str], target, frame_count: int) -> dict[str
 
 def lower_bounds(rig, chain_name: str, targets: np.ndarray) -> np.ndarray:
     """The geometric lower bound on the tip error per frame (core formula on the chain as read)."""
-    from ik_solvers.blender.rig import read_chain, world_to_root
-    from ik_solvers.blender.rig import root_matrices_world
+    from ik_solvers.blender.rig import read_chain, root_matrices_world, world_to_root
     from ik_solvers.core import error_lower_bounds
 
     chain = rig.ik_solvers.chains[chain_name]
@@ -240,7 +221,7 @@ def plane_turns(joints: np.ndarray) -> np.ndarray:
     return turns
 
 
-def hi_diagnostics(rig, chain_name: str, frame_count: int) -> dict[str, np.ndarray]:
+def hi_diagnostics(rig, chain_name: str, frame_count: int) -> dict[str, Any]:
     """Pole distance, warnings and swivel per frame of an HI chain: the add-on's own solve of every
     frame's sampled inputs (history independent, so it is what the bake solved)."""
     bpy = import_bpy()
@@ -402,13 +383,16 @@ def print_table(arm: dict, leg: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_main("demo", lambda: _main(argv))
+
+
+def _main(argv: list[str]) -> int:
+    parser = Parser(prog="demo.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--frames", type=int, default=240, help="frames of animation (default 240)")
     args = parser.parse_args(argv)
     if args.frames < 10:
-        print("demo: --frames must be at least 10", file=sys.stderr)
-        return 1
+        raise UsageError("--frames must be at least 10")
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     bpy = import_bpy()

@@ -4,6 +4,7 @@ Two ways to run it::
 
     blender -b FILE.blend --python scripts/ik_batch.py -- [FILE.blend ...] [options]
     python scripts/ik_batch.py FILE.blend [FILE.blend ...] [options]      # with the bpy module
+    python scripts/ik_batch.py --manifest SHOTS.json [options]            # inputs with their outputs
 
 Per file: open it, pick the chains (default: every enabled chain on every armature), bake each
 over the frame range through the add-on's bake machinery (the public steps of
@@ -23,58 +24,47 @@ failed bake (one line on stderr per problem; the other files are still processed
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+# Blender's own Python (`blender -b FILE --python scripts/ik_batch.py`) has neither the project
+# installed nor scripts/ on sys.path: there, and only there, use this checkout. In `.venv` the
+# project is installed (`make venv`) and Python puts scripts/ first on sys.path itself.
+_HERE = Path(__file__).resolve().parent
+for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
+    if importlib.util.find_spec(_name) is None:
+        sys.path.insert(0, str(_folder))
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # `python scripts/ik_batch.py` and `blender --python` both start in scripts/
+import numpy as np  # noqa: E402
+from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
+from _cli import report as report_problem  # noqa: E402
+from _cli import script_args as script_args  # noqa: E402  (part of this script's interface)
 
-EXIT_OK, EXIT_USAGE, EXIT_FAILED = 0, 1, 2
+from ik_solvers.core import METHOD_FACTS  # noqa: E402
+
+PROG = "ik_batch"
 DEFAULT_CHUNK_SIZE = 100
 """Frames per chunk: big enough for the core's batched solve to pay off, small enough that a long
 range splits over a few processes."""
 
-METHOD_NAMES = ("ANALYTIC", "CCD", "FABRIK", "JACOBIAN_TRANSPOSE", "PSEUDO_INVERSE", "DLS", "SDLS", "HI")
-"""``ik_solvers.core.Method`` values (kept literal so ``--help`` works before bpy is imported)."""
+METHOD_NAMES = tuple(method.value for method in METHOD_FACTS)
+"""``--method`` choices: the core's table of methods (pure numpy, so ``--help`` needs no bpy)."""
 
 
 class BatchError(Exception):
     """A problem with one file (exit 2); the message is one line."""
 
 
-class UsageError(Exception):
-    """Bad command line (exit 1)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would exit 2, which here means "bad file"
-        raise UsageError(message)
-
-
 # --------------------------------------------------------------------------- command line
-def script_args(argv: list[str]) -> list[str]:
-    """The script's own arguments from a full ``sys.argv``.
-
-    Under ``blender -b FILE --python ik_batch.py -- ARGS`` Blender leaves its own arguments in
-    ``sys.argv``: the script's are those after the first ``--``. Run by a plain Python
-    (``python ik_batch.py ARGS``) they are ``argv[1:]`` (a ``--`` there is skipped as well).
-    """
-    if "--" in argv:
-        return list(argv[argv.index("--") + 1:])
-    return list(argv[1:])
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="ik_batch.py",
         description="Bake the IK chains of .blend files to rotation keys, headless (SPEC §7).",
         epilog="Exit status: 0 ok, 1 usage error, 2 bad file / missing chain / missing target / failed bake.",
@@ -96,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="save-as path: a .blend file for one input, else a directory (created if missing)")
     save.add_argument("--in-place", action="store_true", help="overwrite each input file with its baked version")
     save.add_argument("--dry-run", action="store_true", help="bake in memory and report, save nothing")
+    parser.add_argument("--manifest", type=Path, metavar="FILE",
+                        help="more inputs, each with its own output if given: a JSON list of "
+                             "{\"input\": PATH, \"output\": PATH} (or of input paths), or a text file with one "
+                             "INPUT or INPUT<TAB>OUTPUT per line (# comments); relative paths are taken from the "
+                             "manifest's folder; inputs without an output follow --output / --in-place / --dry-run")
     parser.add_argument("--report", type=Path, metavar="FILE.json", help="write per-file, per-chain statistics")
     parser.add_argument("--quiet", action="store_true", help="no per-chain lines on stdout")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: a chunk task file
@@ -108,7 +103,7 @@ class ChainSelector:
     chain: str
 
     @classmethod
-    def parse(cls, text: str) -> "ChainSelector":
+    def parse(cls, text: str) -> ChainSelector:
         armature, sep, chain = text.rpartition(":")
         if not chain:
             raise UsageError(f"--chain {text!r}: empty chain name")
@@ -134,16 +129,60 @@ class BatchOptions:
     dry_run: bool
     report: Path | None
     quiet: bool
+    outputs: tuple[tuple[Path, Path], ...] = ()
+    """(input, output) pairs given by ``--manifest``: these inputs are saved there."""
 
     def output_path(self, source: Path) -> Path | None:
         """Where the baked version of ``source`` is saved (None: not saved)."""
         if self.dry_run:
             return None
+        explicit = dict(self.outputs)
+        if source in explicit:
+            return explicit[source]
         if self.in_place:
             return source
-        if len(self.files) == 1 and self.output.suffix.lower() == ".blend" and not self.output.is_dir():
+        assert self.output is not None  # parse_options: --output, --in-place or --dry-run
+        defaulted = [f for f in self.files if f not in explicit]
+        if len(defaulted) == 1 and self.output.suffix.lower() == ".blend" and not self.output.is_dir():
             return self.output
         return self.output / source.name
+
+
+def read_manifest(path: Path) -> list[tuple[Path, Path | None]]:
+    """The (input, output or None) pairs of a ``--manifest`` file (see ``--help``); UsageError if unreadable.
+
+    JSON when the text starts with ``[``, else lines of ``INPUT`` or ``INPUT<TAB>OUTPUT``. Relative
+    paths are relative to the manifest's folder, so a manifest moves with its files.
+    """
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UsageError(f"--manifest {path}: cannot be read ({error.strerror})") from None
+    base = path.resolve().parent
+    rows: list[tuple[object, object]] = []
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as error:
+            raise UsageError(f"--manifest {path}: not valid JSON ({error})") from None
+        for item in items:
+            if isinstance(item, dict) and set(item) <= {"input", "output"} and "input" in item:
+                rows.append((item["input"], item.get("output")))
+            else:
+                rows.append((item, None))
+    else:
+        for line in text.splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                given, _, output = line.strip().partition("\t")
+                rows.append((given.strip(), output.strip() or None))
+    entries: list[tuple[Path, Path | None]] = []
+    for number, (source, target) in enumerate(rows, 1):
+        if not isinstance(source, str) or not source or not (target is None or isinstance(target, str) and target):
+            raise UsageError(f"--manifest {path}: entry {number} is not an input path with an optional output path")
+        entries.append((base / source, None if target is None else base / target))
+    if not entries:
+        raise UsageError(f"--manifest {path}: lists no input file")
+    return entries
 
 
 def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOptions:
@@ -152,7 +191,9 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
     Raises UsageError for anything wrong with the command line itself.
     """
     ns = build_parser().parse_args(args)
-    files = list(ns.files)
+    manifest = read_manifest(ns.manifest) if ns.manifest is not None else []
+    explicit = tuple((source, target) for source, target in manifest if target is not None)
+    files = list(ns.files) + [source for source, _ in manifest]
     if opened_file is not None and opened_file.resolve() not in {f.resolve() for f in files}:
         files.insert(0, opened_file)
     if not files:
@@ -165,16 +206,17 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         raise UsageError("--chunk-size must be at least 1")
     if ns.frames is not None and ns.frames[1] < ns.frames[0]:
         raise UsageError(f"--frames: the end frame {ns.frames[1]} is before the start frame {ns.frames[0]}")
-    if ns.output is None and not ns.in_place and not ns.dry_run:
+    defaulted = [f for f in files if f not in dict(explicit)]
+    if defaulted and ns.output is None and not ns.in_place and not ns.dry_run:
         raise UsageError("say where to save: --output PATH, --in-place, or --dry-run")
     resolved = [f.resolve() for f in files]
     if len(set(resolved)) != len(resolved):
         raise UsageError("the same input file is given twice")
     if ns.output is not None:
-        if len(files) > 1 and ns.output.suffix.lower() == ".blend":
+        if len(defaulted) > 1 and ns.output.suffix.lower() == ".blend":
             raise UsageError("--output must be a directory when baking several files")
-        names = [f.name for f in files]
-        if len(files) > 1 and len(set(names)) != len(names):
+        names = [f.name for f in defaulted]
+        if len(defaulted) > 1 and len(set(names)) != len(names):
             raise UsageError("several inputs share a file name; they would overwrite each other in --output")
     options = BatchOptions(
         files=tuple(files),
@@ -189,11 +231,19 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         dry_run=ns.dry_run,
         report=ns.report,
         quiet=ns.quiet,
+        outputs=explicit,
     )
-    if ns.output is not None:
-        for source, target in zip(resolved, (options.output_path(f) for f in files)):
-            if target.resolve() == source:
-                raise UsageError(f"--output would overwrite the input {source}; use --in-place for that")
+    saved: dict[Path, Path] = {}
+    for source, path in zip(resolved, files):
+        target = options.output_path(path)
+        if target is None:
+            continue
+        if target.resolve() == source and not (options.in_place and path in defaulted):
+            flag = "--output" if path in defaulted else "--manifest"
+            raise UsageError(f"{flag} would overwrite the input {source}; use --in-place for that")
+        if target.resolve() in saved:
+            raise UsageError(f"{saved[target.resolve()]} and {source} would both be saved to {target}")
+        saved[target.resolve()] = source
     return options
 
 
@@ -210,19 +260,8 @@ def assign_chunks(count: int, jobs: int) -> list[list[int]]:
 
 # --------------------------------------------------------------------------- bpy side
 def _bpy():
-    """Import bpy (keeping Blender out of the user's config when run as a module) and the add-on."""
-    if "bpy" not in sys.modules:
-        home = os.environ.get("BLENDER_USER_RESOURCES")
-        if not home:
-            home = tempfile.mkdtemp(prefix="ik_batch_blender_user_")
-            os.environ["BLENDER_USER_RESOURCES"] = home
-    import bpy
-
-    if not hasattr(bpy.types.Object, "ik_solvers"):
-        import ik_solvers
-
-        ik_solvers.register()
-    return bpy
+    """bpy with the add-on registered (``_cli.import_bpy``)."""
+    return import_bpy()
 
 
 def _bake_module():
@@ -301,11 +340,11 @@ def open_blend(path: Path) -> None:
     try:
         bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
     except RuntimeError as error:
-        reason = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
+        reason = one_line(error) or "unreadable"
         raise BatchError(f"{path}: cannot be opened ({reason})") from None
 
 
-def select_chains(options: BatchOptions) -> list[tuple[object, object]]:
+def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
     """(armature object, chain settings) pairs to bake, in file order; BatchError for a missing one."""
     bpy = _bpy()
     armatures = [obj for obj in bpy.data.objects if obj.type == "ARMATURE"]
@@ -355,11 +394,10 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         processes.append((task_path, subprocess.Popen(worker_command(task_path), stdout=subprocess.DEVNULL,
                                                       stderr=subprocess.PIPE, text=True)))
     failures = []
-    for task_path, process in processes:
+    for _task_path, process in processes:
         _, stderr = process.communicate()
         if process.returncode != 0:
-            lines = [line for line in stderr.strip().splitlines() if line.strip()]
-            failures.append(lines[-1] if lines else f"worker exited with {process.returncode}")
+            failures.append(one_line(stderr) or f"worker exited with {process.returncode}")
     if failures:
         raise BatchError(f"a worker failed: {failures[0]}")
     return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
@@ -388,7 +426,7 @@ def run_worker(task_path: Path) -> int:
         for index, frames in task["chunks"].items():
             save_solved(solve_chunk(job, np.array(frames, dtype=job.frames.dtype)), out / f"chunk{index}.npz")
     except (BatchError, _bake_module().IKSolversError) as error:
-        print(f"ik_batch worker: {error}", file=sys.stderr)
+        report_problem(f"{PROG} worker", error)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -445,7 +483,7 @@ def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> 
         try:
             bpy.ops.wm.save_as_mainfile(filepath=str(output), copy=True)
         except RuntimeError as error:
-            raise BatchError(f"{output}: cannot be saved ({str(error).strip().splitlines()[-1]})") from None
+            raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
         finally:
             paths.save_version = save_version
     return {"input": str(path), "output": None if output is None else str(output), "ok": True,
@@ -464,7 +502,7 @@ def main(argv: list[str]) -> int:
                 opened = Path(bpy.data.filepath)
         options = parse_options(args, opened)
     except UsageError as error:
-        print(f"ik_batch: {error}", file=sys.stderr)
+        report_problem(PROG, error, usage=True)
         return EXIT_USAGE
     except SystemExit as done:  # --help
         return int(done.code or 0)
@@ -472,13 +510,13 @@ def main(argv: list[str]) -> int:
     for index, path in enumerate(options.files):
         try:
             reports.append(bake_file(path, options, already_open=(opened is not None and index == 0)))
-        except Exception as error:  # noqa: BLE001 — one file's failure must not lose the others
+        except Exception as error:  # one file's failure must not lose the others
             failed = True
             message = str(error) if isinstance(error, BatchError) else (
-                f"unexpected {type(error).__name__}: {(str(error).strip().splitlines() or [''])[-1]}")
+                f"unexpected {type(error).__name__}: {one_line(error)}")
             if not message.startswith(str(path)):
                 message = f"{path}: {message}"
-            print(f"ik_batch: {message}", file=sys.stderr)
+            report_problem(PROG, message)
             reports.append({"input": str(path), "output": None, "ok": False, "error": message, "chains": []})
     if options.report is not None:
         options.report.parent.mkdir(parents=True, exist_ok=True)

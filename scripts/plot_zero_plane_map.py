@@ -10,15 +10,13 @@ pole (rule B), so the normals arriving from opposite sides point opposite ways â
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
+from _cli import Parser, run_main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ik_solvers.core.zero_plane import DefaultZeroPlaneMap  # noqa: E402
+from ik_solvers.core.zero_plane import DefaultZeroPlaneMap
 
 A0 = np.array([1.0, 0.0, 0.0])
 N0 = np.array([0.0, 0.0, 1.0])
@@ -92,12 +90,13 @@ def draw(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_main("plot_zero_plane_map.py", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = Parser(prog="plot_zero_plane_map.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs"), help="output folder (default: docs)")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as done:
-        return int(done.code or 0)
+    args = parser.parse_args(argv)
     print(draw(args.out))
     return 0
 

@@ -56,8 +56,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from _cli import Parser, UsageError, run_main
 
 from ik_solvers.core import Chain, IKInputError, JointKind, Method, SolveOptions, Status, solve
 
@@ -99,15 +101,6 @@ CHECK_COLUMNS = (
 BEST_COLUMNS = ("series", "best_step", "score")
 
 
-class UsageError(Exception):
-    """A command-line mistake: reported on one line, exit status 1."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit with status 2
-        raise UsageError(message)
-
-
 @dataclass(frozen=True)
 class Series:
     """One racer: a core method with fixed settings; ``swept`` ones take the step scale as ``step``."""
@@ -121,7 +114,7 @@ class Series:
         return STEP_SCALES if self.swept else (None,)
 
     def options(self, step: float | None, budget: int, tolerance: float, max_step_angle: float | None) -> SolveOptions:
-        fields = dict(self.settings)
+        fields: dict[str, Any] = dict(self.settings)
         if self.swept:
             fields["step"] = step
         return SolveOptions(max_iterations=budget, tolerance=tolerance, max_step_angle=max_step_angle, **fields)
@@ -314,7 +307,7 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 def markdown_tables(points: list[Point], checks: list[dict], args: argparse.Namespace) -> str:
     """This run's tables for docs/solver-race.md."""
-    loop = {}
+    loop: dict[tuple[str, str], list[float]] = {}
     for c in checks:
         if not math.isnan(c["loop_runtime_ms"]):
             loop.setdefault((c["series"], c["step"]), []).append(c["loop_runtime_ms"])
@@ -451,7 +444,7 @@ def plot_best(points: list[Point], title: str, path: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="solver_race.py", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="solver_race.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("out/solver_race"), help="output folder")
     parser.add_argument("--budget", type=int, default=16, help="iteration budget (default 16, the article's)")
     parser.add_argument("--tolerance", type=float, default=0.1, help="position tolerance (default 0.1, the article's)")
@@ -470,29 +463,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        if args.samples <= 0:
-            raise UsageError(f"--samples must be positive, got {args.samples}")
-        if args.repeats <= 0:
-            raise UsageError(f"--repeats must be positive, got {args.repeats}")
-        if args.doc is not None:
-            if not args.doc.is_file():
-                raise UsageError(f"--doc {args.doc} is not a file")
-            _doc_parts(args.doc, args.out.name)  # the markers must be there before anything runs
-        if args.loop_samples < 0:
-            raise UsageError(f"--loop-samples must not be negative, got {args.loop_samples}")
-        chain = race_chain()
-        # Refuse a bad budget, tolerance or clamp before anything runs.
-        for series in SERIES:
-            for step in series.steps():
-                series.options(step, args.budget, args.tolerance, args.max_step_angle)
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
-    except (UsageError, IKInputError) as problem:
-        print(f"solver_race.py: error: {problem}", file=sys.stderr)
-        return 1
+    return run_main("solver_race.py", lambda: _main(argv), usage_errors=(IKInputError,))
+
+
+def _main(argv: list[str] | None) -> int:
+    # Every input is checked before anything runs or is written.
+    args = build_parser().parse_args(argv)
+    if args.samples <= 0:
+        raise UsageError(f"--samples must be positive, got {args.samples}")
+    if args.repeats <= 0:
+        raise UsageError(f"--repeats must be positive, got {args.repeats}")
+    if args.doc is not None:
+        if not args.doc.is_file():
+            raise UsageError(f"--doc {args.doc} is not a file")
+        _doc_parts(args.doc, args.out.name)  # the markers must be there before anything runs
+    if args.loop_samples < 0:
+        raise UsageError(f"--loop-samples must not be negative, got {args.loop_samples}")
+    chain = race_chain()
+    # Refuse a bad budget, tolerance or clamp before anything runs.
+    for series in SERIES:
+        for step in series.steps():
+            series.options(step, args.budget, args.tolerance, args.max_step_angle)
 
     targets = race_targets(chain.reach, args.samples, args.seed)
     started = time.perf_counter()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _cli import Parser, UsageError, run_main
 
 from ik_solvers.core import (
     Chain,
@@ -79,15 +80,6 @@ ITERATION_COLUMNS = (
 BONE_COLOURS = ("tab:blue", "tab:green")
 
 
-class UsageError(Exception):
-    """A command-line mistake: reported on one line, exit status 1."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit with status 2
-        raise UsageError(message)
-
-
 @dataclass(frozen=True)
 class Case:
     """One start/target pair of the step sweep."""
@@ -113,7 +105,7 @@ class Run:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="two_link_lab.py", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="two_link_lab.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("out/two_link_lab"), help="output folder")
     parser.add_argument("--lengths", type=float, nargs=2, default=(1.0, 1.0), metavar=("L1", "L2"),
                         help="bone lengths of the sweep chain (default 1 1)")
@@ -199,6 +191,7 @@ def fixed_step_run(chain: Chain, case: Case, eta: float, budget: int) -> Run:
         step=eta, max_step_angle=None, max_iterations=budget, tolerance=SWEEP_TOLERANCE, record_trajectory=True
     )
     result = solve(chain, case.target[None], Method.JACOBIAN_TRANSPOSE, options, initial=case.start)
+    assert result.trajectory is not None  # record_trajectory=True
     trajectory = result.trajectory[:, 0]
     # The core stops updating a target once it has converged or stalled (the step moved nothing);
     # such a state is a fixed point of the update, so the remaining updates repeat the last row.
@@ -367,15 +360,12 @@ def write_outputs(out: Path, plan: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        plan = run_plan(args)
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
-    except (UsageError, IKInputError) as problem:
-        print(f"two_link_lab.py: error: {problem}", file=sys.stderr)
-        return 1
+    return run_main("two_link_lab.py", lambda: _main(argv), usage_errors=(IKInputError,))
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    plan = run_plan(args)  # every input is checked here, before anything is written
     write_outputs(args.out, plan)
     bound = plan["step_bound"]
     print(f"step bound 2/L = {bound['step_bound']:.6g} (L = {bound['L']:.6g}) for the regular case")

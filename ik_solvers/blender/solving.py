@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import IKInputError, Method, SolveResult, solve
-from ..core.hi_solver import sphere_rotations_for_parent_space
+from ..core import sphere_rotations_for_parent_space
 from .errors import IKSolversError
 from .rig import RigChain, uniform_scale, world_to_root
 from .sampling import FrameInputs

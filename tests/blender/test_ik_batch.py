@@ -162,6 +162,50 @@ def test_usage_errors(args, message):
         ik_batch.parse_options(args)
 
 
+def test_manifest_lists_inputs_with_their_outputs(tmp_path):
+    (tmp_path / "shots").mkdir()
+    text = tmp_path / "shots" / "list.txt"
+    text.write_text("# shot list\na.blend\tbaked/a_ik.blend\n\n/abs/b.blend\n")
+    options = ik_batch.parse_options(["x.blend", "--manifest", str(text), "--output", "out"])
+    shots = (tmp_path / "shots").resolve()
+    assert options.files == (Path("x.blend"), shots / "a.blend", Path("/abs/b.blend"))
+    assert options.output_path(shots / "a.blend") == shots / "baked" / "a_ik.blend"  # next to the manifest
+    assert options.output_path(Path("/abs/b.blend")) == Path("out/b.blend")
+    assert options.output_path(Path("x.blend")) == Path("out/x.blend")
+
+    data = tmp_path / "list.json"
+    data.write_text(json.dumps([{"input": "a.blend", "output": "a_out.blend"}, {"input": "b.blend"}, "c.blend"]))
+    options = ik_batch.parse_options(["--manifest", str(data), "--dry-run"])
+    assert [f.name for f in options.files] == ["a.blend", "b.blend", "c.blend"]
+    assert options.output_path(options.files[0]) is None  # --dry-run saves nothing
+    # Every input with its own output: nothing else needed.
+    data.write_text(json.dumps([{"input": "a.blend", "output": "o/a.blend"}, {"input": "b.blend", "output": "o/b.blend"}]))
+    options = ik_batch.parse_options(["--manifest", str(data)])
+    assert [options.output_path(f) for f in options.files] == [tmp_path.resolve() / "o" / n for n in ("a.blend", "b.blend")]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot be read"),
+        ("[1, 2", "not valid JSON"),
+        ("[]", "lists no input file"),
+        ('[{"input": 3}]', "entry 1 is not an input path"),
+        ('[{"input": "a.blend", "output": "a.blend"}]', "--manifest would overwrite the input"),
+        ('[{"input": "a.blend", "output": "o.blend"}, {"input": "b.blend", "output": "o.blend"}]',
+         "would both be saved to"),
+        ("a.blend\nb.blend\n", "say where to save"),
+        ("a.blend\ta1.blend\na.blend\ta2.blend\n", "given twice"),
+    ],
+)
+def test_manifest_usage_errors(tmp_path, content, message):
+    manifest = tmp_path / "list.json"
+    if content is not None:
+        manifest.write_text(content)
+    with pytest.raises(ik_batch.UsageError, match=message):
+        ik_batch.parse_options(["--manifest", str(manifest)])
+
+
 def test_chunks_depend_on_the_frames_alone():
     frames = np.arange(1, 251)
     chunks = ik_batch.plan_chunks(frames, 100)
@@ -192,6 +236,31 @@ def test_usage_error_exits_1_with_one_line(tmp_path):
 
 
 # --------------------------------------------------------------------------- real runs
+BLENDER_PYTHON = '''
+import sys
+
+# The project as Blender's own Python sees it: not installed (the editable install's finder gone).
+sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in type(finder).__module__
+                    and "editable" not in getattr(finder, "__module__", "")]
+sys.path.remove("")  # `blender --python FILE` puts neither the cwd nor the script's folder on sys.path
+script, sys.argv = sys.argv[1], ["blender", "-b", "--python", sys.argv[1], "--", *sys.argv[2:]]
+exec(compile(open(script).read(), script, "exec"), {"__name__": "__main__", "__file__": script})
+'''
+
+
+def test_runs_under_a_python_that_has_not_the_project_installed(scene_file, tmp_path):
+    """``blender -b FILE --python scripts/ik_batch.py -- ...`` runs Blender's own Python, where the
+    project is not installed and the script's text is exec'd: the script finds its checkout itself
+    (emulated: the editable install hidden, the script exec'd from another folder)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run([sys.executable, "-c", BLENDER_PYTHON, str(SCRIPT), str(scene_file), "--dry-run",
+                              "--chain", "Arm", "--frames", "1", "5", "--report", str(tmp_path / "r.json")],
+                             cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert process.returncode == 0, process.stderr
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["files"][0]["chains"]
+    assert entry["chain"] == "Arm" and entry["frames"] == 5
+
+
 def test_jobs_2_equals_jobs_1_bit_for_bit_and_input_is_untouched(scene_file, tmp_path):
     before = sha256(scene_file)
     one, two = tmp_path / "one.blend", tmp_path / "two.blend"
@@ -271,6 +340,30 @@ def test_missing_chain_and_missing_target_exit_2(addon, tmp_path):
     process = run_batch(no_target, good, "--output", tmp_path / "out", check_rc=2)
     assert process.stderr.strip() == f"ik_batch: {no_target}: chain 'Rig:Leg' has no target"
     assert (tmp_path / "out" / "good.blend").is_file() and not (tmp_path / "out" / "no_target.blend").exists()
+
+
+def test_manifest_bakes_every_file_in_one_process_as_alone(scene_file, tmp_path):
+    """Two shots (one with an HI arm) listed with their outputs in a manifest: one process bakes both,
+    with the keys a run per file gives, and a bad entry fails alone (exit 2)."""
+    other = build_scene_file(tmp_path / "other.blend", arm_method="HI")
+    alone = tmp_path / "alone"
+    for source in (scene_file, other):
+        run_batch(source, "--output", alone)
+    manifest = tmp_path / "shots.json"
+    manifest.write_text(json.dumps([{"input": "shot.blend", "output": "baked/shot_ik.blend"},
+                                    {"input": "missing.blend", "output": "baked/missing.blend"},
+                                    {"input": str(other), "output": str(tmp_path / "elsewhere" / "other.blend")}]))
+    process = run_batch("--manifest", manifest, "--report", tmp_path / "r.json", check_rc=2)
+    assert process.stderr.strip() == f"ik_batch: {tmp_path / 'missing.blend'}: no such file"
+    outputs = {scene_file: tmp_path / "baked" / "shot_ik.blend", other: tmp_path / "elsewhere" / "other.blend"}
+    for source, output in outputs.items():
+        keys, reference = baked_keys(output), baked_keys(alone / source.name)
+        assert keys.keys() == reference.keys() and len(keys) == 5 * 4, source.name
+        for channel, co in reference.items():
+            assert co.tobytes() == keys[channel].tobytes(), (source.name, channel)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [(f["ok"], f["output"]) for f in report["files"]] == [
+        (True, str(outputs[scene_file])), (False, None), (True, str(outputs[other]))]
 
 
 def test_in_place_rewrites_the_input(scene_file, tmp_path):
