@@ -310,6 +310,10 @@ def run_plan(args: argparse.Namespace) -> dict:
     chain = Chain.planar([l1, l2])
     regular_target = np.zeros(3)
     regular_target[: len(args.target)] = args.target
+    if np.isfinite(regular_target[2]) and regular_target[2] != 0.0:
+        # The core now reaches the nearest in-plane point of an off-plane target (issue 11);
+        # the lab is a planar experiment (SPEC §4.1), so it still refuses one.
+        raise UsageError(f"--target lies {regular_target[2]:.3g} off the planar chain's plane (z must be 0)")
     cases = [
         Case("regular", regular_target, np.array(args.start, dtype=float)),
         Case("straight", np.array([*STRAIGHT_TARGET, 0.0]), np.array(STRAIGHT_START)),
