@@ -32,7 +32,8 @@ Measurements read Blender's evaluated pose only (``scene.frame_set``, ``matrix_w
 ``measure_all(out_dir)`` runs our methods and Blender's IK constraint (with and without pole) on
 every rig and returns the rows of the table in ``docs/rigify.md``; run it as
 
-    python scripts/_rigify_rigs.py --out /tmp/rigify [--frames 40] [--doc docs/rigify.md]
+    python scripts/_rigify_rigs.py --out /tmp/rigify [--frames 40] [--rigs NAME …] [--repeats 3]
+                                  [--doc docs/rigify.md]
 
 Import ``bpy`` the way the caller needs (``BLENDER_USER_RESOURCES`` set first) before using the
 Blender functions here; ``main`` does it itself.
@@ -860,8 +861,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--frames", type=int, default=40, help="frames per target path (default 40)")
     parser.add_argument("--rigs", nargs="+", choices=tuple(BUILDERS), help="rigs (default: all)")
+    parser.add_argument("--repeats", type=int, default=3, help="bakes timed per row, the least counts (default 3)")
     parser.add_argument("--doc", type=Path, help="markdown file to paste the table into (between markers)")
     args = parser.parse_args(argv)
+    if args.frames < 2 or args.repeats < 1:
+        print("_rigify_rigs: --frames must be at least 2 and --repeats at least 1", file=sys.stderr)
+        return 1
     if "bpy" not in sys.modules:
         os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="ik_rigify_blender_user_"))
     repo = Path(__file__).resolve().parents[1]
@@ -869,7 +874,7 @@ def main(argv: list[str]) -> int:
         sys.path.insert(0, str(repo))
     import bpy  # noqa: F401  (after BLENDER_USER_RESOURCES)
 
-    rows = measure_all(args.out, args.frames, args.rigs)
+    rows = measure_all(args.out, args.frames, args.rigs, repeats=args.repeats)
     table = table_markdown(rows, args.frames) + "\n" + per_path_markdown(rows)
     if args.doc is not None:
         start, end = "<!-- table:start -->", "<!-- table:end -->"

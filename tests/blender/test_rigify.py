@@ -8,6 +8,7 @@ when the fixes land (a strict xfail that starts passing fails the suite, so it c
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -108,6 +109,26 @@ def test_generated_rig_fk_arm(rigify):
     result = rr.measure(setup, frames)
     assert result.errors.max() < chain.tolerance + REACH_SLACK
     assert not result.backward.any()
+
+
+def test_measure_all_writes_the_table(scene, tmp_path):
+    """The table's generator on one rig: a row per solver, files written, the doc pasted between its
+    markers; Blender's constraint and our closed forms reach every reachable frame."""
+    doc = tmp_path / "doc.md"
+    doc.write_text("# t\n<!-- table:start -->\nSTALE TABLE\n<!-- table:end -->\ntail\n")
+    out = tmp_path / "out"
+    assert rr.main(["--out", str(out), "--frames", str(FRAMES), "--rigs", "human_arm", "--repeats", "1",
+                    "--doc", str(doc)]) == 0
+    rows = json.loads((out / "rows.json").read_text())
+    labels = [r["solver"] for r in rows]
+    assert labels[1].startswith("default (")  # the method chain_add chose, named
+    assert labels[:1] + labels[2:] == ["HI", "ANALYTIC+pole", "CCD", "FABRIK", "Blender IK", "Blender IK+pole"]
+    by = {r["solver"]: r for r in rows}
+    for label in ("HI", "ANALYTIC+pole", "Blender IK", "Blender IK+pole"):
+        assert by[label]["misses"] == 0 and by[label]["max_reachable_mm"] < 0.5, label
+    assert by["Blender IK"]["bake_ratio"] == 1.0 and (out / "rows.csv").is_file() and (out / "table.md").is_file()
+    text = doc.read_text()
+    assert "STALE TABLE" not in text and text.endswith("<!-- table:end -->\ntail\n") and "| human_arm | HI |" in text
 
 
 # --------------------------------------------------------------------------- issue 11: HI on any chain length
