@@ -265,7 +265,8 @@ def leg_paths(root, reach, frames: int, low_ratio: float, quadruped: bool = Fals
         kick_alpha = deg(-20.0) + deg(115.0) * rise
     swing = np.sin(2 * math.pi * t)
     paths = {
-        "crouch": (0.95 - (0.95 - low_ratio) * rise, _directions(deg(5.0) + deg(45.0) * rise, 0.0, down, FORWARD, OUTWARD)),
+        "crouch": (0.95 - (0.95 - low_ratio) * rise,
+                   _directions(deg(5.0) + deg(45.0) * rise, 0.0, down, FORWARD, OUTWARD)),
         "kick": (np.full(frames, 0.9), _directions(kick_alpha, deg(3.0), down, FORWARD, OUTWARD)),
         "stride": (0.96 - 0.11 * np.clip(swing, 0.0, None),
                    _directions(deg(25.0) * np.cos(2 * math.pi * t), deg(2.0), down, FORWARD, OUTWARD)),
@@ -308,7 +309,8 @@ def spine_paths(root, reach, frames: int) -> dict[str, np.ndarray]:
     deg = math.radians
     paths = {
         "bend_forward": (0.97 - 0.07 * t, _directions(deg(60.0) * t, 0.0, UP, FORWARD, OUTWARD)),
-        "side_bend": (np.full(frames, 0.95), _directions(deg(5.0), deg(30.0) * np.sin(2 * math.pi * t), UP, FORWARD, OUTWARD)),
+        "side_bend": (np.full(frames, 0.95),
+                      _directions(deg(5.0), deg(30.0) * np.sin(2 * math.pi * t), UP, FORWARD, OUTWARD)),
         "lean_back": (np.full(frames, 0.96), _directions(deg(-20.0) * rise, 0.0, UP, FORWARD, OUTWARD)),
         "out_of_reach": (1.05 + 0.15 * rise, _directions(deg(40.0) * t, 0.0, UP, FORWARD, OUTWARD)),
     }
@@ -333,7 +335,8 @@ def key_path(obj, positions: np.ndarray, frame_start: int = 1) -> None:
     for axis in range(3):
         fcurve = channelbag.fcurves.new("location", index=axis)
         fcurve.keyframe_points.add(n)
-        fcurve.keyframe_points.foreach_set("co", np.column_stack([frames, positions[:, axis]]).astype(np.float32).ravel())
+        co = np.column_stack([frames, positions[:, axis]]).astype(np.float32)
+        fcurve.keyframe_points.foreach_set("co", co.ravel())
         fcurve.keyframe_points.foreach_set("interpolation", np.full(n, linear, np.int32))
         fcurve.update()
 
@@ -532,7 +535,8 @@ def add_chain(setup: RigifySetup, method: str | None = None, *, pole: bool = Fal
     return chain
 
 
-def bake_ours(setup: RigifySetup, chain_name: str = "Chain", frame_start: int = 1, frame_end: int | None = None) -> float:
+def bake_ours(setup: RigifySetup, chain_name: str = "Chain", frame_start: int = 1,
+              frame_end: int | None = None) -> float:
     """``ik_solvers.bake`` of one chain over the range (default: all paths); returns seconds."""
     import bpy
 
@@ -797,6 +801,7 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
         flips=len(result.flips),
         backward_frames=int(result.backward[reachable].any(axis=1).sum()),
         bake_seconds=seconds,
+        bake_repeats=repeats,
         flips_by_path={p: sum(int(f in setup.path_frames(p)) for f in result.flips) for p in setup.paths},
         backward_by_path={p: int(result.backward[setup.path_frames(p) - 1].any(axis=1).sum()) for p in setup.paths},
         max_error_mm_by_path={p: float(errors_mm[setup.path_frames(p) - 1].max()) for p in setup.paths},
@@ -837,17 +842,20 @@ def _fmt(value, digits: int = 3) -> str:
 
 
 def table_markdown(rows: list[dict], frames: int) -> str:
-    lines = [f"{frames} frames per path; errors from Blender's evaluation of the baked keys (ours) or the live "
-             f"constraint (Blender). Miss: reachable frame off by > {MISSED_MM:g} mm. Backward: reachable frames "
-             f"with a joint bent > {BACKWARD_DEGREES:g}° to the wrong side of its rest bend; unreported: a miss "
-             "the bake's report does not list as not reached. Flip: bend plane "
-             f"turning > {FLIP_TURN_DEGREES:g}° between frames (in brackets: the flips our bake reported, and how "
-             "many of those it warned of). Excess below 0 (float32 noise, under 1e-4 mm) "
-             "shows as 0. Bake ratio: Blender's `nla.bake` time (no pole) / this solver's bake time, least "
-             "of 3 bakes each.", "",
-             "| rig | solver | max reachable error mm | misses | max excess (out of reach) mm | flips "
-             "| backward frames | bake µs / frame | bake ratio |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    """The summary table: one row per rig × solver, with a caption saying how each column is measured."""
+    repeats = max((row.get("bake_repeats", 1) for row in rows), default=1)
+    caption = (
+        f"{frames} frames per path; errors from Blender's evaluation of the baked keys (ours) or the live "
+        f"constraint (Blender). Miss: reachable frame off by > {MISSED_MM:g} mm; unreported: a miss the bake's "
+        f"report does not list as not reached. Backward: reachable frames with a joint bent > "
+        f"{BACKWARD_DEGREES:g}° to the wrong side of its rest bend. Flip: bend plane turning > "
+        f"{FLIP_TURN_DEGREES:g}° between frames (in brackets: the flips our bake reported inside a path, and "
+        "how many of those it warned of). Excess below 0 (float32 noise, under 1e-4 mm) shows as 0. Bake "
+        f"ratio: Blender's `nla.bake` time (no pole) / this solver's bake time, least of {repeats} bakes each."
+    )
+    header = ("| rig | solver | max reachable error mm | misses | max excess (out of reach) mm | flips "
+              "| backward frames | bake µs / frame | bake ratio |")
+    lines = [caption, "", header, "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         if "skipped" in row:
             continue
@@ -875,8 +883,8 @@ def per_path_markdown(rows: list[dict]) -> str:
                   "Cells: max error mm / backward frames / flips.", "",
                   "| solver | " + " | ".join(paths) + " |", "|---|" + "---:|" * len(paths)]
         for row in block:
-            cells = [f"{_fmt(row['max_error_mm_by_path'][p])} / {row['backward_by_path'][p]} / {row['flips_by_path'][p]}"
-                     for p in paths]
+            cells = [f"{_fmt(row['max_error_mm_by_path'][p])} / {row['backward_by_path'][p]} "
+                     f"/ {row['flips_by_path'][p]}" for p in paths]
             lines.append(f"| {row['solver']} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)

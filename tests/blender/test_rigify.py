@@ -205,7 +205,7 @@ REBAKE_XFAIL = {"CCD", "FABRIK", "JACOBIAN_TRANSPOSE", "PSEUDO_INVERSE", "DLS", 
 
 
 def _rebake_params():
-    for method, facts in METHOD_FACTS.items():
+    for method in METHOD_FACTS:
         marks = ()
         if method.value in REBAKE_XFAIL:
             marks = pytest.mark.xfail(strict=True, reason="issue 11: iterative methods start from the pose at the "
