@@ -8,6 +8,7 @@ Rigs (``BUILDERS``; chain bones root → tip):
 - ``human_spine``: ``spine → spine.001 → spine.002 → spine.003``;
 - ``horse_hind_leg``: ``thigh.L → lower_leg.L → hind_foot.L`` (horse metarig);
 - ``wolf_hind_leg``: ``thigh.L → shin.L → foot.L`` (wolf metarig);
+- ``horse_hind_leg_toe``, ``wolf_hind_leg_toe``: the same with the toe bone (4 bones);
 - ``generated_fk_arm``: ``upper_arm_fk.L → forearm_fk.L`` of the rig ``pose.rigify_generate`` builds
   from the human metarig (face removed first: it is 95 % of the generation time and no chain uses it).
 
@@ -447,6 +448,16 @@ def wolf_hind_leg(frames: int = 30) -> RigifySetup:
     return _limb("wolf_hind_leg", "armature_wolf_metarig_add", "foot.L", 3, frames, "quadruped")
 
 
+def horse_hind_leg_toe(frames: int = 30) -> RigifySetup:
+    """``thigh.L → lower_leg.L → hind_foot.L → r_toe.L`` of the horse metarig (tip: the hoof), leg paths."""
+    return _limb("horse_hind_leg_toe", "armature_horse_metarig_add", "r_toe.L", 4, frames, "quadruped")
+
+
+def wolf_hind_leg_toe(frames: int = 30) -> RigifySetup:
+    """``thigh.L → shin.L → foot.L → toe.L`` of the wolf metarig (tip: the toes), leg paths."""
+    return _limb("wolf_hind_leg_toe", "armature_wolf_metarig_add", "toe.L", 4, frames, "quadruped")
+
+
 def generate_human_rig():
     """The rig Rigify generates from the human metarig, face removed; returns (metarig, rig).
 
@@ -496,6 +507,8 @@ BUILDERS: dict[str, Callable[..., RigifySetup]] = {
     "human_spine": human_spine,
     "horse_hind_leg": horse_hind_leg,
     "wolf_hind_leg": wolf_hind_leg,
+    "horse_hind_leg_toe": horse_hind_leg_toe,
+    "wolf_hind_leg_toe": wolf_hind_leg_toe,
     "generated_fk_arm": generated_fk_arm,
 }
 """name → builder(frames=…) → RigifySetup. Each adds its rig to the current scene (Rigify enabled)."""

@@ -50,7 +50,7 @@ def rigify(addon):
 def test_paths_are_reachable_as_stated(rigify):
     """The builders' reachable paths lie inside the reach (and, for the legs, outside the preferred-bend
     minimum), the out-of-reach one outside; feet targets are below the hip and hands around the shoulder."""
-    for name in ("human_arm", "human_leg", "human_leg_foot", "human_spine", "horse_hind_leg", "wolf_hind_leg"):
+    for name in (n for n in rr.BUILDERS if n != "generated_fk_arm"):
         setup = rr.BUILDERS[name](frames=FRAMES)
         ratio = np.linalg.norm(setup.targets - setup.rest_joints[0], axis=1) / setup.reach
         reachable = setup.reachable_mask()
@@ -141,9 +141,11 @@ HI_XFAIL = pytest.mark.xfail(strict=True, reason="issue 11: HI's in-plane solve 
     pytest.param("horse_hind_leg", marks=HI_XFAIL),  # today: 3.3 mm off near the fold limit (0.27 of the reach)
     "wolf_hind_leg",  # passes today on every path, the fold included
     pytest.param("human_spine", marks=HI_XFAIL),  # today: 15 mm off, joints backward, under 0.12 of the reach
+    pytest.param("horse_hind_leg_toe", marks=HI_XFAIL),  # today: 28 mm off in the fold
+    pytest.param("wolf_hind_leg_toe", marks=HI_XFAIL),  # today: 0.3 mm off and joints backward in the fold
 ])
 def test_hi_reaches_with_every_joint_on_its_preferred_side(rigify, name):
-    """HI on 3-bone legs and the 4-bone spine: every reachable frame (the ``fold`` path down to 1.05×
+    """HI on 3- and 4-bone legs and the 4-bone spine: every reachable frame (the ``fold`` path down to 1.05×
     the least distance the chain reaches with each joint bent its own way) to tolerance, no joint
     bent backward."""
     setup = rr.BUILDERS[name](frames=FRAMES)
