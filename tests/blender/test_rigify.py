@@ -2,8 +2,8 @@
 
 Chains are set up through the add-on's operators (``chain_add``, ``capture_preferred_pose``, ``bake``)
 and every number is read from Blender's own evaluation of the baked keys (``scripts/_rigify_rigs.py``).
-Tests marked ``xfail(strict=True)`` state what the issue asks and fail on today's code; the marks go
-when the fixes land (a strict xfail that starts passing fails the suite, so it cannot be forgotten).
+Each test failed on the code before issue 11's fixes (HI's in-plane solve pinned a joint at its
+straight limit on 3+ bones; iterative methods started from the current pose).
 """
 
 from __future__ import annotations
@@ -132,17 +132,13 @@ def test_measure_all_writes_the_table(scene, tmp_path):
 
 
 # --------------------------------------------------------------------------- issue 11: HI on any chain length
-HI_XFAIL = pytest.mark.xfail(strict=True, reason="issue 11: HI's in-plane solve (a local search from the preferred "
-                             "angles) pins a joint at its straight limit on chains of three or more bones")
-
-
 @pytest.mark.parametrize("name", [
-    pytest.param("human_leg_foot", marks=HI_XFAIL),  # today: up to 0.8 m off for targets under 0.77 of the reach
-    pytest.param("horse_hind_leg", marks=HI_XFAIL),  # today: 3.3 mm off near the fold limit (0.27 of the reach)
-    "wolf_hind_leg",  # passes today on every path, the fold included
-    pytest.param("human_spine", marks=HI_XFAIL),  # today: 15 mm off, joints backward, under 0.12 of the reach
-    pytest.param("horse_hind_leg_toe", marks=HI_XFAIL),  # today: 28 mm off in the fold
-    pytest.param("wolf_hind_leg_toe", marks=HI_XFAIL),  # today: 0.3 mm off and joints backward in the fold
+    "human_leg_foot",  # before issue 11: up to 0.8 m off for targets under 0.77 of the reach
+    "horse_hind_leg",  # before issue 11: 3.3 mm off near the fold limit (0.27 of the reach)
+    "wolf_hind_leg",
+    "human_spine",  # before issue 11: 15 mm off, joints backward, under 0.12 of the reach
+    "horse_hind_leg_toe",  # before issue 11: 28 mm off in the fold
+    "wolf_hind_leg_toe",  # before issue 11: 0.3 mm off and joints backward in the fold
 ])
 def test_hi_reaches_with_every_joint_on_its_preferred_side(rigify, name):
     """HI on 3- and 4-bone legs and the 4-bone spine: every reachable frame (the ``fold`` path down to 1.05×
@@ -162,7 +158,7 @@ def test_hi_reaches_with_every_joint_on_its_preferred_side(rigify, name):
 
 @pytest.mark.parametrize("name", ("human_leg",))
 def test_hi_two_bone_leg_reaches_with_knee_forward(rigify, name):
-    """The two-bone case HI already handles: the same statement as above, passing today."""
+    """The two-bone case: the same statement as above."""
     setup = rr.BUILDERS[name](frames=FRAMES)
     chain = rr.add_chain(setup, "HI")
     rr.bake_ours(setup, chain.name)
@@ -173,14 +169,9 @@ def test_hi_two_bone_leg_reaches_with_knee_forward(rigify, name):
 
 
 # --------------------------------------------------------------------------- issue 11: default method keeps the bend
-KICK_XFAIL = pytest.mark.xfail(strict=True, reason="issue 11: the default SDLS, with no pull toward the reference "
-                               "pose, straightens the knee through the kick and bends it backward (as Blender's IK "
-                               "without a pole does)")
-
-
 @pytest.mark.parametrize(("name", "path"), [
     ("human_leg", "crouch"),
-    pytest.param("human_leg", "kick", marks=KICK_XFAIL),
+    ("human_leg", "kick"),
     ("human_leg", "cross"),
     ("human_arm", "reach_across"),
     ("human_arm", "curl"),
@@ -202,20 +193,7 @@ def test_default_method_keeps_knees_and_elbows_bent_their_way(rigify, name, path
 
 
 # --------------------------------------------------------------------------- issue 11: identical re-bakes
-REBAKE_XFAIL = {"CCD", "FABRIK", "JACOBIAN_TRANSPOSE", "PSEUDO_INVERSE", "DLS", "SDLS", "ANALYTIC"}
-"""Methods whose re-bake differs today: they start from the pose at the current frame (issue 11)."""
-
-
-def _rebake_params():
-    for method in METHOD_FACTS:
-        marks = ()
-        if method.value in REBAKE_XFAIL:
-            marks = pytest.mark.xfail(strict=True, reason="issue 11: iterative methods start from the pose at the "
-                                      "current frame, so a second bake of the same range moves the keys")
-        yield pytest.param(method.value, marks=marks, id=method.value)
-
-
-@pytest.mark.parametrize("method", list(_rebake_params()))
+@pytest.mark.parametrize("method", [method.value for method in METHOD_FACTS])
 def test_rebake_gives_identical_keys(rigify, method):
     """Baking the same range twice, from different current frames, writes the same keys bit for bit."""
     most = next(facts.bones[1] for m, facts in METHOD_FACTS.items() if m.value == method)
