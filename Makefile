@@ -9,7 +9,7 @@ CHECK_VENV  := .venv-check
 CHECK_PY    := $(CHECK_VENV)/bin/python
 CHECK_STAMP := $(CHECK_VENV)/.installed-check
 
-.PHONY: venv test test-farm check demo bench extension
+.PHONY: venv test test-compat test-farm check demo bench extension
 
 venv: $(STAMP)
 
@@ -38,6 +38,25 @@ $(CHECK_STAMP): pyproject.toml
 
 test: venv
 	$(PY) -m pytest tests
+
+# The whole suite on bpy 4.4.x and 4.5.x (pins: pyproject.toml groups bpy44, bpy45), each in its own
+# venv with the project installed editable. `timeout` turns a hang at exit into a failure.
+COMPAT_GROUPS ?= bpy44 bpy45
+COMPAT_VENVS  := .venv-compat
+
+test-compat: $(COMPAT_GROUPS:%=$(COMPAT_VENVS)/%/.installed)
+	@status=0; for group in $(COMPAT_GROUPS); do \
+	  echo "== the test suite on $$group"; \
+	  timeout 1200 $(COMPAT_VENVS)/$$group/bin/python -m pytest tests -q || status=1; \
+	done; exit $$status
+
+$(COMPAT_VENVS)/%/.installed: pyproject.toml
+	$(need_python311)
+	@test -x $(@D)/bin/python || $(PYTHON311) -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(@D)/bin/python -m pip install --quiet --group $*
+	$(@D)/bin/python -m pip install --quiet --no-deps -e .
+	@touch $@
 
 # Only the farm test (also part of `make test`): farm/ik_bake.yaml run by openjd on three files.
 test-farm: venv

@@ -104,4 +104,7 @@ def import_bpy(register_addon: bool = True) -> ModuleType:
         import ik_solvers
 
         ik_solvers.register()
+        from ik_solvers.blender import compat
+
+        compat.unregister_at_exit()  # bpy 4.5 hangs at exit while the add-on is still registered
     return bpy

@@ -322,14 +322,14 @@ def key_path(obj, positions: np.ndarray, frame_start: int = 1) -> None:
     """Linear location keys on ``obj`` at frames ``frame_start …`` for ``positions (N, 3)``, in bulk
     (slotted action, ``keyframe_points.add`` + ``foreach_set``)."""
     import bpy
-    from bpy_extras import anim_utils
+    from ik_solvers.blender import compat
 
     obj.animation_data_create()
     action = bpy.data.actions.new(f"{obj.name}Path")
     obj.animation_data.action = action
     slot = action.slots.new(obj.id_type, obj.name)
     obj.animation_data.action_slot = slot
-    channelbag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    channelbag = compat.ensure_channelbag(action, slot)
     n = len(positions)
     frames = np.arange(frame_start, frame_start + n, dtype=np.float64)
     linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
@@ -600,7 +600,7 @@ def bake_blender(setup: RigifySetup) -> float:
     with bpy.context.temp_override(active_object=rig, object=rig, selected_objects=[rig]):
         bpy.ops.object.mode_set(mode="POSE")
         for pose_bone in rig.pose.bones:
-            pose_bone.select = pose_bone.name in setup.bones
+            compat.select_pose_bone(pose_bone, pose_bone.name in setup.bones)
         started = time.perf_counter()
         result = bpy.ops.nla.bake(frame_start=1, frame_end=setup.frame_end, only_selected=True, visual_keying=True,
                                   clear_constraints=False, bake_types={"POSE"})
@@ -739,9 +739,9 @@ def bake_report(chain) -> dict | None:
 
 def action_keys(rig, bones) -> dict[tuple[str, int], np.ndarray]:
     """Every key (``co``, float32 pairs) of the bones' rotation F-curves in the rig's action."""
-    from bpy_extras import anim_utils
+    from ik_solvers.blender import compat
 
-    channelbag = anim_utils.action_get_channelbag_for_slot(rig.animation_data.action, rig.animation_data.action_slot)
+    channelbag = compat.channelbag_for_assigned_slot(rig.animation_data)
     keys = {}
     for fcurve in channelbag.fcurves:
         if any(fcurve.data_path == f'pose.bones["{b}"].rotation_{mode}'

@@ -36,15 +36,15 @@ def build_armature(bones: Sequence[dict], name: str = "Rig"):
 def key_location_every_frame(obj, positions: np.ndarray) -> None:
     """Linear location keys on ``obj`` at frames 1..N for ``positions`` ``(N, 3)``, written in bulk."""
     import bpy
-    from bpy_extras import anim_utils
+
+    from ik_solvers.blender import compat
 
     obj.animation_data_create()
     action = bpy.data.actions.new(f"{obj.name}Path")
     obj.animation_data.action = action
     slot = action.slots.new(obj.id_type, obj.name)
     obj.animation_data.action_slot = slot
-    # fake-bpy-module's stub says this returns None; Blender returns the channel bag.
-    channelbag: bpy.types.ActionChannelbag = anim_utils.action_ensure_channelbag_for_slot(action, slot)  # type: ignore[func-returns-value,assignment]
+    channelbag = compat.ensure_channelbag(action, slot)
     n = len(positions)
     frames = np.arange(1, n + 1, dtype=np.float32)
     interpolation = bpy.types.Keyframe.bl_rna.properties["interpolation"]
@@ -63,10 +63,12 @@ def nla_bake_pose(obj, frames: int, clear_constraints: bool) -> float:
     visual keying); returns the seconds the operator took. Leaves ``obj`` active in object mode."""
     import bpy
 
+    from ik_solvers.blender import compat
+
     bpy.context.view_layer.objects.active = obj
     bpy.ops.object.mode_set(mode="POSE")
     for pose_bone in obj.pose.bones:
-        pose_bone.select = True
+        compat.select_pose_bone(pose_bone)
     started = time.perf_counter()
     result = bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=True, visual_keying=True,
                               clear_constraints=clear_constraints, bake_types={"POSE"})

@@ -6,7 +6,8 @@ import math
 
 import bpy
 import numpy as np
-from bpy_extras import anim_utils
+
+from . import compat
 
 KEYFRAME_ATTRIBUTES = (
     ("co", np.float32, 2),
@@ -136,7 +137,7 @@ def continue_from_previous_key(fcurves: list, values: np.ndarray, mode: str, sta
 def assigned_fcurves(id_data) -> list:
     """The F-curves of the action slot assigned to ``id_data`` (empty without animation)."""
     anim_data = getattr(id_data, "animation_data", None)
-    channelbag = anim_utils.animdata_get_channelbag_for_assigned_slot(anim_data)
+    channelbag = compat.channelbag_for_assigned_slot(anim_data)
     return [] if channelbag is None else list(channelbag.fcurves)
 
 
@@ -159,5 +160,5 @@ def key_rotations(action, obj, values: dict[str, np.ndarray], frames: np.ndarray
         channel = continue_from_previous_key(fcurves, channel, pose_bone.rotation_mode, start)
         for index, fcurve in enumerate(fcurves):
             if fcurve is None:
-                fcurve = channelbag.fcurves.new(path, index=index, group_name=bone)
+                fcurve = compat.new_fcurve(channelbag, path, index, bone)
             replace_keys_in_range(fcurve, frames, channel[:, index], start, end)

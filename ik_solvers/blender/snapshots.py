@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
-from bpy_extras import anim_utils
 
+from . import compat
 from .keyframes import read_keyframes, write_keyframes
 
 
@@ -51,12 +51,12 @@ class ActionSnapshot:
             anim_data.action = self.created_action
         action = anim_data.action
         if anim_data.action_slot is None:
-            slot = anim_utils.action_get_first_suitable_slot(action, obj.id_type)
+            slot = compat.first_suitable_slot(action, obj.id_type)
             if slot is None:
                 slot = self.created_slot = action.slots.new(obj.id_type, obj.name)
             anim_data.action_slot = slot
             self.assigned_slot = True
-        return anim_utils.action_ensure_channelbag_for_slot(action, anim_data.action_slot)
+        return compat.ensure_channelbag(action, anim_data.action_slot)
 
     def remember(self, channelbag, data_path: str, index: int, group: str) -> None:
         """Copy a channel's F-curve before its first change in this bake."""
@@ -69,9 +69,9 @@ class ActionSnapshot:
             if self.backup is None:
                 self.backup = bpy.data.actions.new("IK Solvers bake backup")
                 slot = self.backup.slots.new(self.obj.id_type, "backup")
-                self._backup_channelbag = anim_utils.action_ensure_channelbag_for_slot(self.backup, slot)
+                self._backup_channelbag = compat.ensure_channelbag(self.backup, slot)
             backup = str(len(self.channels))
-            self._backup_channelbag.fcurves.new_from_fcurve(fcurve, data_path=backup)
+            compat.copy_fcurve(self._backup_channelbag, fcurve, backup)
         self.channels.append(_ChannelSnapshot(data_path, index, backup))
         if channelbag.groups.get(group) is None and group not in self.created_groups:
             self.created_groups.append(group)
@@ -88,7 +88,7 @@ class ActionSnapshot:
         """Put the animation data back as it was before the bake."""
         obj = self.obj
         anim_data = obj.animation_data
-        channelbag = anim_utils.animdata_get_channelbag_for_assigned_slot(anim_data)
+        channelbag = compat.channelbag_for_assigned_slot(anim_data)
         if channelbag is not None:
             for snapshot in reversed(self.channels):
                 fcurve = channelbag.fcurves.find(snapshot.data_path, index=snapshot.index)

@@ -220,3 +220,13 @@ def live_solves(monkeypatch):
 
     monkeypatch.setattr(live, "run_solve", counting)
     return counter
+
+
+def pytest_unconfigure(config):
+    """Let go of ``bpy`` when pytest is done, so bpy 4.5 does not hang at exit.
+
+    Once ``tests/core/conftest.py`` is imported under the same name, this module is no longer in
+    ``sys.modules``, so Python's shutdown does not clear its globals, and Blender runs its own
+    shutdown only when the ``bpy`` module object is freed: 4.5 then hangs in a static destructor.
+    """
+    globals().pop("bpy", None)

@@ -16,15 +16,13 @@ import psutil
 import pytest
 
 from conftest import add_empty, build_arm, build_armature, build_long_chain, build_two_arms
-from ik_solvers.core import METHOD_FACTS, Method
-from bpy_extras import anim_utils
-
-from ik_solvers.blender import bake, operators, sampling
+from ik_solvers.blender import bake, compat, operators, sampling
 from ik_solvers.blender.chains import capture_preferred_pose
 from ik_solvers.blender.errors import IKSolversError
 from ik_solvers.blender.frames import SolvedFrames
 from ik_solvers.blender.rig import read_chain
 from ik_solvers.blender.spec import chain_spec
+from ik_solvers.core import METHOD_FACTS, Method
 
 
 @pytest.fixture
@@ -231,7 +229,7 @@ def test_cancel_while_sampling_frame_by_frame_restores_everything(baking):
 
 
 def _bad_location_key(target, frame, value):
-    fcurves = anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
+    fcurves = compat.channelbag_for_assigned_slot(target.animation_data).fcurves
     fcurve = fcurves.find("location", index=1)
     point = min(fcurve.keyframe_points, key=lambda k: abs(k.co[0] - frame))
     point.co = (point.co[0], value)
@@ -406,7 +404,7 @@ def test_fcurve_sampling_equals_blenders_evaluation(baking):
     for frame in (1, 100):  # rotation / scale keys cannot move an unparented Empty's origin
         target.rotation_euler = (0.0, frame * 0.01, 0.0)
         target.keyframe_insert("rotation_euler", frame=frame)
-    fcurves = anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves
+    fcurves = compat.channelbag_for_assigned_slot(target.animation_data).fcurves
     fcurves.find("location", index=2).modifiers.new("NOISE")
     other = add_chain(obj, target, method="HI", name="Other")
     other.keyframe_insert("swivel_angle", frame=1)  # another chain's setting
@@ -627,7 +625,7 @@ def arm_reaching_across_its_pole(method: str = "HI"):
     n0 = np.array([0.0, 0.003, 0.024]) / np.linalg.norm([0.0, 0.003, 0.024])
     pole_point = np.array([0.0, 0.0, 1.4]) + 0.4 * n0
     key_path(target, [1, 41], [pole_point - (0.2, 0, 0), pole_point + (0.2, 0, 0)])
-    for point in anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
+    for point in compat.channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
         point.interpolation = "LINEAR"
     return obj, target, chain
 
@@ -647,7 +645,7 @@ def test_pole_object_map_flips_are_told_by_the_pole_line_not_the_preferred_poles
     line_point = shoulder + 0.4 * np.array([0.0, -1.0, 0.0])
     target.animation_data_clear()
     key_path(target, [1, 41], [line_point - (0.0, 0.0, 0.2), line_point + (0.0, 0.0, 0.2)])
-    for point in anim_utils.animdata_get_channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
+    for point in compat.channelbag_for_assigned_slot(target.animation_data).fcurves[0].keyframe_points:
         point.interpolation = "LINEAR"
     assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=41) == {"FINISHED"}
     flips = json.loads(chain.last_bake_report)["flip_frames"]
