@@ -322,6 +322,7 @@ def key_path(obj, positions: np.ndarray, frame_start: int = 1) -> None:
     """Linear location keys on ``obj`` at frames ``frame_start …`` for ``positions (N, 3)``, in bulk
     (slotted action, ``keyframe_points.add`` + ``foreach_set``)."""
     import bpy
+
     from ik_solvers.blender import compat
 
     obj.animation_data_create()
@@ -594,6 +595,8 @@ def add_blender_ik(setup: RigifySetup, pole: bool) -> object:
 def bake_blender(setup: RigifySetup) -> float:
     """``nla.bake`` (visual keying, constraints kept) of the chain bones over all frames; seconds."""
     import bpy
+
+    from ik_solvers.blender import compat
 
     rig = setup.rig
     bpy.context.view_layer.objects.active = rig

@@ -83,7 +83,7 @@ class ChainBake:
     _blockers: list[str] | None = None
     """Why F-curve sampling is not exact, found just before sampling (an earlier chain of the
     same bake may have keyed this chain's ancestors); empty: sample F-curves."""
-    _sampling: "_Sampling | None" = None
+    _sampling: _Sampling | None = None
     """The operator's resumable sampling of every frame."""
 
     @property

@@ -34,13 +34,13 @@ class IKSolversError(ValueError):
         where = f"Chain '{self.chain}'" + ("" if self.frame is None else f" at frame {self.frame}")
         return f"{where}: {self.message}"
 
-    def about(self, chain: str | None = None, frame: int | None = None) -> "IKSolversError":
+    def about(self, chain: str | None = None, frame: int | None = None) -> IKSolversError:
         """This error with the chain / frame filled in where it did not name them yet."""
         return IKSolversError(self.message, field=self.field, chain=self.chain if self.chain is not None else chain,
                               frame=self.frame if self.frame is not None else frame)
 
     @classmethod
     def from_input(cls, error: IKInputError, prefix: str = "the solver refused the input",
-                   chain: str | None = None) -> "IKSolversError":
+                   chain: str | None = None) -> IKSolversError:
         """The core's refusal as a Blender-layer error, keeping its ``field``."""
         return cls(f"{prefix}: {error}.", field=error.field, chain=chain)

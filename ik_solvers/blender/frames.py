@@ -91,7 +91,7 @@ class SolvedFrames:
     seconds: float
 
     @classmethod
-    def concatenate(cls, parts: list["SolvedFrames"]) -> "SolvedFrames":
+    def concatenate(cls, parts: list[SolvedFrames]) -> SolvedFrames:
         """One solve from consecutive parts (all of one chain and method), in the order given."""
 
         def joined(values):
@@ -112,7 +112,7 @@ class SolvedFrames:
 
     @classmethod
     def from_result(cls, frames: np.ndarray, result: SolveResult, error: np.ndarray, bound: np.ndarray,
-                    seconds: float) -> "SolvedFrames":
+                    seconds: float) -> SolvedFrames:
         """The records of one core solve of ``frames`` (errors already in scene units)."""
         hi = None
         if result.hi is not None:
@@ -133,7 +133,7 @@ class SolvedFrames:
         np.savez(path, **arrays)
 
     @classmethod
-    def load(cls, path: Path) -> "SolvedFrames":
+    def load(cls, path: Path) -> SolvedFrames:
         """The records :meth:`save` wrote, bit for bit."""
         with np.load(path) as data:
             arrays = {k: data[k] for k in data.files}

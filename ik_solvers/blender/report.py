@@ -77,7 +77,7 @@ class BakeReport:
         return json.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str) -> "BakeReport":
+    def from_json(cls, text: str) -> BakeReport:
         return cls(**json.loads(text))
 
     def sentence(self) -> str:

@@ -39,12 +39,12 @@ from .errors import IKSolversError
 from .euler import (
     BONE_AXIS,
     EULER_ORDERS,
-    euler_solutions,
-    wrap_angles,
     continuous_axis_angles,
     continuous_eulers,
     continuous_quaternions,
+    euler_solutions,
     quaternions_from_eulers,
+    wrap_angles,
 )
 
 ROTATION_MODES = ("QUATERNION", *EULER_ORDERS, "AXIS_ANGLE")

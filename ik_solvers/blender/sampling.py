@@ -41,7 +41,7 @@ class FrameInputs:
     FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle")
 
     @classmethod
-    def stack(cls, frames: list["FrameInputs"]) -> "FrameInputs":
+    def stack(cls, frames: list[FrameInputs]) -> FrameInputs:
         """One batch from single-frame inputs (all with or all without each optional field)."""
 
         def joined(name: str):
@@ -50,7 +50,7 @@ class FrameInputs:
 
         return cls(**{name: joined(name) for name in cls.FIELDS})
 
-    def select(self, rows: np.ndarray) -> "FrameInputs":
+    def select(self, rows: np.ndarray) -> FrameInputs:
         """The inputs at ``rows`` (indices into the batch axis), optional fields staying None."""
         return FrameInputs(**{name: None if getattr(self, name) is None else np.asarray(getattr(self, name))[rows]
                               for name in self.FIELDS})

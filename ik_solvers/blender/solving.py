@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core import IKInputError, Method, SolveResult, solve
-from ..core import sphere_rotations_for_parent_space
+from ..core import IKInputError, Method, SolveResult, solve, sphere_rotations_for_parent_space
 from .errors import IKSolversError
 from .rig import RigChain, uniform_scale, world_to_root
 from .sampling import FrameInputs

@@ -10,8 +10,8 @@ import numpy as np
 
 from .chain import Chain, JointKind
 from .kinematics import apply_increments
-from .vectors import cross, dot, matvec, norm, tmatvec
 from .rotations import minimal_rotation_rotvecs, rotate_about_axes
+from .vectors import cross, dot, matvec, norm, tmatvec
 
 
 def _hinge_angles(axes: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:

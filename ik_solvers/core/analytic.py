@@ -13,8 +13,6 @@ from .heuristic_methods import fabrik_step
 from .iteration import run_iterations
 from .kinematics import apply_increments, forward_kinematics, root_joint_positions
 from .result import Method, SolveOptions, SolveResult
-from .step_input import StepInput
-from .vectors import cross, dot, matvec, norm, tmatvec, unit_stride
 from .rotations import (
     minimal_rotation_rotvecs,
     quaternion_products,
@@ -23,6 +21,8 @@ from .rotations import (
     rotate_by_quaternions,
     rotvecs_from_quaternions,
 )
+from .step_input import StepInput
+from .vectors import cross, dot, matvec, norm, tmatvec, unit_stride
 
 
 @dataclass(frozen=True, eq=False)

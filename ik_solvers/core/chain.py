@@ -221,7 +221,7 @@ class Chain:
         lengths: Sequence[float],
         lower: Sequence[float] | None = None,
         upper: Sequence[float] | None = None,
-    ) -> "Chain":
+    ) -> Chain:
         """A chain of hinges about +z in the xy plane; bones along +x; joint 0 at the origin."""
         lengths = np.asarray(lengths, dtype=float)
         return cls.straight(lengths, JointKind.HINGE, lower=lower, upper=upper)
@@ -237,7 +237,7 @@ class Chain:
         weights: Sequence[float] | None = None,
         root_position: Sequence[float] = (0.0, 0.0, 0.0),
         root_rotation: np.ndarray | None = None,
-    ) -> "Chain":
+    ) -> Chain:
         """A straight chain along +x from bone ``lengths (n,)``.
 
         Hinges turn about +z; universal joints about +z then +y; ball joints freely.

@@ -6,9 +6,8 @@ import numpy as np
 
 from .alignment import align_joint
 from .chain import Chain
+from .kinematics import forward_kinematics, joint_local_matrix
 from .step_input import StepInput
-from .kinematics import forward_kinematics
-from .kinematics import joint_local_matrix
 from .vectors import matmul, matvec, norm, tmatvec
 
 

@@ -20,8 +20,8 @@ from .kinematics import (
 )
 from .linear_algebra import gram_matrices, smallest_eigenvalues
 from .result import Method, SolveOptions, SolveResult, Status
-from .step_input import StepFunction, StepInput
 from .rotations import canonical_quaternions
+from .step_input import StepFunction, StepInput
 from .vectors import norm
 
 # A step that moves no joint variable by more than this (radians) is no

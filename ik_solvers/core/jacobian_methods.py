@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .step_input import StepInput
 from .kinematics import (
     apply_increments,
     clamp_step,
@@ -18,8 +17,9 @@ from .kinematics import (
     joint_step_angles,
     position_jacobian,
 )
-from .rotations import rotvecs_from_matrices
 from .linear_algebra import PINV_RCOND, gram_matrices, smallest_eigenvalues, solve_spd3
+from .rotations import rotvecs_from_matrices
+from .step_input import StepInput
 from .vectors import dot, matmul, matvec, norm, ordered_sum, tmatvec
 
 # Least damping λ² as a fraction of trace(J Jᵀ): far above the rounding of the Gram matrix's

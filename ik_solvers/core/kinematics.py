@@ -8,15 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain import Chain, JointKind
-from .vectors import cross, matmul, matvec, norm, unit_stride
 from .rotations import (
     matrices_from_quaternions,
     matrices_from_rotvecs,
-    skew,
     quaternion_products,
     quaternions_from_rotvecs,
     rotvecs_from_quaternions,
+    skew,
 )
+from .vectors import cross, matmul, matvec, norm, unit_stride
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,8 +14,8 @@ import mathutils
 import numpy as np
 import psutil
 import pytest
-
 from conftest import add_empty, build_arm, build_armature, build_long_chain, build_two_arms
+
 from ik_solvers.blender import bake, compat, operators, sampling
 from ik_solvers.blender.chains import capture_preferred_pose
 from ik_solvers.blender.errors import IKSolversError
@@ -722,7 +722,6 @@ def test_bench_bake_runs_and_writes_its_outputs(scene, tmp_path):
 
 
 def test_live_chains_hold_still_while_the_bake_steps_through_frames(baking, live_solves):
-    from ik_solvers.blender import live
 
     scene = baking
     obj, target = _prepared_arm(scene, with_action=False)

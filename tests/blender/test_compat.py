@@ -15,8 +15,8 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
-
 from conftest import build_arm
+
 from ik_solvers.blender import compat
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,6 @@ import addon_utils
 import bpy
 import numpy as np
 import pytest
-
 from conftest import add_empty, build_arm, evaluated_tip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
-
 from conftest import add_empty, build_armature, evaluated_tip
+
 from ik_solvers.blender.operators import capture_preferred_pose
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import bpy
 import numpy as np
 import pytest
+from conftest import add_empty, build_arm, build_two_arms, evaluated_tip
 
 import ik_solvers
-from conftest import add_empty, build_arm, build_two_arms, evaluated_tip
 from ik_solvers.blender import live
 
 

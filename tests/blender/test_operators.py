@@ -9,7 +9,6 @@ import bpy
 import mathutils
 import numpy as np
 import pytest
-
 from conftest import (
     RIG_BUILDERS,
     add_empty,
@@ -22,6 +21,7 @@ from conftest import (
     float32_slack,
     pose_snapshot,
 )
+
 from ik_solvers.core import METHOD_FACTS
 
 METHODS = sorted(m.value for m, facts in METHOD_FACTS.items() if not facts.needs_preferred_pose)

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import bpy
 import pytest
-
 from conftest import add_empty, build_arm
+
 from ik_solvers.blender import panel
 from ik_solvers.blender.properties import METHOD_ITEMS
 

@@ -9,9 +9,6 @@ import bpy
 import mathutils
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from conftest import (
     RIG_BUILDERS,
     add_empty,
@@ -22,6 +19,9 @@ from conftest import (
     evaluated_tip,
     float32_slack,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ik_solvers.blender import euler, rig
 from ik_solvers.blender.errors import IKSolversError
 from ik_solvers.core import JointKind, forward_kinematics

@@ -19,7 +19,7 @@ import pytest
 from ik_solvers.core import METHOD_FACTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import _rigify_rigs as rr  # noqa: E402
+import _rigify_rigs as rr
 
 FRAMES = 20
 """Frames per target path: enough to sweep each path, few enough to keep the file fast."""

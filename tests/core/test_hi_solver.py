@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import load_script
 
 from ik_solvers.core import (
     Chain,

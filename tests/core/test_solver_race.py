@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import csv_rows, load_script
 
 SAMPLES = 10

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import csv_rows, load_script, script_path
 
 SCRIPT = script_path("two_link_lab")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ik_solvers.core import IKInputError, ZERO_PLANE_MAPS, register_zero_plane_map
+from ik_solvers.core import ZERO_PLANE_MAPS, IKInputError, register_zero_plane_map
 from ik_solvers.core.zero_plane import (
     DefaultZeroPlaneMap,
     PoleObjectZeroPlaneMap,
@@ -248,5 +248,5 @@ def test_singular_directions_name_where_each_map_flips():
     np.testing.assert_array_equal(map_singular_directions(DefaultZeroPlaneMap(a0, n0), axes, n0), [n0, n0])
     pole_map = PoleObjectZeroPlaneMap(a0, n0)
     np.testing.assert_array_equal(map_singular_directions(pole_map, axes, n0, poles=poles), [[0, 0, 1.0], n0])
-    plain = lambda axes, **data: DefaultZeroPlaneMap(a0, n0)(axes)  # noqa: E731  (a map that does not say)
+    plain = lambda axes, **data: DefaultZeroPlaneMap(a0, n0)(axes)
     np.testing.assert_array_equal(map_singular_directions(plain, axes, n0), [n0, n0])

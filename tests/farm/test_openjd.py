@@ -16,9 +16,9 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
+from _rigs import build_armature, key_location_every_frame
 
 import ik_solvers
-from _rigs import build_armature, key_location_every_frame
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "farm" / "ik_bake.yaml"

@@ -68,14 +68,14 @@ def solver_planes(
         root = pref.chain.root_rotation
         to_solving = np.broadcast_to(root, (n_frames, 3, 3))
         if np.array_equal(root, np.eye(3)):  # the common case, and exact: skip the products
-            to_sphere_vectors = to_solving_vectors = lambda vectors: vectors  # noqa: E731
+            to_sphere_vectors = to_solving_vectors = lambda vectors: vectors
         else:
-            to_sphere_vectors = lambda vectors: tmatvec(root, vectors)  # noqa: E731
-            to_solving_vectors = lambda vectors: matvec(root, vectors)  # noqa: E731
+            to_sphere_vectors = lambda vectors: tmatvec(root, vectors)
+            to_solving_vectors = lambda vectors: matvec(root, vectors)
     else:
         to_solving = check_rotations(sphere_rotations, n_frames)
-        to_sphere_vectors = lambda vectors: tmatvec(to_solving, vectors)  # noqa: E731
-        to_solving_vectors = lambda vectors: matvec(to_solving, vectors)  # noqa: E731
+        to_sphere_vectors = lambda vectors: tmatvec(to_solving, vectors)
+        to_solving_vectors = lambda vectors: matvec(to_solving, vectors)
     axes = offsets / np.where(at_centre, 1.0, r)[:, None]
     axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
     axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
