@@ -218,7 +218,7 @@ class Chain:
     @classmethod
     def planar(
         cls,
-        lengths: Sequence[float],
+        lengths: Sequence[float] | np.ndarray,
         lower: Sequence[float] | None = None,
         upper: Sequence[float] | None = None,
     ) -> Chain:
@@ -229,7 +229,7 @@ class Chain:
     @classmethod
     def straight(
         cls,
-        lengths: Sequence[float],
+        lengths: Sequence[float] | np.ndarray,
         kinds: JointKind | Sequence[JointKind] = JointKind.BALL,
         *,
         lower: Sequence[float] | None = None,
@@ -268,11 +268,11 @@ class Chain:
             offsets=offsets,
             rest_rotations=np.broadcast_to(np.eye(3), (n, 3, 3)),
             axes=np.array(axes, dtype=float),
-            lower=np.full(n_dof, -np.inf) if lower is None else lower,
-            upper=np.full(n_dof, np.inf) if upper is None else upper,
-            weights=np.ones(n_dof) if weights is None else weights,
-            tip_offset=[lengths[-1], 0.0, 0.0],
-            root_position=root_position,
+            lower=np.full(n_dof, -np.inf) if lower is None else np.asarray(lower),
+            upper=np.full(n_dof, np.inf) if upper is None else np.asarray(upper),
+            weights=np.ones(n_dof) if weights is None else np.asarray(weights),
+            tip_offset=np.array([lengths[-1], 0.0, 0.0]),
+            root_position=np.asarray(root_position),
             root_rotation=np.eye(3) if root_rotation is None else root_rotation,
         )
 

@@ -31,7 +31,7 @@ ARMIJO = 1e-4
 MAX_BACKTRACKS = 30
 
 
-def _scaled_problem(state: StepInput, residuals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _scaled_problem(state: StepInput, residuals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Weight-scaled Jacobian ``(M, r, n_dof)``, residual ``(M, r)`` and ``sqrt(W)``.
 
     ``r = 3``, or 6 with the tip-orientation rows: the world axes as angular
@@ -116,7 +116,7 @@ def transpose_step(state: StepInput) -> np.ndarray:
 
 
 def _line_search(
-    state: StepInput, j: np.ndarray, residuals: np.ndarray, gradient: np.ndarray, root_w: np.ndarray
+    state: StepInput, j: np.ndarray, residuals: np.ndarray, gradient: np.ndarray, root_w: np.ndarray | None
 ) -> np.ndarray:
     """Backtracking on ``F = ½|p − t|²`` from the step that is exact for the linear model."""
     jg = matvec(j, gradient)
@@ -168,7 +168,7 @@ def _damped_solve(
     singular system: ``LinAlgError`` or a 0/0 in the closed-form solve).
     """
     gram = gram_matrices(j) if gram is None else gram
-    lam2 = damping_squared if np.isscalar(damping_squared) else damping_squared[:, None, None]
+    lam2 = damping_squared[:, None, None] if isinstance(damping_squared, np.ndarray) else damping_squared
     trace = ordered_sum(np.diagonal(gram, axis1=1, axis2=2), 1)
     lam2 = np.maximum(lam2, (DAMPING_FLOOR * trace + 1e-300)[:, None, None])
     system = gram + lam2 * np.eye(gram.shape[-1])

@@ -158,6 +158,7 @@ def joint_local_matrix(chain: Chain, q: np.ndarray, joint: int) -> np.ndarray:
     if chain.kinds[joint] is JointKind.BALL:
         return matmul(chain.rest_rotations[joint], matrices_from_rotvecs(q[:, start : start + 3]))
     basis = _angle_joint_basis(chain)
+    assert basis is not None  # the chain has this hinge / universal joint
     row = int(np.searchsorted(basis.joints, joint))
     features = _angle_features(q[:, basis.first[row]], q[:, basis.second[row]])
     # (N, 1, 9) stacked products, not one (N, 9) BLAS product: the result must not depend on N.

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import IKInputError
+
+if TYPE_CHECKING:
+    from .hi.solve import HISolveResult
 
 
 class Status(enum.Enum):
@@ -159,7 +163,7 @@ class SolveResult:
     sigma_min: np.ndarray
     trajectory: np.ndarray | None = None
     direction_unique: np.ndarray | None = field(default=None)
-    hi: object | None = None
+    hi: HISolveResult | None = None
 
     @property
     def tips(self) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -167,7 +168,7 @@ def _solve_hi_registered(
     options: SolveOptions,
     *,
     reference: np.ndarray | None = None,
-    **hi_args: object,
+    **hi_args: Any,
 ) -> SolveResult:
     """``solve(..., Method.HI, initial=preferred, **hi_args)``: the initial pose is the preferred pose.
 
