@@ -176,6 +176,7 @@ class BakeJob:
                 chain._sampling = _Sampling(self.frames)
             if not self._continue_sampling(chain, chain._sampling, deadline):
                 return False
+            assert chain._sampling.sampled is not None  # set when sampling is done
             self.write_solved(chain, self.solve(chain, chain._sampling.sampled))
             self._index += 1
             if deadline is not None and time.perf_counter() > deadline:
@@ -190,6 +191,7 @@ class BakeJob:
         """
         sampling = _Sampling(self.frames if frames is None else np.asarray(frames))
         self._continue_sampling(chain, sampling, None)
+        assert sampling.sampled is not None  # no deadline: sampling ran to the end
         return sampling.sampled
 
     def _continue_sampling(self, chain: ChainBake, sampling: _Sampling, deadline: float | None) -> bool:
@@ -252,8 +254,8 @@ class BakeJob:
             try:
                 prepared = prepare_solve(chain.spec, subset, rig)
                 result = run_solve(prepared)
-            except IKSolversError as error:
-                raise error.about(chain.name, int(frames[rows[0]])) from None
+            except IKSolversError as exc:
+                raise exc.about(chain.name, int(frames[rows[0]])) from None
             error, bound = world_errors(prepared, result)
             parts.append(SolvedFrames.from_result(frames[rows], result, error, bound, 0.0))
             rows_of.append(rows)

@@ -101,7 +101,7 @@ def store_solve_outcome(chain_settings, status: str, message: str, result=None, 
 
     HI chains also get the pole distance, so the panel's flip warning follows the live pose.
     """
-    values = {"last_status": status, "last_message": message}
+    values: dict[str, str | float | int] = {"last_status": status, "last_message": message}
     if result is not None:
         error, lower_bound = world_errors(prepared, result)
         values.update(last_error=float(error[0]), last_lower_bound=float(lower_bound[0]),

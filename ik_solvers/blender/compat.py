@@ -8,12 +8,13 @@ where it exists (feature detection, not version numbers), else does the same wit
 from __future__ import annotations
 
 import atexit
+from typing import cast
 
 import bpy
 import numpy as np
 from bpy_extras import anim_utils
 
-_FCURVES_API = bpy.types.ActionChannelbagFCurves.bl_rna.functions
+_FCURVES_API = cast("bpy.types.Struct", bpy.types.ActionChannelbagFCurves.bl_rna).functions  # the stub types bl_rna as BlenderRNA
 HAS_NEW_FROM_FCURVE = "new_from_fcurve" in _FCURVES_API  # 5.0+
 HAS_NEW_GROUP_NAME = "group_name" in _FCURVES_API["new"].parameters  # 5.0+
 FCURVE_SETTINGS = ("extrapolation", "color_mode", "color", "select", "lock", "mute", "hide", "auto_smoothing")

@@ -34,6 +34,7 @@ def matrices_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
         axis[k] = 1.0
         m = matrices_from_axis_angles(np.broadcast_to(axis, angles.shape), angles[..., k])
         out = m if out is None else m @ out
+    assert out is not None  # an order names three axes
     return out
 
 
@@ -48,6 +49,7 @@ def quaternions_from_eulers(angles: np.ndarray, order: str) -> np.ndarray:
         turn[..., 0] = np.cos(half)
         turn[..., 1 + k] = np.sin(half)
         out = turn if out is None else quaternion_products(turn, out)
+    assert out is not None  # an order names three axes
     return out
 
 

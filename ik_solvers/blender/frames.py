@@ -117,6 +117,7 @@ class SolvedFrames:
         hi = None
         if result.hi is not None:
             h = result.hi
+            assert h.singular_directions is not None  # solve_hi always sets it
             hi = HIFrames(solver_normals=h.solver_normals, ee_axes_sphere=h.ee_axes_sphere,
                           pole_angles=h.pole_angles, pole_warnings=h.pole_warnings,
                           poles=np.broadcast_to(h.sphere.n0, h.solver_normals.shape).copy(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import bpy
 import numpy as np
@@ -28,7 +29,7 @@ KEYFRAME_ATTRIBUTES = (
 """Every stored property of a ``Keyframe`` (``co_ui`` mirrors ``co``), with the numpy type
 ``foreach_get`` / ``foreach_set`` use for it and its values per key."""
 
-LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+LINEAR = cast("bpy.types.EnumProperty", bpy.types.Keyframe.bl_rna.properties["interpolation"]).enum_items["LINEAR"].value
 
 
 def read_keyframes(fcurve) -> dict[str, np.ndarray]:
@@ -77,6 +78,7 @@ def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start:
         return
     new = slice(n_before, n_before + count)
     probe = points[n_before]
+    assert old is not None  # read above: there are kept keys
     for name, dtype, width in KEYFRAME_ATTRIBUTES:
         merged = np.empty((n_before + count + n_after, width), dtype=dtype)
         merged[:n_before] = old[name][before].reshape(-1, width)
@@ -94,7 +96,7 @@ def _stored_value(keyframe, name: str):
     """A keyframe attribute as ``foreach_get`` gives it (enum identifiers as their integer values)."""
     value = getattr(keyframe, name)
     if isinstance(value, str):
-        return bpy.types.Keyframe.bl_rna.properties[name].enum_items[value].value
+        return cast("bpy.types.EnumProperty", bpy.types.Keyframe.bl_rna.properties[name]).enum_items[value].value
     return tuple(value) if not isinstance(value, (bool, int, float)) else value
 
 
@@ -113,7 +115,7 @@ def continue_from_previous_key(fcurves: list, values: np.ndarray, mode: str, sta
     other hemisphere than the key before it, an Euler block a whole turn away: both evaluate to the
     same rotation but would make Blender interpolate the long way round at the boundary.
     """
-    previous = []
+    previous: list[float] | np.ndarray = []
     for fcurve in fcurves:
         if fcurve is None or len(fcurve.keyframe_points) == 0:
             return values

@@ -6,6 +6,8 @@ short ``self.report`` sentence with the scene untouched; the logic modules never
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
@@ -16,6 +18,9 @@ from .errors import IKSolversError
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems
 
 __all__ = ("capture_preferred_pose", "classes", "posable_armature", "register", "unregister")
 """``capture_preferred_pose`` is re-exported: ``tests/blender/test_ik_batch.py`` imports it from here."""
@@ -47,10 +52,10 @@ class ActiveChainPoll:
     def poll(cls, context: bpy.types.Context) -> bool:
         obj = posable_armature(context)
         if obj is None:
-            cls.poll_message_set("Select an armature (not in Edit Mode)")
+            cls.poll_message_set("Select an armature (not in Edit Mode)")  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return False
-        if obj.ik_solvers.active_chain is None:
-            cls.poll_message_set("The armature has no IK chain")
+        if obj.ik_solvers.active_chain is None:  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+            cls.poll_message_set("The armature has no IK chain")  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return False
         return True
 
@@ -67,7 +72,7 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
     def poll(cls, context: bpy.types.Context) -> bool:
         return posable_armature(context) is not None
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = posable_armature(context)
         settings = obj.ik_solvers
         name = _unique_chain_name(settings, "Chain")
@@ -95,7 +100,7 @@ class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
     bl_label = "Remove IK Chain"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = posable_armature(context)
         settings = obj.ik_solvers
         settings.chains.remove(settings.active_chain_index)
@@ -115,9 +120,9 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
         obj = posable_armature(context)
-        return obj is not None and len(obj.ik_solvers.chains) > 0
+        return obj is not None and len(obj.ik_solvers.chains) > 0  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = posable_armature(context)
         settings = obj.ik_solvers
         if self.all_chains:
@@ -146,7 +151,7 @@ class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
     bl_label = "Capture Preferred Pose"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = posable_armature(context)
         chain = obj.ik_solvers.active_chain
         try:
@@ -186,7 +191,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         if obj is None:
             cls.poll_message_set("Select an armature (not in Edit Mode)")
             return False
-        if not len(obj.ik_solvers.chains):
+        if not len(obj.ik_solvers.chains):  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
             cls.poll_message_set("The armature has no IK chain")
             return False
         return True
@@ -286,7 +291,7 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
     bl_label = "Toggle Live IK"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context: bpy.types.Context) -> set[str]:
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = context.object
         chain = obj.ik_solvers.active_chain
         if chain.use_live:
@@ -315,4 +320,4 @@ classes = (
     IK_SOLVERS_OT_live_toggle,
 )
 
-register, unregister = bpy.utils.register_classes_factory(classes)
+register, unregister = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import bpy
 
 from ..core import METHOD_FACTS
 from .chains import method_reason
 from .properties import ITERATIVE_METHODS, METHOD_ITEMS
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import RegionTypeItems, SpaceTypeItems
 
 BAKE_OPERATOR = "ik_solvers.bake"
 LIVE_OPERATOR = "ik_solvers.live_toggle"
@@ -25,7 +29,7 @@ def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
 
 def _active_chain(context: bpy.types.Context):
     obj = _armature(context)
-    return None if obj is None else obj.ik_solvers.active_chain
+    return None if obj is None else obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
 
 
 def pole_warning(chain) -> str | None:
@@ -40,7 +44,7 @@ def pole_warning(chain) -> str | None:
 class IK_SOLVERS_UL_chains(bpy.types.UIList):
     """The armature's IK chains."""
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0):
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0):  # type: ignore[override]  # stub: index, flt_flag required; Blender passes them only if taken
         row = layout.row(align=True)
         row.prop(item, "enabled", text="")
         row.prop(item, "name", text="", emboss=False)
@@ -48,8 +52,8 @@ class IK_SOLVERS_UL_chains(bpy.types.UIList):
 
 
 class _SidebarPanel:
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
+    bl_space_type: SpaceTypeItems = "VIEW_3D"
+    bl_region_type: RegionTypeItems = "UI"
     bl_category = "IK"
 
 
@@ -198,4 +202,4 @@ classes = (
     VIEW3D_PT_ik_solvers_status,
 )
 
-register, unregister = bpy.utils.register_classes_factory(classes)
+register, unregister = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None

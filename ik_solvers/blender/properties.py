@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import bpy
 from bpy.props import (
@@ -170,16 +171,18 @@ class IK_SOLVERS_PG_settings(bpy.types.PropertyGroup):
 
 classes = (IK_SOLVERS_PG_preferred_bone, IK_SOLVERS_PG_chain, IK_SOLVERS_PG_settings)
 
-_register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
+_register_classes: Callable[[], None]
+_unregister_classes: Callable[[], None]
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None
 
 
 def register() -> None:
     """Register the settings classes and add ``Object.ik_solvers``."""
     _register_classes()
-    bpy.types.Object.ik_solvers = PointerProperty(type=IK_SOLVERS_PG_settings)
+    bpy.types.Object.ik_solvers = PointerProperty(type=IK_SOLVERS_PG_settings)  # type: ignore[attr-defined, func-returns-value]  # a runtime property; stub: PointerProperty returns None
 
 
 def unregister() -> None:
     """Remove ``Object.ik_solvers`` and unregister the settings classes."""
-    del bpy.types.Object.ik_solvers
+    del bpy.types.Object.ik_solvers  # type: ignore[attr-defined]  # registered at runtime
     _unregister_classes()

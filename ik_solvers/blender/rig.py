@@ -124,7 +124,7 @@ def _channel_values(pose_bone, quaternions: np.ndarray, keep_norm: bool) -> np.n
     mode = pose_bone.rotation_mode
     reference = _current_channels(pose_bone)
     if mode == "QUATERNION":
-        norm = np.linalg.norm(reference)
+        norm: np.floating | float = np.linalg.norm(reference)
         if norm == 0.0:
             reference, norm = np.array([1.0, 0.0, 0.0, 0.0]), 1.0
         values = continuous_quaternions(quaternions, reference)
@@ -270,7 +270,7 @@ def joint_variables_from_quaternions(rig: RigChain, quaternions: dict[str, np.nd
     bone is missing from ``quaternions``.
     """
     chain = rig.chain
-    q = []
+    q: list[float] = []
     for joint, name in enumerate(rig.joint_bones):
         if name not in quaternions:
             raise IKSolversError(f"No rotation given for bone '{name}'.")
@@ -322,6 +322,7 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
     start_parent = chain_bones[0].parent
 
     kinds, offsets, rest_rotations, axes, lower, upper, weights = [], [], [], [], [], [], []
+    q: list[float] | np.ndarray
     joint_bones, q = [], []
     fixed = np.eye(4)  # transform accumulated since the last joint frame by fully locked bones
     for bone in chain_bones:

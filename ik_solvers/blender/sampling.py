@@ -4,6 +4,7 @@ else by evaluating each frame — and the rules that choose (:func:`fcurve_sampl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class FrameInputs:
     def stack(cls, frames: list[FrameInputs]) -> FrameInputs:
         """One batch from single-frame inputs (all with or all without each optional field)."""
 
-        def joined(name: str):
+        def joined(name: str) -> Any:
             values = [getattr(f, name) for f in frames]
             return None if values[0] is None else np.concatenate(values, 0)
 
@@ -52,8 +53,9 @@ class FrameInputs:
 
     def select(self, rows: np.ndarray) -> FrameInputs:
         """The inputs at ``rows`` (indices into the batch axis), optional fields staying None."""
-        return FrameInputs(**{name: None if getattr(self, name) is None else np.asarray(getattr(self, name))[rows]
-                              for name in self.FIELDS})
+        fields: dict[str, Any] = {name: None if getattr(self, name) is None else np.asarray(getattr(self, name))[rows]
+                                  for name in self.FIELDS}
+        return FrameInputs(**fields)
 
 
 def _matrix(m) -> np.ndarray:
@@ -224,6 +226,7 @@ def sample_point_fcurves(point, frames: np.ndarray) -> np.ndarray:
 def sample_fcurves(obj, spec: ChainSpec, rig: RigChain, frames: np.ndarray) -> FrameInputs:
     """The chain's inputs for ``frames (N,)`` read from F-curves (see ``fcurve_sampling_blockers``)."""
     current = sample_inputs(obj, spec, rig)
+    assert current.swivel_angle is not None  # sample_inputs always reads it
     n = len(frames)
     return FrameInputs(
         target_world=sample_point_fcurves(spec.target, frames),

@@ -33,7 +33,7 @@ class ActionSnapshot:
     backup: bpy.types.Action | None = None
     """Holds copies of the F-curves before their first change (copied in C: the snapshot of
     thousands of keys costs next to nothing); removed when the bake ends either way."""
-    _backup_channelbag: object = None
+    _backup_channelbag: bpy.types.ActionChannelbag | None = None
     _seen: set = field(default_factory=set)
 
     def channelbag(self):
@@ -138,7 +138,7 @@ class PoseSnapshot:
             bones.foreach_get(prop, values)
             self.values[prop] = values.reshape(-1, width)
 
-    def restore(self, keep_rotation_of: set[str] = frozenset()) -> None:
+    def restore(self, keep_rotation_of: frozenset[str] | set[str] = frozenset()) -> None:
         """Put every channel back, except the rotations of the bones in ``keep_rotation_of``."""
         bones = self.obj.pose.bones
         keep = np.array([name in keep_rotation_of for name in self.names], dtype=bool)

@@ -9,6 +9,7 @@ HI method that pose is its preferred pose; the HI diagnostics come back in ``res
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _poles(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> np.n
 
 def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> dict:
     n = root_world.shape[0]
-    args = {
+    args: dict[str, Any] = {
         "swivel": (np.full(n, spec.swivel_angle) if inputs.swivel_angle is None
                    else np.asarray(inputs.swivel_angle, dtype=float).reshape(-1)),
         "zero_plane_map": spec.zero_plane_map,

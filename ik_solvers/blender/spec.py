@@ -7,12 +7,16 @@ Everything downstream (the solve operator, live mode, the bake and ``scripts/ik_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core import METHOD_FACTS, IKInputError, Method, SolveOptions
 from .errors import IKSolversError
 from .rig import RigChain, joint_variables_from_quaternions, read_chain, uniform_scale
+
+if TYPE_CHECKING:
+    import bpy
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,8 +60,8 @@ class ChainSpec:
     method: Method
     options: SolveOptions
     reference: np.ndarray
-    target: object
-    pole: object | None
+    target: bpy.types.Object
+    pole: bpy.types.Object | None
     swivel_angle: float
     zero_plane_map: str
     parent_space: str
