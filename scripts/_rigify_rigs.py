@@ -53,8 +53,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import bpy
 
 UP = np.array([0.0, 0.0, 1.0])
 FORWARD = np.array([0.0, -1.0, 0.0])
@@ -115,10 +119,10 @@ class RigifySetup:
     """
 
     name: str
-    rig: object
+    rig: bpy.types.Object
     bones: tuple[str, ...]
-    target: object
-    pole: object
+    target: bpy.types.Object
+    pole: bpy.types.Object
     paths: dict[str, np.ndarray]
     reachable: dict[str, bool]
     rest_joints: np.ndarray
@@ -188,6 +192,7 @@ def _add_metarig(operator: str):
 
 
 def _chain_bones(obj, tip: str, count: int) -> tuple[str, ...]:
+    names: list[str]
     bone, names = obj.data.bones[tip], []
     while bone is not None and len(names) < count:
         names.append(bone.name)
@@ -333,7 +338,7 @@ def key_path(obj, positions: np.ndarray, frame_start: int = 1) -> None:
     channelbag = compat.ensure_channelbag(action, slot)
     n = len(positions)
     frames = np.arange(frame_start, frame_start + n, dtype=np.float64)
-    linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+    linear = cast("bpy.types.EnumProperty", bpy.types.Keyframe.bl_rna.properties["interpolation"]).enum_items["LINEAR"].value
     for axis in range(3):
         fcurve = channelbag.fcurves.new("location", index=axis)
         fcurve.keyframe_points.add(n)
@@ -480,7 +485,7 @@ def generate_human_rig():
     # asserts that context.active_object followed; an overridden active_object stays the metarig.
     bpy.context.view_layer.objects.active = meta
     meta.select_set(True)
-    result = bpy.ops.pose.rigify_generate()
+    result = bpy.ops.pose.rigify_generate()  # type: ignore[attr-defined]  # Rigify's operator: an add-on's, not in fake-bpy-module
     rig = meta.data.rigify_target_rig
     assert result == {"FINISHED"} and rig is not None, "Rigify generation failed"
     for side in ("L", "R"):
@@ -530,8 +535,8 @@ def add_chain(setup: RigifySetup, method: str | None = None, *, pole: bool = Fal
     bpy.context.view_layer.objects.active = rig
     rig.data.bones.active = rig.data.bones[setup.bones[-1]]
     with bpy.context.temp_override(active_object=rig, object=rig, selected_objects=[rig, setup.target]):
-        assert bpy.ops.ik_solvers.chain_add() == {"FINISHED"}
-        chain = rig.ik_solvers.active_chain
+        assert bpy.ops.ik_solvers.chain_add() == {"FINISHED"}  # type: ignore[attr-defined]  # an operator registered at runtime (fake-bpy-module lists only built-in ones)
+        chain = rig.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime
         chain.name = name
         chain.tip_bone = setup.bones[-1]
         chain.chain_length = len(setup.bones)
@@ -545,7 +550,7 @@ def add_chain(setup: RigifySetup, method: str | None = None, *, pole: bool = Fal
             chain.pole_target = setup.pole
             if chain.method == "HI":
                 chain.zero_plane_map = "POLE_OBJECT"
-        assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+        assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}  # type: ignore[attr-defined]  # an operator registered at runtime (fake-bpy-module lists only built-in ones)
     return chain
 
 
@@ -558,7 +563,7 @@ def bake_ours(setup: RigifySetup, chain_name: str = "Chain", frame_start: int = 
     frame_end = setup.frame_end if frame_end is None else frame_end
     with bpy.context.temp_override(active_object=rig, object=rig, selected_objects=[rig]):
         started = time.perf_counter()
-        result = bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=frame_start, frame_end=frame_end, chain=chain_name)
+        result = bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=frame_start, frame_end=frame_end, chain=chain_name)  # type: ignore[attr-defined]  # an operator registered at runtime (fake-bpy-module lists only built-in ones)
         seconds = time.perf_counter() - started
     assert result == {"FINISHED"}, result
     return seconds
@@ -618,7 +623,7 @@ def evaluated_joints(setup: RigifySetup) -> np.ndarray:
     """World joints ``(n+1, 3)`` of the pose as Blender evaluates it now (update the view layer first)."""
     world = np.array(setup.rig.matrix_world)
     pose = [setup.rig.pose.bones[b] for b in setup.bones]
-    local = np.array([tuple(b.head) for b in pose] + [tuple(pose[-1].tail)])
+    local = np.array([b.head[:] for b in pose] + [pose[-1].tail[:]])
     return local @ world[:3, :3].T + world[:3, 3]
 
 
@@ -640,7 +645,7 @@ def evaluate(setup: RigifySetup, frames=None) -> tuple[np.ndarray, np.ndarray, n
         for k, name in enumerate(setup.bones):
             m = world[:3, :3] @ np.array(setup.rig.pose.bones[name].matrix)[:3, :3]
             rotations[i, k] = m / np.linalg.norm(m, axis=0)
-        targets[i] = tuple(setup.target.matrix_world.translation)
+        targets[i] = setup.target.matrix_world.translation[:]
     return joints, rotations, targets
 
 
