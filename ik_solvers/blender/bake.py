@@ -18,12 +18,13 @@ from . import live
 from .errors import IKSolversError
 from .frames import SampledFrames, SolvedFrames, stitch
 from .keyframes import key_rotations
-from .report import BakeReport, bake_report, store_report
+from .report import BakeReport, bake_report, reached, store_report
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
 from .snapshots import ActionSnapshot, PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors
 from .spec import ChainSpec, chain_spec
+from .verify import evaluate_baked
 
 
 # --------------------------------------------------------------------------- options
@@ -265,7 +266,8 @@ class BakeJob:
         """Key ``chain``'s joint bones from ``solved`` (every frame of the bake, in order); its report.
 
         Raises IKSolversError (nothing of this chain keyed) for a solve of other frames or a
-        rotation that is not finite.
+        rotation that is not finite. After keying, Blender evaluates the keys (:mod:`.verify`,
+        the current frame put back) and the report says where that differs from the solve.
         """
         started = time.perf_counter()
         if not np.array_equal(solved.frames, self.frames):
@@ -282,10 +284,17 @@ class BakeJob:
                                      frame=int(self.frames[bad[0]]))
         key_rotations(self.action, self.obj, values, self.frames,
                       float(self.options.frame_start), float(self.options.frame_end))
+        with live.paused():  # what Blender shows of the keys just written; live chains hold still
+            try:
+                evaluation = evaluate_baked(self.scene, self.obj, chain.spec, chain._rigs, solved,
+                                            ~reached(solved.status))
+            finally:
+                self._restore_frame()
         chain.report = bake_report(
             solved, armature=self.obj.name, chain=chain.name, method=chain.spec.method.value,
             frame_step=self.options.frame_step, sampling_reasons=blockers,
             flip_threshold=chain.spec.flip_threshold, seconds=solved.seconds + time.perf_counter() - started,
+            evaluation=evaluation,
         )
         self.reports.append(chain.report)
         return chain.report

@@ -276,6 +276,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         self._end(context)
         for report in reports:
             self.report({"INFO"}, report.sentence())
+            warning = report.warning()
+            if warning is not None:
+                self.report({"WARNING"}, warning)
         return {"FINISHED"}
 
 

@@ -153,6 +153,15 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         subtype="DISTANCE", precision=7,
     )
     bake_flip_frames: IntProperty(name="Flip Frames", description="Frames where the solver plane flipped")
+    bake_mismatch_frames: IntProperty(
+        name="Mismatch Frames",
+        description="Frames where Blender's evaluation of the baked keys differs from the solve (constraints, drivers)",
+    )
+    bake_evaluated_error: FloatProperty(
+        name="Evaluated Error",
+        description="Largest error over the lower bound in Blender's own evaluation of the baked keys",
+        subtype="DISTANCE", precision=7,
+    )
 
 
 class IK_SOLVERS_PG_settings(bpy.types.PropertyGroup):

@@ -1,0 +1,95 @@
+"""Issue 10, "what Blender shows is what we report": after a bake, Blender's own evaluation of the
+baked keys is measured against the target and the solve; constraints on chain bones are honoured,
+refused or at least reported."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import bpy
+import numpy as np
+import pytest
+from conftest import add_empty, build_arm, evaluated_tip
+
+from ik_solvers.blender.verify import rows_to_check
+
+
+def arm_chain(obj, target, method="SDLS"):
+    chain = obj.ik_solvers.chains.add()
+    chain.name = "Arm"
+    chain.tip_bone = "forearm"
+    chain.chain_length = 2
+    chain.target = target
+    chain.method = method
+    return chain
+
+
+def key_circle(target, frames):
+    for frame in frames:
+        angle = 2.0 * math.pi * (frame - frames[0]) / (frames[-1] - frames[0])
+        target.location = (0.3 + 0.25 * math.cos(angle), 0.25 * math.sin(angle), 1.4 + 0.1 * math.sin(2 * angle))
+        target.keyframe_insert("location", frame=frame)
+
+
+def test_a_clean_bake_is_checked_at_every_frame_and_matches(addon):
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    key_circle(target, [1, 20, 40])
+    chain = arm_chain(obj, target)
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    assert report["evaluated_frames_checked"] == 40
+    assert report["evaluated_mismatch_frames"] == []
+    assert report["evaluated_max_error"] <= report["max_excess"] + 1e-5
+    assert chain.bake_mismatch_frames == 0
+
+
+def test_a_constraint_that_turns_a_chain_bone_is_reported_as_evaluated_mismatches(addon):
+    """A Copy Rotation on the forearm overrides the baked keys: the bake says so, frame by frame."""
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    key_circle(target, [1, 20, 40])
+    driver_of_rotation = add_empty("Turner")
+    driver_of_rotation.rotation_euler = (0.0, 0.0, 0.7)
+    chain = arm_chain(obj, target)
+    constraint = obj.pose.bones["forearm"].constraints.new("COPY_ROTATION")
+    constraint.target = driver_of_rotation
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    assert report["evaluated_frames_checked"] == 40
+    assert len(report["evaluated_mismatch_frames"]) == 40
+    assert report["evaluated_max_error"] > 0.05  # the solve said converged; Blender's tip is far off
+    assert report["status_counts"]["CONVERGED"] == 40
+    assert chain.bake_mismatch_frames == 40 and chain.bake_evaluated_error == pytest.approx(
+        report["evaluated_max_error"], rel=1e-6)
+    # Blender's tip at some frame really is where the report says, not on the target.
+    bpy.context.scene.frame_set(20)
+    assert np.linalg.norm(evaluated_tip(obj, "forearm") - np.array(target.matrix_world.translation)) > 1e-3
+    from ik_solvers.blender.report import BakeReport
+
+    warning = BakeReport.from_json(chain.last_bake_report).warning()
+    assert warning.startswith("'Arm': Blender's evaluated tip differs from the solve at 40 frame(s)")
+
+
+def test_a_driver_on_a_chain_bones_rotation_is_reported(addon):
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    chain = arm_chain(obj, target)
+    pose_bone = obj.pose.bones["upper_arm"]
+    pose_bone.rotation_mode = "XYZ"
+    fcurve = pose_bone.driver_add("rotation_euler", 2)
+    fcurve.driver.expression = "0.5"
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=5) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    assert report["evaluated_mismatch_frames"] == [1, 2, 3, 4, 5]
+
+
+def test_long_bakes_are_checked_densely_and_at_every_unreached_frame():
+    flagged = np.zeros(2000, dtype=bool)
+    flagged[[7, 1333]] = True
+    rows = rows_to_check(2000, flagged)
+    assert 500 <= rows.size <= 505
+    assert {0, 7, 1333, 1999} <= set(rows.tolist())
+    assert np.all(np.diff(rows) > 0) and np.diff(rows).max() <= 4
+    assert rows_to_check(300, np.zeros(300, bool)).tolist() == list(range(300))
