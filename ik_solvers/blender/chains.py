@@ -131,7 +131,7 @@ def solve_chains(obj, chains, view_layer) -> list:
             result = run_solve(prepared)
             write_pose(obj, spec.rig, result.q[0])
             outcomes.append((result, prepared))
-    except IKSolversError:
+    except Exception:  # anything: the pose goes back before the error propagates
         snapshot.restore()
         view_layer.update()
         raise

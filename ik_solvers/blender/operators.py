@@ -12,7 +12,7 @@ from bpy.props import BoolProperty, IntProperty, StringProperty
 from . import live
 from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
-from .errors import IKSolversError
+from .errors import failure_sentence
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
@@ -84,7 +84,13 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         if empties:
             chain.target = empties[0]
         settings.active_chain_index = len(settings.chains) - 1
-        set_up_new_chain(obj, chain, context.scene)
+        try:
+            set_up_new_chain(obj, chain, context.scene)
+        except Exception as error:  # noqa: BLE001 — the chain is not added, one sentence
+            settings.chains.remove(len(settings.chains) - 1)
+            settings.active_chain_index = max(0, len(settings.chains) - 1)
+            self.report({"ERROR"}, failure_sentence(error))
+            return {"CANCELLED"}
         return {"FINISHED"}
 
 
@@ -129,8 +135,8 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             return {"CANCELLED"}
         try:
             outcomes = solve_chains(obj, chains, context.view_layer)
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # noqa: BLE001 — one sentence, the pose already put back
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         for chain, (result, prepared) in zip(chains, outcomes):
             store_solve_outcome(chain, result.status[0].value, "", result, prepared)
@@ -151,8 +157,8 @@ class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
         chain = obj.ik_solvers.active_chain
         try:
             capture_preferred_pose(obj, chain, context.scene)
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # noqa: BLE001 — one sentence, never a traceback
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         self.report({"INFO"}, f"Captured the preferred pose of '{chain.name}'.")
         return {"FINISHED"}
@@ -214,8 +220,8 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         obj = posable_armature(context)
         try:
             self._job = BakeJob(context, obj, self._bake_options(obj))
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # noqa: BLE001 — nothing written yet
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         wm = context.window_manager
         wm.progress_begin(0, self._job.total_steps)
@@ -225,13 +231,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             return {"RUNNING_MODAL"}
         try:
             self._job.advance()
-        except IKSolversError as error:
-            return self._fail(context, str(error))
-        except Exception:
-            self._job.cancel()
-            wm.progress_end()
-            raise
-        return self._done(context)
+            return self._done(context)
+        except Exception as error:  # noqa: BLE001 — the action goes back, one sentence
+            return self._fail(context, failure_sentence(error))
 
     def modal(self, context, event):
         if event.type == "ESC":
@@ -243,14 +245,10 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             return {"RUNNING_MODAL"}
         try:
             finished = self._job.advance(self.TIME_PER_TICK)
-        except IKSolversError as error:
-            return self._fail(context, str(error))
-        except Exception:
-            self._job.cancel()
-            self._end(context)
-            raise
-        context.window_manager.progress_update(self._job.done_steps)
-        return self._done(context) if finished else {"RUNNING_MODAL"}
+            context.window_manager.progress_update(self._job.done_steps)
+            return self._done(context) if finished else {"RUNNING_MODAL"}
+        except Exception as error:  # noqa: BLE001 — the action goes back, one sentence
+            return self._fail(context, failure_sentence(error))
 
     def cancel(self, context):
         """Blender ends the modal bake (file load, window closed): leave the action as it was."""
@@ -266,8 +264,10 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         wm.progress_end()
 
     def _fail(self, context, message: str):
-        self._job.cancel()
-        self._end(context)
+        try:
+            self._job.cancel()
+        finally:
+            self._end(context)
         self.report({"ERROR"}, message)
         return {"CANCELLED"}
 
@@ -300,11 +300,15 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
         try:
             spec = chain_spec(obj, chain)
             prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # noqa: BLE001 — one sentence, never a traceback
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         chain.use_live = True
+        chain.last_message = ""
         live.update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=True)
+        if not chain.use_live:  # the first live solve failed and turned it off again
+            self.report({"ERROR"}, chain.last_message)
+            return {"CANCELLED"}
         self.report({"INFO"}, f"Live IK on for '{chain.name}'.")
         return {"FINISHED"}
 
