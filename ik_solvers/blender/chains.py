@@ -14,6 +14,7 @@ from ..core import (
     preferred_pose,
     swivel_for_plane,
 )
+from .checks import check_editable
 from .errors import IKSolversError
 from .rig import RigChain, basis_quaternion, read_chain, root_matrices_world, world_to_root, write_pose
 from .sampling import sample_inputs
@@ -46,6 +47,7 @@ def method_reason(chain_settings) -> str:
 def capture_preferred_pose(obj, chain_settings, scene) -> None:
     """Store the chain's current pose as its preferred pose (IKSolversError if the chain is unusable)."""
     try:
+        check_editable(obj)
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
     except IKSolversError as error:
         raise error.about(chain_settings.name) from None

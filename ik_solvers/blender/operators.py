@@ -12,7 +12,8 @@ from bpy.props import BoolProperty, IntProperty, StringProperty
 from . import live
 from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
-from .errors import failure_sentence
+from .checks import check_editable
+from .errors import IKSolversError, failure_sentence
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
@@ -69,6 +70,11 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         obj = posable_armature(context)
+        try:
+            check_editable(obj)
+        except IKSolversError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
         settings = obj.ik_solvers
         name = _unique_chain_name(settings, "Chain")
         chain = settings.chains.add()
