@@ -93,3 +93,101 @@ def test_long_bakes_are_checked_densely_and_at_every_unreached_frame():
     assert {0, 7, 1333, 1999} <= set(rows.tolist())
     assert np.all(np.diff(rows) > 0) and np.diff(rows).max() <= 4
     assert rows_to_check(300, np.zeros(300, bool)).tolist() == list(range(300))
+
+
+# --------------------------------------------------------------------------- Limit Rotation on chain bones
+def limit_forearm(obj, space="WORLD", low=-0.4, high=0.4):
+    constraint = obj.pose.bones["forearm"].constraints.new("LIMIT_ROTATION")
+    constraint.name = "Elbow Limit"
+    constraint.owner_space = space
+    constraint.use_limit_z = True
+    constraint.min_z, constraint.max_z = low, high
+    return constraint
+
+
+@pytest.mark.parametrize("space", ["WORLD", "LOCAL"])
+def test_limit_rotation_on_a_ball_joint_is_refused_naming_bone_and_constraint(addon, space):
+    """Issue 10: the default Limit Rotation on the forearm baked '52 converged' while Blender's tip
+    was 0.12-0.53 m off. It cannot be a per-axis limit of a ball joint: refused, nothing keyed."""
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    key_circle(target, [1, 20, 40])
+    arm_chain(obj, target)
+    limit_forearm(obj, space)
+    for call in (lambda: bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40), bpy.ops.ik_solvers.solve):
+        with pytest.raises(RuntimeError, match="Chain 'Arm': bone 'forearm' has Limit Rotation constraint "
+                                               "'Elbow Limit', which cannot be honoured on a joint with 3 free"):
+            call()
+    assert obj.animation_data is None or obj.animation_data.action is None
+
+
+def hinge_forearm(obj):
+    pose_bone = obj.pose.bones["forearm"]
+    pose_bone.lock_ik_x = pose_bone.lock_ik_y = True  # bends about its local Z only
+
+
+def test_limit_rotation_on_a_hinge_is_honoured_and_blender_shows_the_reported_error(addon):
+    obj = build_arm()
+    hinge_forearm(obj)
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    key_circle(target, [1, 20, 40])
+    chain = arm_chain(obj, target)
+    limit_forearm(obj, "LOCAL", -0.25, 0.25)  # too narrow to reach every target: some frames end at the limit
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=40) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    assert report["status_counts"]["CONVERGED"] < 40  # the limit mattered
+    assert report["evaluated_mismatch_frames"] == [] and report["evaluated_frames_checked"] == 40
+    assert report["evaluated_max_error"] == pytest.approx(report["max_excess"], abs=1e-5)
+    for frame in range(1, 41, 3):  # Blender's evaluation never leaves the limit: the constraint had nothing to do
+        bpy.context.scene.frame_set(frame)
+        angle = obj.pose.bones["forearm"].rotation_quaternion.to_euler("XYZ").z
+        assert -0.25 - 1e-6 <= angle <= 0.25 + 1e-6
+
+
+def test_limit_rotation_that_tilts_a_hinge_off_its_axis_is_refused(addon):
+    obj = build_arm()
+    hinge_forearm(obj)
+    arm_chain(obj, add_empty(location=(0.4, 0.1, 1.3)))
+    constraint = limit_forearm(obj, "LOCAL")
+    constraint.use_limit_x, constraint.min_x, constraint.max_x = True, 0.1, 0.5
+    with pytest.raises(RuntimeError, match="forbids the hinge's rest on the X axis"):
+        bpy.ops.ik_solvers.solve()
+
+
+# --------------------------------------------------------------------------- targets that depend on the chain
+def test_a_target_parented_to_the_chains_tip_bone_is_refused(addon):
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    target.parent, target.parent_type, target.parent_bone = obj, "BONE", "forearm"
+    arm_chain(obj, target)
+    for call in (bpy.ops.ik_solvers.solve, lambda: bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3),
+                 bpy.ops.ik_solvers.live_toggle):
+        with pytest.raises(RuntimeError, match="Chain 'Arm': the target 'Target' depends on the chain: 'Target' is "
+                                               "parented to bone 'forearm', which the chain moves"):
+            call()
+
+
+def test_a_target_constrained_through_another_object_to_a_chain_bone_is_refused(addon):
+    obj = build_arm()
+    holder = add_empty("Holder")
+    follow = holder.constraints.new("CHILD_OF")
+    follow.target, follow.subtarget = obj, "upper_arm"
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    target.parent = holder
+    arm_chain(obj, target)
+    with pytest.raises(RuntimeError, match="constraint 'Child Of' of 'Holder' follows bone 'upper_arm'"):
+        bpy.ops.ik_solvers.solve()
+
+
+def test_a_target_on_a_bone_outside_the_chain_is_fine(addon):
+    from conftest import build_armature
+
+    obj = build_armature([
+        {"name": "spine", "head": (0.0, 0.0, 1.0), "tail": (0.0, 0.0, 1.35)},
+        {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "parent": "spine", "connect": False},
+        {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "parent": "upper_arm"},
+    ])
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    target.parent, target.parent_type, target.parent_bone = obj, "BONE", "spine"
+    arm_chain(obj, target)
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
