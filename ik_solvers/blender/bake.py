@@ -17,6 +17,7 @@ import numpy as np
 from . import live
 from .errors import IKSolversError
 from .frames import SampledFrames, SolvedFrames, stitch
+from .identity import remember
 from .keyframes import key_rotations
 from .report import BakeReport, bake_report, reached, store_report
 from .rig import rotation_channel_values
@@ -315,6 +316,7 @@ class BakeJob:
         for chain in self._chains:
             if chain.report is not None and chain.name in settings:
                 store_report(settings[chain.name], chain.report)
+                remember(self.obj, settings[chain.name], chain.spec.bone_names)
         self._finished = True
         self.action.release()
         return self.reports

@@ -16,6 +16,7 @@ from ..core import (
 )
 from .checks import check_editable
 from .errors import IKSolversError
+from .identity import remember
 from .rig import RigChain, basis_quaternion, read_chain, root_matrices_world, world_to_root, write_pose
 from .sampling import sample_inputs
 from .snapshots import PoseSnapshot
@@ -59,6 +60,7 @@ def capture_preferred_pose(obj, chain_settings, scene) -> None:
         item.rotation = quaternion
     chain_settings.preferred_frame = scene.frame_current
     chain_settings.has_preferred_pose = True
+    remember(obj, chain_settings, rig.bone_names)
 
 
 def _keeping_swivel(obj, chain_settings, rig: RigChain) -> float:
@@ -137,4 +139,6 @@ def solve_chains(obj, chains, view_layer) -> list:
         snapshot.restore()
         view_layer.update()
         raise
+    for chain, (_, prepared) in zip(chains, outcomes):
+        remember(obj, chain, prepared.spec.bone_names)
     return outcomes

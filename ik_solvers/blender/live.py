@@ -163,7 +163,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     prepared = prepare_solve(spec, inputs)
                     result = run_solve(prepared)
                     write_pose(obj, spec.rig, result.q[0])
-                except Exception as error:  # noqa: BLE001 — never into Blender's handler loop
+                except Exception as error:  # never into Blender's handler loop
                     turn_off(obj, chain, error)
                     continue
                 state.signatures[key] = signature
@@ -184,7 +184,7 @@ def turn_off(obj, chain, error: BaseException) -> None:
     try:
         store_solve_outcome(chain, "ERROR", f"{failure_sentence(error)} Live IK turned off.")
         chain.use_live = False
-    except Exception:  # noqa: BLE001, S110 — the chain's settings are gone with their file
+    except Exception:  # the chain's settings are gone with their file
         pass
 
 
@@ -193,7 +193,7 @@ def _guarded(update) -> None:
     with the reason, printed once (never a traceback at every frame change)."""
     try:
         update()
-    except Exception as error:  # noqa: BLE001 — never into Blender's handler loop
+    except Exception as error:  # never into Blender's handler loop
         state.busy = False
         print(f"IK Solvers: live mode turned off: {failure_sentence(error)}")
         for scene in bpy.data.scenes:
@@ -201,7 +201,7 @@ def _guarded(update) -> None:
                 for obj, chains in live_chains(scene):
                     for chain in chains:
                         turn_off(obj, chain, error)
-            except Exception:  # noqa: BLE001, S112 — a scene we cannot read has nothing live
+            except Exception:  # a scene we cannot read has nothing live
                 continue
 
 

@@ -14,6 +14,7 @@ from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
 from .checks import check_editable
 from .errors import IKSolversError, failure_sentence
+from .identity import remember
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
@@ -92,7 +93,7 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         settings.active_chain_index = len(settings.chains) - 1
         try:
             set_up_new_chain(obj, chain, context.scene)
-        except Exception as error:  # noqa: BLE001 — the chain is not added, one sentence
+        except Exception as error:  # the chain is not added, one sentence
             settings.chains.remove(len(settings.chains) - 1)
             settings.active_chain_index = max(0, len(settings.chains) - 1)
             self.report({"ERROR"}, failure_sentence(error))
@@ -141,7 +142,7 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             return {"CANCELLED"}
         try:
             outcomes = solve_chains(obj, chains, context.view_layer)
-        except Exception as error:  # noqa: BLE001 — one sentence, the pose already put back
+        except Exception as error:  # one sentence, the pose already put back
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         for chain, (result, prepared) in zip(chains, outcomes):
@@ -163,7 +164,7 @@ class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
         chain = obj.ik_solvers.active_chain
         try:
             capture_preferred_pose(obj, chain, context.scene)
-        except Exception as error:  # noqa: BLE001 — one sentence, never a traceback
+        except Exception as error:  # one sentence, never a traceback
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         self.report({"INFO"}, f"Captured the preferred pose of '{chain.name}'.")
@@ -226,7 +227,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         obj = posable_armature(context)
         try:
             self._job = BakeJob(context, obj, self._bake_options(obj))
-        except Exception as error:  # noqa: BLE001 — nothing written yet
+        except Exception as error:  # nothing written yet
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         wm = context.window_manager
@@ -238,7 +239,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         try:
             self._job.advance()
             return self._done(context)
-        except Exception as error:  # noqa: BLE001 — the action goes back, one sentence
+        except Exception as error:  # the action goes back, one sentence
             return self._fail(context, failure_sentence(error))
 
     def modal(self, context, event):
@@ -253,7 +254,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             finished = self._job.advance(self.TIME_PER_TICK)
             context.window_manager.progress_update(self._job.done_steps)
             return self._done(context) if finished else {"RUNNING_MODAL"}
-        except Exception as error:  # noqa: BLE001 — the action goes back, one sentence
+        except Exception as error:  # the action goes back, one sentence
             return self._fail(context, failure_sentence(error))
 
     def cancel(self, context):
@@ -306,7 +307,7 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
         try:
             spec = chain_spec(obj, chain)
             prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
-        except Exception as error:  # noqa: BLE001 — one sentence, never a traceback
+        except Exception as error:  # one sentence, never a traceback
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         chain.use_live = True
@@ -315,6 +316,7 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
         if not chain.use_live:  # the first live solve failed and turned it off again
             self.report({"ERROR"}, chain.last_message)
             return {"CANCELLED"}
+        remember(obj, chain, spec.bone_names)
         self.report({"INFO"}, f"Live IK on for '{chain.name}'.")
         return {"FINISHED"}
 

@@ -117,6 +117,9 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         name="Flip Threshold", description="Warn when the start-to-target axis is closer than this to a pole",
         default=math.radians(10.0), min=0.0, max=math.pi / 2, subtype="ANGLE",
     )
+    # Chain identity (identity.py): a uuid tagging the chain's bones and their names when remembered.
+    chain_id: StringProperty(name="Chain ID", description="Identifies the chain in its bones' tags")
+    chain_bones: StringProperty(name="Chain Bones", description="The chain's bones, start to tip, as remembered (JSON)")
     use_live: BoolProperty(
         name="Live", description="Re-solve when the target moves or the frame changes", default=False,
     )

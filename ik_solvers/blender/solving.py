@@ -164,7 +164,7 @@ def run_solve(prepared: PreparedSolve) -> SolveResult:
                        initial=prepared.initial, **prepared.method_args)
     except IKInputError as error:
         raise IKSolversError.from_input(error, chain=spec.name) from None
-    except Exception as error:  # noqa: BLE001 — a solver failure (LinAlgError, …) is one sentence, never a traceback
+    except Exception as error:  # a solver failure (LinAlgError, …) is one sentence, never a traceback
         raise IKSolversError(f"the {spec.method.value} solver failed ({type(error).__name__}: {error}); "
                              "nothing was changed.", chain=spec.name) from None
     if not np.all(np.isfinite(result.q)):

@@ -13,6 +13,7 @@ import numpy as np
 from ..core import METHOD_FACTS, IKInputError, Method, SolveOptions
 from .checks import check_editable, check_target_independent
 from .errors import IKSolversError
+from .identity import check_bones, follow_renamed_tip
 from .rig import RigChain, joint_variables_from_quaternions, read_chain, uniform_scale
 
 
@@ -124,7 +125,8 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
     Raises
     ------
     IKSolversError
-        Naming the chain: a linked (not overridden) armature, an unusable rig, no target, a target
+        Naming the chain: a linked (not overridden) armature, bones other than the ones the chain
+        remembers (``identity.check_bones``; a renamed tip bone is followed first), an unusable rig, no target, a target
         that moves with the chain, an unknown method, an invalid setting, an HI chain without
         preferred pose, an analytic chain without exactly two moving bones.
     """
@@ -132,7 +134,9 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
     try:
         check_editable(obj)
         if rig is None:
+            follow_renamed_tip(obj, chain_settings)
             rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
+        check_bones(obj, chain_settings, rig.bone_names)
     except IKSolversError as error:
         raise error.about(name) from None
     if chain_settings.target is None:
