@@ -10,8 +10,9 @@ import math
 import bpy
 import numpy as np
 import pytest
-from conftest import add_empty, build_arm, evaluated_tip
+from conftest import add_empty, build_arm, build_armature, evaluated_tip
 
+from ik_solvers.blender.report import BakeReport
 from ik_solvers.blender.verify import rows_to_check
 
 
@@ -66,8 +67,6 @@ def test_a_constraint_that_turns_a_chain_bone_is_reported_as_evaluated_mismatche
     # Blender's tip at some frame really is where the report says, not on the target.
     bpy.context.scene.frame_set(20)
     assert np.linalg.norm(evaluated_tip(obj, "forearm") - np.array(target.matrix_world.translation)) > 1e-3
-    from ik_solvers.blender.report import BakeReport
-
     warning = BakeReport.from_json(chain.last_bake_report).warning()
     assert warning.startswith("'Arm': Blender's evaluated tip differs from the solve at 40 frame(s)")
 
@@ -180,8 +179,6 @@ def test_a_target_constrained_through_another_object_to_a_chain_bone_is_refused(
 
 
 def test_a_target_on_a_bone_outside_the_chain_is_fine(addon):
-    from conftest import build_armature
-
     obj = build_armature([
         {"name": "spine", "head": (0.0, 0.0, 1.0), "tail": (0.0, 0.0, 1.35)},
         {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "parent": "spine", "connect": False},
