@@ -110,6 +110,11 @@ class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         obj = posable_armature(context)
+        try:
+            check_editable(obj)
+        except IKSolversError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
         settings = obj.ik_solvers
         settings.chains.remove(settings.active_chain_index)
         settings.active_chain_index = max(0, min(settings.active_chain_index, len(settings.chains) - 1))
@@ -273,8 +278,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
     def _fail(self, context, message: str):
         try:
             self._job.cancel()
-        finally:
-            self._end(context)
+        except Exception as error:  # the restore failed too: say so, still one report, no traceback
+            message += f" Putting the action back failed as well: {failure_sentence(error)}"
+        self._end(context)
         self.report({"ERROR"}, message)
         return {"CANCELLED"}
 

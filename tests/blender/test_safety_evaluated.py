@@ -188,3 +188,18 @@ def test_a_target_on_a_bone_outside_the_chain_is_fine(addon):
     target.parent, target.parent_type, target.parent_bone = obj, "BONE", "spine"
     arm_chain(obj, target)
     assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+
+
+def test_the_panel_shows_evaluated_mismatches_and_a_live_failure(addon):
+    from test_panel import draw_all
+
+    obj = build_arm()
+    bpy.context.view_layer.objects.active = obj
+    chain = arm_chain(obj, add_empty())
+    chain.bake_frames, chain.bake_converged, chain.bake_mismatch_frames, chain.bake_evaluated_error = 40, 40, 40, 0.31
+    chain.last_status = "ERROR"
+    chain.last_message = "Unexpected LinAlgError (SVD did not converge); nothing was changed. Live IK turned off."
+    labels = draw_all(bpy.context).labels
+    assert ("Blender's evaluation differs at 40 frame(s)", "ERROR") in labels
+    assert any(text == "Evaluated error over lower bound: 0.31" for text, _ in labels)
+    assert (chain.last_message, "ERROR") in labels

@@ -52,6 +52,7 @@ OPERATORS = {
     "live": lambda: bpy.ops.ik_solvers.live_toggle(),
     "chain_add": lambda: bpy.ops.ik_solvers.chain_add(),
     "capture": lambda: bpy.ops.ik_solvers.capture_preferred_pose(),
+    "chain_remove": lambda: bpy.ops.ik_solvers.chain_remove(),
 }
 
 
