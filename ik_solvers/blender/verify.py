@@ -4,6 +4,7 @@ after our keys shows up here)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,35 +71,59 @@ def _mismatch_threshold(spec, rig: RigChain, root_world: np.ndarray, tip_world: 
     return max(spec.options.tolerance * scale, rounding)
 
 
-def evaluate_baked(scene, obj, spec, rigs: dict, solved, flagged: np.ndarray) -> Evaluation:
-    """Step Blender through the checked frames of ``solved`` (keys already written) and measure.
+class BakedCheck:
+    """Blender's evaluation of one chain's baked keys (already written), resumable frame by frame.
 
-    ``rigs`` maps geometry keys to chains read at that geometry (read and added when missing).
-    The caller puts the current frame back. Live mode holds still meanwhile.
+    ``rigs`` maps geometry keys to chains read at that geometry (read and added when missing);
+    ``flagged (N,)`` marks the frames the solve did not reach (always checked). :meth:`advance`
+    moves the scene's current frame: the caller puts it back once done (or on an error).
     """
-    rows = rows_to_check(len(solved.frames), flagged)
-    tip_bone = spec.bone_names[-1]
-    max_error, max_offset, mismatches = 0.0, 0.0, []
-    with live.paused():
-        for row in rows.tolist():
-            frame = int(solved.frames[row])
-            scene.frame_set(frame)
-            key = geometry_key(obj, spec.rig)
-            rig = rigs.get(key)
-            if rig is None:
-                try:
-                    rig = rigs[key] = spec.read_rig(obj)
-                except IKSolversError as error:
-                    raise error.about(spec.name, frame) from None
-            root = root_matrices_world(obj, rig)
-            local_tip = forward_kinematics(rig.chain, solved.q[row][None]).positions[0, -1]
-            solved_tip = root[:3, :3] @ local_tip + root[:3, 3]
-            tip = np.array(obj.matrix_world @ obj.pose.bones[tip_bone].tail, dtype=float)
-            target = np.array(spec.target.matrix_world.translation, dtype=float)
-            max_error = max(max_error, float(np.linalg.norm(tip - target)) - float(solved.bound[row]))
-            offset = float(np.linalg.norm(tip - solved_tip))
-            max_offset = max(max_offset, offset)
-            if offset > _mismatch_threshold(spec, rig, root, tip):
-                mismatches.append(frame)
-    return Evaluation(frames_checked=int(rows.size), max_error=max(max_error, 0.0), mismatch_frames=mismatches,
-                      max_offset=max_offset)
+
+    def __init__(self, scene, obj, spec, rigs: dict, solved, flagged: np.ndarray):
+        self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
+        self.rows = rows_to_check(len(solved.frames), flagged).tolist()
+        self.done = 0
+        self._max_error, self._max_offset, self._mismatches = 0.0, 0.0, []
+
+    def advance(self, deadline: float | None = None) -> bool:
+        """Check frames until all are checked (True) or past ``deadline`` (False: call again)."""
+        with live.paused():
+            while self.done < len(self.rows):
+                self._check(self.rows[self.done])
+                self.done += 1
+                if deadline is not None and time.perf_counter() > deadline and self.done < len(self.rows):
+                    return False
+        return True
+
+    def result(self) -> Evaluation:
+        return Evaluation(frames_checked=self.done, max_error=max(self._max_error, 0.0),
+                          mismatch_frames=list(self._mismatches), max_offset=self._max_offset)
+
+    def _check(self, row: int) -> None:
+        spec, obj, solved = self.spec, self.obj, self.solved
+        frame = int(solved.frames[row])
+        self.scene.frame_set(frame)
+        key = geometry_key(obj, spec.rig)
+        rig = self.rigs.get(key)
+        if rig is None:
+            try:
+                rig = self.rigs[key] = spec.read_rig(obj)
+            except IKSolversError as error:
+                raise error.about(spec.name, frame) from None
+        root = root_matrices_world(obj, rig)
+        local_tip = forward_kinematics(rig.chain, solved.q[row][None]).positions[0, -1]
+        solved_tip = root[:3, :3] @ local_tip + root[:3, 3]
+        tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
+        target = np.array(spec.target.matrix_world.translation, dtype=float)
+        self._max_error = max(self._max_error, float(np.linalg.norm(tip - target)) - float(solved.bound[row]))
+        offset = float(np.linalg.norm(tip - solved_tip))
+        self._max_offset = max(self._max_offset, offset)
+        if offset > _mismatch_threshold(spec, rig, root, tip):
+            self._mismatches.append(frame)
+
+
+def evaluate_baked(scene, obj, spec, rigs: dict, solved, flagged: np.ndarray) -> Evaluation:
+    """:class:`BakedCheck` run to the end (the caller puts the current frame back)."""
+    check = BakedCheck(scene, obj, spec, rigs, solved, flagged)
+    check.advance()
+    return check.result()

@@ -10,7 +10,7 @@ import pytest
 from conftest import add_empty, build_arm, pose_snapshot
 from test_bake import _ModalStandIn, _tick, action_state
 
-from ik_solvers.blender import bake, live, operators, solving
+from ik_solvers.blender import bake, live, operators, solving, verify
 
 
 def arm_chain(obj, target, name="Arm"):
@@ -68,7 +68,7 @@ def test_a_solver_failure_cancels_the_bake_with_the_action_unchanged(addon, monk
 def test_an_unexpected_error_after_keying_puts_the_action_back(addon, monkeypatch):
     obj, _, _ = keyed_arm()
     before = action_state(obj)
-    monkeypatch.setattr(bake, "evaluate_baked", failing(ZeroDivisionError("oops")))
+    monkeypatch.setattr(verify.BakedCheck, "_check", failing(ZeroDivisionError("oops")))
     with pytest.raises(RuntimeError) as excinfo:
         bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30)
     assert_one_sentence(excinfo, "Unexpected ZeroDivisionError (oops); nothing was changed.")
@@ -148,3 +148,15 @@ def test_an_error_outside_any_chain_turns_live_off_once_without_a_traceback(addo
     live.on_frame_change(bpy.context.scene)
     assert not chain.use_live and "MemoryError" in chain.last_message
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_esc_while_the_keys_are_checked_puts_the_action_and_frame_back(addon):
+    obj, _, _ = keyed_arm()
+    bpy.context.scene.frame_set(7)
+    before = action_state(obj)
+    operator = _ModalStandIn(bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 30, 1, ("Arm",))))
+    while operator._job.chains[0]._check is None or operator._job.chains[0]._check.done < 5:
+        assert _tick(operator, "TIMER") == {"RUNNING_MODAL"}
+    assert action_state(obj) != before  # keyed, being checked
+    assert _tick(operator, "ESC") == {"CANCELLED"}
+    assert action_state(obj) == before and bpy.context.scene.frame_current == 7
