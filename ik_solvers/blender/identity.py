@@ -81,8 +81,10 @@ def _rename(chain_settings, renamed: dict[str, str], names: list[str]) -> None:
 
 def follow_renamed_tip(obj, chain_settings) -> None:
     """A tip bone renamed since the chain remembered it: point the chain at its new name."""
+    if obj.data.bones.get(chain_settings.tip_bone) is not None:
+        return  # the usual case, and the cheapest test (live mode asks at every update)
     names = remembered(chain_settings)
-    if names is None or names[-1] != chain_settings.tip_bone or obj.data.bones.get(chain_settings.tip_bone):
+    if names is None or names[-1] != chain_settings.tip_bone:
         return
     renamed = {}
     for index, old in enumerate(names):

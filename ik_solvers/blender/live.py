@@ -21,6 +21,7 @@ from bpy.app.handlers import persistent
 
 from .chains import store_solve_outcome
 from .errors import IKSolversError, failure_sentence
+from .identity import follow_renamed_tip
 from .rig import read_chain, write_pose
 from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
@@ -134,6 +135,8 @@ def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
         if obj.type != "ARMATURE" or obj.mode == "EDIT":
             continue
         chains = [chain for chain in obj.ik_solvers.chains if chain.use_live]
+        for chain in chains:
+            follow_renamed_tip(obj, chain)  # before the rig is read by the (old) tip bone's name
         if chains:
             found.append((obj, chains))
     return found

@@ -100,3 +100,15 @@ def test_picking_another_tip_bone_or_length_is_a_new_chain_not_a_change(addon):
     assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
     assert json.loads(chain.chain_bones) == ["upper_arm", "forearm"]
     assert chain.chain_id not in obj.data.bones["hand"][TAG]  # its stale tag is gone
+
+
+def test_a_live_chain_follows_its_renamed_tip_bone(addon):
+    obj = three_bone_arm()
+    target = add_empty(location=(0.55, 0.15, 1.35))
+    chain = added_chain(obj, target)
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    obj.data.bones["hand"].name = "hand.L"
+    target.location.x -= 0.05
+    bpy.context.view_layer.update()
+    assert chain.use_live and chain.tip_bone == "hand.L" and chain.last_status != "ERROR", chain.last_message
+    np.testing.assert_allclose(evaluated_tip(obj, "hand.L"), np.array(target.location), atol=1e-5)
