@@ -264,7 +264,10 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
 
     def cancel(self, context):
         """Blender ends the modal bake (file load, window closed): leave the action as it was."""
-        self._job.cancel()
+        try:
+            self._job.cancel()
+        except Exception as error:  # the data may be gone with the file: one line, no traceback
+            print(f"IK Solvers: the cancelled bake could not put the action back: {failure_sentence(error)}")
         self._end(context)
 
     def _end(self, context) -> None:
