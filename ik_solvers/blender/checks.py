@@ -104,11 +104,18 @@ def _dependencies(point):
         for target, subtarget in targets:
             if target is not None:
                 yield target, subtarget or "", f"constraint '{constraint.name}' of '{point.name}' follows"
+    anim_data = getattr(point, "animation_data", None)
+    for fcurve in () if anim_data is None else anim_data.drivers:
+        for variable in fcurve.driver.variables:
+            for target in variable.targets:
+                if isinstance(target.id, type(point)):  # objects only (an armature's bones, other objects)
+                    yield (target.id, getattr(target, "bone_target", "") or "",
+                           f"the driver of '{point.name}' {fcurve.data_path} reads")
 
 
 def check_target_independent(obj, start_bone: str, point, what: str) -> None:
-    """IKSolversError when ``point`` (the target or pole) moves with the chain: parented or
-    constrained (directly or through other objects) to the chain's bones or bones below them."""
+    """IKSolversError when ``point`` (the target or pole) moves with the chain: parented,
+    constrained or driven (directly or through other objects) by the chain's bones or bones below them."""
     if point is None:
         return
     seen, todo = set(), [point]

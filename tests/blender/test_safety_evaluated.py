@@ -178,6 +178,19 @@ def test_a_target_constrained_through_another_object_to_a_chain_bone_is_refused(
         bpy.ops.ik_solvers.solve()
 
 
+def test_a_target_driven_by_a_chain_bone_is_refused(addon):
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    driver = target.driver_add("location", 0).driver
+    variable = driver.variables.new()
+    variable.type = "TRANSFORMS"
+    variable.targets[0].id, variable.targets[0].bone_target = obj, "forearm"
+    driver.expression = variable.name
+    arm_chain(obj, target)
+    with pytest.raises(RuntimeError, match="the driver of 'Target' location reads bone 'forearm'"):
+        bpy.ops.ik_solvers.solve()
+
+
 def test_a_target_on_a_bone_outside_the_chain_is_fine(addon):
     obj = build_armature([
         {"name": "spine", "head": (0.0, 0.0, 1.0), "tail": (0.0, 0.0, 1.35)},
