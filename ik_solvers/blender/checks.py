@@ -80,6 +80,24 @@ def rotation_constraint_limits(pose_bone, free: list[int]) -> dict[int, tuple[fl
     return limits
 
 
+def constraint_limits_hold(obj, rig) -> bool:
+    """Whether a chain read earlier (live mode keeps one) still has the limits the joint bones'
+    Limit Rotation constraints impose now; IKSolversError for a constraint that cannot be honoured."""
+    chain = rig.chain
+    for joint, name in enumerate(rig.joint_bones):
+        pose_bone = obj.pose.bones.get(name)
+        if pose_bone is None or not len(pose_bone.constraints):
+            continue
+        start = chain.dof_start[joint]
+        dofs = range(start, start + chain.kinds[joint].value)
+        free = [int(abs(chain.axes[d]).argmax()) for d in dofs]
+        limits = rotation_constraint_limits(pose_bone, free)
+        for d, axis in zip(dofs, free):
+            if axis in limits and (chain.lower[d] < limits[axis][0] or chain.upper[d] > limits[axis][1]):
+                return False
+    return True
+
+
 # --------------------------------------------------------------------------- dependency cycles
 def _moves_with_chain(obj, bone_name: str, start_bone: str) -> bool:
     bone = obj.data.bones.get(bone_name)

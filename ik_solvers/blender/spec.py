@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import METHOD_FACTS, IKInputError, Method, SolveOptions
-from .checks import check_editable, check_target_independent
+from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError
 from .identity import check_bones, follow_renamed_tip
 from .rig import RigChain, joint_variables_from_quaternions, read_chain, uniform_scale
@@ -133,6 +133,8 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
     name = chain_settings.name
     try:
         check_editable(obj)
+        if rig is not None and not constraint_limits_hold(obj, rig):
+            rig = None  # a chain read before a Limit Rotation changed (live mode): read it again
         if rig is None:
             follow_renamed_tip(obj, chain_settings)
             rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)

@@ -153,6 +153,25 @@ def test_limit_rotation_that_tilts_a_hinge_off_its_axis_is_refused(addon):
         bpy.ops.ik_solvers.solve()
 
 
+def test_a_limit_rotation_added_while_live_is_honoured_or_turns_live_off(addon):
+    obj = build_arm()
+    hinge_forearm(obj)
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    chain = arm_chain(obj, target)
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    limit_forearm(obj, "LOCAL", -0.1, 0.1)
+    for x in (0.35, 0.3, 0.25):
+        target.location.x = x
+        bpy.context.view_layer.update()
+        angle = obj.pose.bones["forearm"].rotation_quaternion.to_euler("XYZ").z
+        assert chain.use_live and -0.1 - 1e-6 <= angle <= 0.1 + 1e-6
+    obj.pose.bones["forearm"].lock_ik_x = False  # no longer a hinge: the constraint cannot be honoured
+    target.location.x = 0.3
+    bpy.context.view_layer.update()
+    assert not chain.use_live and "Limit Rotation constraint 'Elbow Limit'" in chain.last_message
+
+
 # --------------------------------------------------------------------------- targets that depend on the chain
 def test_a_target_parented_to_the_chains_tip_bone_is_refused(addon):
     obj = build_arm()
