@@ -10,7 +10,7 @@ import math
 import bpy
 import numpy as np
 import pytest
-from conftest import add_empty, build_arm, build_armature, evaluated_tip
+from conftest import RIG_BUILDERS, add_empty, build_arm, build_armature, evaluated_tip
 
 from ik_solvers.blender.report import BakeReport
 from ik_solvers.blender.verify import rows_to_check
@@ -241,8 +241,6 @@ def test_the_panel_shows_evaluated_mismatches_and_a_live_failure(addon):
 def test_clean_bakes_have_no_false_mismatches(addon, rig_name):
     """The mismatch threshold stays above float32 rounding on every test rig, keyed armature included
     (measured offsets 2e-7 to 5e-7, threshold about 1e-5)."""
-    from conftest import RIG_BUILDERS
-
     build, tip, length = RIG_BUILDERS[rig_name]
     obj = build()
     start = obj.data.bones[tip]
