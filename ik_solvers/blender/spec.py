@@ -126,9 +126,10 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
     ------
     IKSolversError
         Naming the chain: a linked (not overridden) armature, bones other than the ones the chain
-        remembers (``identity.check_bones``; a renamed tip bone is followed first), an unusable rig, no target, a target
-        that moves with the chain, an unknown method, an invalid setting, an HI chain without
-        preferred pose, an analytic chain without exactly two moving bones.
+        remembers (``identity.check_bones``; a renamed tip bone is followed first), a Limit
+        Rotation that cannot be honoured, an unusable rig, no target, a target that moves with the
+        chain, an unknown method, an invalid setting, an HI chain without preferred pose, an
+        analytic chain without exactly two moving bones.
     """
     name = chain_settings.name
     try:
