@@ -17,13 +17,15 @@ import numpy as np
 from . import live
 from .errors import IKSolversError
 from .frames import SampledFrames, SolvedFrames, stitch
+from .identity import remember
 from .keyframes import key_rotations
-from .report import BakeReport, bake_report, store_report
+from .report import BakeReport, bake_report, reached, store_report
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
 from .snapshots import ActionSnapshot, PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors
 from .spec import ChainSpec, chain_spec
+from .verify import BakedCheck
 
 
 # --------------------------------------------------------------------------- options
@@ -85,6 +87,10 @@ class ChainBake:
     same bake may have keyed this chain's ancestors); empty: sample F-curves."""
     _sampling: _Sampling | None = None
     """The operator's resumable sampling of every frame."""
+    _check: BakedCheck | None = None
+    """Blender's evaluation of the keys once written, resumable frame by frame."""
+    _write_started: float = 0.0
+    _solved: SolvedFrames | None = None
 
     @property
     def name(self) -> str:
@@ -151,16 +157,19 @@ class BakeJob:
     # ------------------------------------------------------------------ progress
     @property
     def total_steps(self) -> int:
-        """Frames to sample plus one solve-and-write step, per chain."""
-        return len(self._chains) * (len(self.frames) + 1)
+        """Frames to sample, one solve-and-write step and frames to check, per chain."""
+        return len(self._chains) * (2 * len(self.frames) + 1)
 
     @property
     def done_steps(self) -> int:
-        done = self._index * (len(self.frames) + 1)
+        done = self._index * (2 * len(self.frames) + 1)
         if self._index < len(self._chains):
-            sampling = self._chains[self._index]._sampling
+            chain = self._chains[self._index]
+            sampling = chain._sampling
             if sampling is not None:
                 done += len(self.frames) if sampling.sampled is not None else len(sampling.inputs)
+            if chain._check is not None:
+                done += 1 + len(self.frames) * chain._check.done // max(len(chain._check.rows), 1)
         return done
 
     # ------------------------------------------------------------------ work
@@ -172,12 +181,15 @@ class BakeJob:
         deadline = None if time_budget is None else time.perf_counter() + time_budget
         while self._index < len(self._chains):
             chain = self._chains[self._index]
-            if chain._sampling is None:
-                chain._sampling = _Sampling(self.frames)
-            if not self._continue_sampling(chain, chain._sampling, deadline):
+            if chain._check is None:
+                if chain._sampling is None:
+                    chain._sampling = _Sampling(self.frames)
+                if not self._continue_sampling(chain, chain._sampling, deadline):
+                    return False
+                assert chain._sampling.sampled is not None  # set when sampling is done
+                self._write_keys(chain, self.solve(chain, chain._sampling.sampled))
+            if not self._continue_check(chain, deadline):
                 return False
-            assert chain._sampling.sampled is not None  # set when sampling is done
-            self.write_solved(chain, self.solve(chain, chain._sampling.sampled))
             self._index += 1
             if deadline is not None and time.perf_counter() > deadline:
                 return self._index == len(self._chains)
@@ -267,12 +279,19 @@ class BakeJob:
         """Key ``chain``'s joint bones from ``solved`` (every frame of the bake, in order); its report.
 
         Raises IKSolversError (nothing of this chain keyed) for a solve of other frames or a
-        rotation that is not finite.
+        rotation that is not finite. After keying, Blender evaluates the keys (:mod:`.verify`,
+        the current frame put back) and the report says where that differs from the solve.
         """
+        self._write_keys(chain, solved)
+        self._continue_check(chain, None)
+        return chain.report
+
+    def _write_keys(self, chain: ChainBake, solved: SolvedFrames) -> None:
+        """Key ``chain``'s joint bones from ``solved`` and start checking them (:meth:`_continue_check`)."""
         started = time.perf_counter()
         if not np.array_equal(solved.frames, self.frames):
             raise IKSolversError("the solved frames are not the bake's frames.", chain=chain.name)
-        blockers = self._sampling_blockers(chain)  # for the report; before our keys when sampled elsewhere
+        self._sampling_blockers(chain)  # found (and kept for the report) before our keys: sampled elsewhere
         try:
             values = rotation_channel_values(self.obj, chain.rig, solved.q)
         except IKSolversError as error:
@@ -284,13 +303,29 @@ class BakeJob:
                                      frame=int(self.frames[bad[0]]))
         key_rotations(self.action, self.obj, values, self.frames,
                       float(self.options.frame_start), float(self.options.frame_end))
+        chain._solved, chain._write_started = solved, started
+        chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status))
+
+    def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
+        """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""
+        with live.paused():  # live chains hold still, also while the frame goes back
+            try:
+                if not chain._check.advance(deadline):
+                    return False
+            except BaseException:
+                self._restore_frame()
+                raise
+            self._restore_frame()
+        solved = chain._solved
         chain.report = bake_report(
             solved, armature=self.obj.name, chain=chain.name, method=chain.spec.method.value,
-            frame_step=self.options.frame_step, sampling_reasons=blockers,
-            flip_threshold=chain.spec.flip_threshold, seconds=solved.seconds + time.perf_counter() - started,
+            frame_step=self.options.frame_step, sampling_reasons=self._sampling_blockers(chain),
+            flip_threshold=chain.spec.flip_threshold,
+            seconds=solved.seconds + time.perf_counter() - chain._write_started,
+            evaluation=chain._check.result(),
         )
         self.reports.append(chain.report)
-        return chain.report
+        return True
 
     # ------------------------------------------------------------------ ending
     def _restore_frame(self) -> None:
@@ -308,6 +343,7 @@ class BakeJob:
         for chain in self._chains:
             if chain.report is not None and chain.name in settings:
                 store_report(settings[chain.name], chain.report)
+                remember(self.obj, settings[chain.name], chain.spec.bone_names)
         self._finished = True
         self.action.release()
         return self.reports

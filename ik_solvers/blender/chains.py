@@ -14,7 +14,9 @@ from ..core import (
     preferred_pose,
     swivel_for_plane,
 )
+from .checks import check_editable
 from .errors import IKSolversError
+from .identity import remember
 from .rig import RigChain, basis_quaternion, read_chain, root_matrices_world, world_to_root, write_pose
 from .sampling import sample_inputs
 from .snapshots import PoseSnapshot
@@ -46,6 +48,7 @@ def method_reason(chain_settings) -> str:
 def capture_preferred_pose(obj, chain_settings, scene) -> None:
     """Store the chain's current pose as its preferred pose (IKSolversError if the chain is unusable)."""
     try:
+        check_editable(obj)
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
     except IKSolversError as error:
         raise error.about(chain_settings.name) from None
@@ -57,6 +60,7 @@ def capture_preferred_pose(obj, chain_settings, scene) -> None:
         item.rotation = quaternion
     chain_settings.preferred_frame = scene.frame_current
     chain_settings.has_preferred_pose = True
+    remember(obj, chain_settings, rig.bone_names)
 
 
 def _keeping_swivel(obj, chain_settings, rig: RigChain) -> float:
@@ -131,8 +135,10 @@ def solve_chains(obj, chains, view_layer) -> list:
             result = run_solve(prepared)
             write_pose(obj, spec.rig, result.q[0])
             outcomes.append((result, prepared))
-    except IKSolversError:
+    except Exception:  # anything: the pose goes back before the error propagates
         snapshot.restore()
         view_layer.update()
         raise
+    for chain, (_, prepared) in zip(chains, outcomes):
+        remember(obj, chain, prepared.spec.bone_names)
     return outcomes

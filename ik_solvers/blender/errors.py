@@ -44,3 +44,12 @@ class IKSolversError(ValueError):
                    chain: str | None = None) -> IKSolversError:
         """The core's refusal as a Blender-layer error, keeping its ``field``."""
         return cls(f"{prefix}: {error}.", field=error.field, chain=chain)
+
+
+def failure_sentence(error: BaseException) -> str:
+    """One sentence for the user about any failure: an ``IKSolversError``'s own, else the exception's
+    type and text (operators and live mode never let a traceback reach the user)."""
+    if isinstance(error, IKSolversError):
+        return str(error)
+    text = str(error).strip().rstrip(".") or "no details"
+    return f"Unexpected {type(error).__name__} ({text}); nothing was changed."

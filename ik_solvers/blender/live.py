@@ -20,7 +20,8 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from .chains import store_solve_outcome
-from .errors import IKSolversError
+from .errors import IKSolversError, failure_sentence
+from .identity import follow_renamed_tip
 from .rig import read_chain, write_pose
 from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
@@ -134,6 +135,8 @@ def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
         if obj.type != "ARMATURE" or obj.mode == "EDIT":
             continue
         chains = [chain for chain in obj.ik_solvers.chains if chain.use_live]
+        for chain in chains:
+            follow_renamed_tip(obj, chain)  # before the rig is read by the (old) tip bone's name
         if chains:
             found.append((obj, chains))
     return found
@@ -142,8 +145,9 @@ def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
 def update_live_chains(scene, depsgraph, *, force: bool) -> int:
     """Re-solve the live chains whose inputs changed since their last live solve (all if ``force``).
 
-    Returns how many chains were solved. A chain that cannot be solved (no target, a bone gone)
-    keeps its pose and shows the reason in its status; nothing is raised into Blender's handler loop.
+    Returns how many chains were solved. A chain that cannot be solved (no target, a bone gone, a
+    solver failure) keeps its pose, turns live mode off and shows the reason in its status
+    (:func:`turn_off`); nothing is raised into Blender's handler loop.
     """
     if state.busy or state.loading or state.paused:
         return 0
@@ -162,10 +166,8 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     prepared = prepare_solve(spec, inputs)
                     result = run_solve(prepared)
                     write_pose(obj, spec.rig, result.q[0])
-                except IKSolversError as error:
-                    state.signatures.pop(key, None)
-                    state.rigs.pop(key, None)
-                    store_solve_outcome(chain, "ERROR", str(error))
+                except Exception as error:  # never into Blender's handler loop
+                    turn_off(obj, chain, error)
                     continue
                 state.signatures[key] = signature
                 state.rigs[key] = (_rig_inputs(obj, chain), replace(spec.rig, q=result.q[0].copy()))
@@ -176,14 +178,48 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
     return solved
 
 
+# --------------------------------------------------------------------------- failures
+def turn_off(obj, chain, error: BaseException) -> None:
+    """Live mode off for ``chain`` after it failed: the reason on the chain (the panel shows it),
+    its memory dropped, the pose as it was. Writing the settings may fail too (a file closing):
+    then there is nothing left to tell."""
+    forget(obj, chain.name)
+    try:
+        store_solve_outcome(chain, "ERROR", f"{failure_sentence(error)} Live IK turned off.")
+        chain.use_live = False
+    except Exception:  # the chain's settings are gone with their file
+        pass
+
+
+def _guarded(update) -> None:
+    """Run a handler's work; anything escaping the per-chain guard turns every live chain off
+    with the reason, printed once (never a traceback at every frame change)."""
+    try:
+        update()
+    except Exception as error:  # never into Blender's handler loop
+        state.busy = False
+        print(f"IK Solvers: live mode turned off: {failure_sentence(error)}")
+        for scene in bpy.data.scenes:
+            try:
+                for obj, chains in live_chains(scene):
+                    for chain in chains:
+                        turn_off(obj, chain, error)
+            except Exception:  # a scene we cannot read has nothing live
+                continue
+
+
 # --------------------------------------------------------------------------- handlers
 @persistent
 def on_frame_change(scene, depsgraph=None) -> None:
-    update_live_chains(scene, depsgraph, force=True)
+    _guarded(lambda: update_live_chains(scene, depsgraph, force=True))
 
 
 @persistent
 def on_depsgraph_update(scene, depsgraph) -> None:
+    _guarded(lambda: _on_depsgraph_update(scene, depsgraph))
+
+
+def _on_depsgraph_update(scene, depsgraph) -> None:
     if state.busy or state.loading or state.paused:
         return
     moved = any(update.is_updated_transform and isinstance(update.id, bpy.types.Object)

@@ -14,7 +14,9 @@ from bpy.props import BoolProperty, IntProperty, StringProperty
 from . import live
 from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
-from .errors import IKSolversError
+from .checks import check_editable
+from .errors import IKSolversError, failure_sentence
+from .identity import remember
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
@@ -74,6 +76,11 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = posable_armature(context)
+        try:
+            check_editable(obj)
+        except IKSolversError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
         settings = obj.ik_solvers
         name = _unique_chain_name(settings, "Chain")
         chain = settings.chains.add()
@@ -89,7 +96,13 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         if empties:
             chain.target = empties[0]
         settings.active_chain_index = len(settings.chains) - 1
-        set_up_new_chain(obj, chain, context.scene)
+        try:
+            set_up_new_chain(obj, chain, context.scene)
+        except Exception as error:  # the chain is not added, one sentence
+            settings.chains.remove(len(settings.chains) - 1)
+            settings.active_chain_index = max(0, len(settings.chains) - 1)
+            self.report({"ERROR"}, failure_sentence(error))
+            return {"CANCELLED"}
         return {"FINISHED"}
 
 
@@ -102,6 +115,11 @@ class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = posable_armature(context)
+        try:
+            check_editable(obj)
+        except IKSolversError as error:
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
         settings = obj.ik_solvers
         settings.chains.remove(settings.active_chain_index)
         settings.active_chain_index = max(0, min(settings.active_chain_index, len(settings.chains) - 1))
@@ -134,8 +152,8 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             return {"CANCELLED"}
         try:
             outcomes = solve_chains(obj, chains, context.view_layer)
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # one sentence, the pose already put back
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         for chain, (result, prepared) in zip(chains, outcomes):
             store_solve_outcome(chain, result.status[0].value, "", result, prepared)
@@ -156,8 +174,8 @@ class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
         chain = obj.ik_solvers.active_chain
         try:
             capture_preferred_pose(obj, chain, context.scene)
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # one sentence, never a traceback
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         self.report({"INFO"}, f"Captured the preferred pose of '{chain.name}'.")
         return {"FINISHED"}
@@ -219,8 +237,8 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         obj = posable_armature(context)
         try:
             self._job = BakeJob(context, obj, self._bake_options(obj))
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # nothing written yet
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         wm = context.window_manager
         wm.progress_begin(0, self._job.total_steps)
@@ -230,13 +248,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             return {"RUNNING_MODAL"}
         try:
             self._job.advance()
-        except IKSolversError as error:
-            return self._fail(context, str(error))
-        except Exception:
-            self._job.cancel()
-            wm.progress_end()
-            raise
-        return self._done(context)
+            return self._done(context)
+        except Exception as error:  # the action goes back, one sentence
+            return self._fail(context, failure_sentence(error))
 
     def modal(self, context, event):
         if event.type == "ESC":
@@ -248,18 +262,17 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             return {"RUNNING_MODAL"}
         try:
             finished = self._job.advance(self.TIME_PER_TICK)
-        except IKSolversError as error:
-            return self._fail(context, str(error))
-        except Exception:
-            self._job.cancel()
-            self._end(context)
-            raise
-        context.window_manager.progress_update(self._job.done_steps)
-        return self._done(context) if finished else {"RUNNING_MODAL"}
+            context.window_manager.progress_update(self._job.done_steps)
+            return self._done(context) if finished else {"RUNNING_MODAL"}
+        except Exception as error:  # the action goes back, one sentence
+            return self._fail(context, failure_sentence(error))
 
     def cancel(self, context):
         """Blender ends the modal bake (file load, window closed): leave the action as it was."""
-        self._job.cancel()
+        try:
+            self._job.cancel()
+        except Exception as error:  # the data may be gone with the file: one line, no traceback
+            print(f"IK Solvers: the cancelled bake could not put the action back: {failure_sentence(error)}")
         self._end(context)
 
     def _end(self, context) -> None:
@@ -271,7 +284,10 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         wm.progress_end()
 
     def _fail(self, context, message: str):
-        self._job.cancel()
+        try:
+            self._job.cancel()
+        except Exception as error:  # the restore failed too: say so, still one report, no traceback
+            message += f" Putting the action back failed as well: {failure_sentence(error)}"
         self._end(context)
         self.report({"ERROR"}, message)
         return {"CANCELLED"}
@@ -281,6 +297,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         self._end(context)
         for report in reports:
             self.report({"INFO"}, report.sentence())
+            warning = report.warning()
+            if warning is not None:
+                self.report({"WARNING"}, warning)
         return {"FINISHED"}
 
 
@@ -302,11 +321,16 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
         try:
             spec = chain_spec(obj, chain)
             prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
-        except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+        except Exception as error:  # one sentence, never a traceback
+            self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         chain.use_live = True
+        chain.last_message = ""
         live.update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=True)
+        if not chain.use_live:  # the first live solve failed and turned it off again
+            self.report({"ERROR"}, chain.last_message)
+            return {"CANCELLED"}
+        remember(obj, chain, spec.bone_names)
         self.report({"INFO"}, f"Live IK on for '{chain.name}'.")
         return {"FINISHED"}
 

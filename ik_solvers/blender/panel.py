@@ -192,6 +192,11 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
             box.label(text=f"Max error over lower bound: {chain.bake_max_excess:.3g}")
             if chain.bake_flip_frames:
                 box.label(text=f"Plane flips: {chain.bake_flip_frames} frame(s)", icon="ERROR")
+            if chain.bake_mismatch_frames:
+                alert = box.column(align=True)
+                alert.alert = True
+                alert.label(text=f"Blender's evaluation differs at {chain.bake_mismatch_frames} frame(s)", icon="ERROR")
+                alert.label(text=f"Evaluated error over lower bound: {chain.bake_evaluated_error:.3g}")
 
 
 classes = (

@@ -118,6 +118,9 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         name="Flip Threshold", description="Warn when the start-to-target axis is closer than this to a pole",
         default=math.radians(10.0), min=0.0, max=math.pi / 2, subtype="ANGLE",
     )
+    # Chain identity (identity.py): a uuid tagging the chain's bones and their names when remembered.
+    chain_id: StringProperty(name="Chain ID", description="Identifies the chain in its bones' tags")
+    chain_bones: StringProperty(name="Chain Bones", description="The chain's bones, start to tip, as remembered (JSON)")
     use_live: BoolProperty(
         name="Live", description="Re-solve when the target moves or the frame changes", default=False,
     )
@@ -154,6 +157,15 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         subtype="DISTANCE", precision=7,
     )
     bake_flip_frames: IntProperty(name="Flip Frames", description="Frames where the solver plane flipped")
+    bake_mismatch_frames: IntProperty(
+        name="Mismatch Frames",
+        description="Frames where Blender's evaluation of the baked keys differs from the solve (constraints, drivers)",
+    )
+    bake_evaluated_error: FloatProperty(
+        name="Evaluated Error",
+        description="Largest error over the lower bound in Blender's own evaluation of the baked keys",
+        subtype="DISTANCE", precision=7,
+    )
 
 
 class IK_SOLVERS_PG_settings(bpy.types.PropertyGroup):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -48,6 +48,16 @@ class BakeReport:
         HI: the smallest angle between the EE axis and a pole (None for other methods).
     seconds : float
         Time spent solving and keying.
+    evaluated_max_error : float
+        Blender's own evaluation of the baked keys (:mod:`.verify`): max over the checked frames
+        of |evaluated tip − target| minus the lower bound, clipped at 0.
+    evaluated_mismatch_frames : list of int
+        Checked frames where Blender's evaluated tip is not where the solve put it (more than the
+        chain's tolerance away): a constraint, driver, NLA strip … changes the baked pose.
+    evaluated_frames_checked : int
+        Frames evaluated (every keyed frame up to 500, else a dense sample plus the unreached ones).
+    evaluated_max_offset : float
+        Largest distance between Blender's evaluated tip and the solved tip over the checked frames.
     """
 
     armature: str
@@ -69,6 +79,10 @@ class BakeReport:
     pole_warning_frames: int | None
     min_pole_distance_degrees: float | None
     seconds: float
+    evaluated_max_error: float = 0.0
+    evaluated_mismatch_frames: list = field(default_factory=list)
+    evaluated_frames_checked: int = 0
+    evaluated_max_offset: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,6 +103,16 @@ class BakeReport:
         if self.flip_frames:
             text += f"; plane flips at frames {', '.join(str(f['frame']) for f in self.flip_frames[:5])}"
         return text + "."
+
+    def warning(self) -> str | None:
+        """One sentence when Blender's evaluation of the keys differs from the solve, else None."""
+        frames = self.evaluated_mismatch_frames
+        if not frames:
+            return None
+        shown = ", ".join(str(f) for f in frames[:5]) + (", …" if len(frames) > 5 else "")
+        return (f"'{self.chain}': Blender's evaluated tip differs from the solve at {len(frames)} frame(s) "
+                f"({shown}), by up to {self.evaluated_max_offset:.3g}; a constraint, driver or NLA strip "
+                f"on the chain changes the baked pose.")
 
 
 def reached(status: np.ndarray) -> np.ndarray:
@@ -127,8 +151,10 @@ def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict]:
 
 
 def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str, frame_step: int,
-                sampling_reasons: list[str], flip_threshold: float, seconds: float) -> BakeReport:
-    """The statistics of one chain's solved frames (``solved.frames`` in order, the bake's frames)."""
+                sampling_reasons: list[str], flip_threshold: float, seconds: float,
+                evaluation=None) -> BakeReport:
+    """The statistics of one chain's solved frames (``solved.frames`` in order, the bake's frames),
+    with Blender's evaluation of the keys (a ``verify.Evaluation``) when given."""
     status, error = solved.status, solved.error
     counts = Counter(s.value for s in status)
     excess = np.maximum(error - solved.bound, 0.0)
@@ -154,6 +180,10 @@ def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str,
         pole_warning_frames=None if hi is None else int(np.asarray(hi.pole_warnings).sum()),
         min_pole_distance_degrees=None if hi is None else float(np.degrees(np.nanmin(hi.pole_angles))),
         seconds=float(seconds),
+        evaluated_max_error=0.0 if evaluation is None else float(evaluation.max_error),
+        evaluated_mismatch_frames=[] if evaluation is None else [int(f) for f in evaluation.mismatch_frames],
+        evaluated_frames_checked=0 if evaluation is None else int(evaluation.frames_checked),
+        evaluated_max_offset=0.0 if evaluation is None else float(evaluation.max_offset),
     )
 
 
@@ -169,3 +199,5 @@ def store_report(chain_settings, report: BakeReport) -> None:
     chain_settings.bake_diverged = counts[Status.DIVERGED.value]
     chain_settings.bake_max_excess = report.max_excess
     chain_settings.bake_flip_frames = len(report.flip_frames)
+    chain_settings.bake_mismatch_frames = len(report.evaluated_mismatch_frames)
+    chain_settings.bake_evaluated_error = report.evaluated_max_error

@@ -18,6 +18,8 @@ Conventions (they live here alone):
   HINGE). A bone with all three axes locked is held fixed at its current rotation: it is folded
   into the next joint's offset (or the tip) and gets no joint variables. ``use_ik_limit_*`` with
   ``ik_min_*``/``ik_max_*`` become the limits, ``ik_stiffness_*`` the weights ``1 − stiffness``.
+  A hinge's Limit Rotation constraint narrows its limits; one on another joint is refused
+  (``checks.rotation_constraint_limits``).
 - Rotation channels are read and written in float64 from / to Blender's float32 storage: reading
   the channels directly (not the float32 ``matrix_basis``) and writing values continuous with the
   current ones makes a read → write round trip of an unchanged pose change nothing.
@@ -35,6 +37,7 @@ from ..core.rotations import (
     matrices_from_quaternions,
     rotvecs_from_quaternions,
 )
+from .checks import rotation_constraint_limits
 from .errors import IKSolversError
 from .euler import (
     BONE_AXIS,
@@ -347,6 +350,7 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
             step[:3, :3] = matrices_from_quaternions(rotation)
             fixed = before_rotation @ step
             continue
+        constraint_limits = rotation_constraint_limits(pose_bone, free)
         joint_bones.append(bone.name)
         offsets.append(before_rotation[:3, 3])
         rest_rotations.append(before_rotation[:3, :3])
@@ -356,8 +360,9 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
             name = _AXIS_NAMES[k]
             axes.append(np.eye(3)[k])
             limited = getattr(pose_bone, f"use_ik_limit_{name}")
-            lower.append(getattr(pose_bone, f"ik_min_{name}") if limited else -np.inf)
-            upper.append(getattr(pose_bone, f"ik_max_{name}") if limited else np.inf)
+            low, high = constraint_limits.get(k, (-np.inf, np.inf))
+            lower.append(max(getattr(pose_bone, f"ik_min_{name}"), low) if limited else low)
+            upper.append(min(getattr(pose_bone, f"ik_max_{name}"), high) if limited else high)
             weights.append(max(1.0 - getattr(pose_bone, f"ik_stiffness_{name}"), MIN_WEIGHT))
         fixed = np.eye(4)
     if not kinds:

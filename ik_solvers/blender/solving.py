@@ -156,8 +156,8 @@ def _method_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world
 def run_solve(prepared: PreparedSolve) -> SolveResult:
     """Solve the prepared batch through the core's ``solve`` (``result.hi``: the HI diagnostics).
 
-    Raises IKSolversError (keeping the core's ``field``) for input the core refuses or a
-    non-finite answer.
+    Raises IKSolversError (keeping the core's ``field``) for input the core refuses, any other
+    failure inside the solver (e.g. numpy's ``LinAlgError``) or a non-finite answer.
     """
     spec = prepared.spec
     try:
@@ -165,6 +165,9 @@ def run_solve(prepared: PreparedSolve) -> SolveResult:
                        initial=prepared.initial, **prepared.method_args)
     except IKInputError as error:
         raise IKSolversError.from_input(error, chain=spec.name) from None
+    except Exception as error:  # a solver failure (LinAlgError, …) is one sentence, never a traceback
+        raise IKSolversError(f"the {spec.method.value} solver failed ({type(error).__name__}: {error}); "
+                             "nothing was changed.", chain=spec.name) from None
     if not np.all(np.isfinite(result.q)):
         raise IKSolversError("the solver produced non-finite joint values; nothing was changed.", chain=spec.name)
     return result

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core import METHOD_FACTS, IKInputError, Method, SolveOptions
+from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError
+from .identity import check_bones, follow_renamed_tip
 from .rig import RigChain, joint_variables_from_quaternions, read_chain, uniform_scale
 
 if TYPE_CHECKING:
@@ -127,17 +129,30 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
     Raises
     ------
     IKSolversError
-        Naming the chain: an unusable rig, no target, an unknown method, an invalid setting, an
-        HI chain without preferred pose, an analytic chain without exactly two moving bones.
+        Naming the chain: a linked (not overridden) armature, bones other than the ones the chain
+        remembers (``identity.check_bones``; a renamed tip bone is followed first), a Limit
+        Rotation that cannot be honoured, an unusable rig, no target, a target that moves with the
+        chain, an unknown method, an invalid setting, an HI chain without preferred pose, an
+        analytic chain without exactly two moving bones.
     """
     name = chain_settings.name
-    if rig is None:
-        try:
+    try:
+        check_editable(obj)
+        if rig is not None and not constraint_limits_hold(obj, rig):
+            rig = None  # a chain read before a Limit Rotation changed (live mode): read it again
+        if rig is None:
+            follow_renamed_tip(obj, chain_settings)
             rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
-        except IKSolversError as error:
-            raise error.about(name) from None
+        check_bones(obj, chain_settings, rig.bone_names)
+    except IKSolversError as error:
+        raise error.about(name) from None
     if chain_settings.target is None:
         raise IKSolversError("the chain has no target; pick an Empty.", chain=name)
+    try:
+        for what, point in (("the target", chain_settings.target), ("the pole target", chain_settings.pole_target)):
+            check_target_independent(obj, rig.bone_names[0], point, what)
+    except IKSolversError as error:
+        raise error.about(name) from None
     try:
         method = Method(chain_settings.method)
     except ValueError:
