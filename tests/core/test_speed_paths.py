@@ -45,3 +45,24 @@ def test_rotation_matrices_entry_by_entry_match_the_small_stack_path():
 def _rodrigues(axis, angle):
     k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
     return np.eye(3) + np.sin(angle) * k + (1 - np.cos(angle)) * k @ k
+
+
+def _loop_sum(terms):
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
+@pytest.mark.parametrize("size", [6, 7, 30, 90])
+def test_long_ordered_sums_give_the_bits_of_the_term_by_term_loop(size):
+    from ik_solvers.core import vectors
+
+    rng = np.random.default_rng(size)
+    scale = 10.0 ** rng.integers(-8, 8, size=(50, 3, size))
+    m, v, w = rng.normal(size=(50, 3, size)) * scale, rng.normal(size=(50, size)), rng.normal(size=(50, 3))
+    np.testing.assert_array_equal(vectors.dot(m[:, 0], v), _loop_sum([m[:, 0, k] * v[:, k] for k in range(size)]))
+    np.testing.assert_array_equal(vectors.matvec(m, v), _loop_sum([m[:, :, k] * v[:, None, k] for k in range(size)]))
+    mt = np.swapaxes(m, 1, 2)  # (50, size, 3), strided
+    np.testing.assert_array_equal(vectors.tmatvec(mt, v), _loop_sum([mt[:, k, :] * v[:, k, None] for k in range(size)]))
+    np.testing.assert_array_equal(vectors.tmatvec(m, w), _loop_sum([m[:, k, :] * w[:, k, None] for k in range(3)]))
