@@ -218,6 +218,8 @@ def minimal_rotation_rotvecs(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 # Hamilton product a * b as a matrix acting on b: L(a)[i, j] = SIGNS[i, j] * a[GATHER[i, j]].
 _PRODUCT_GATHER = np.array([[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]])
 _PRODUCT_SIGNS = np.array([[1.0, -1, -1, -1], [1, 1, -1, 1], [1, 1, 1, -1], [1, -1, 1, 1]])
+# From this many quaternion components on, quaternion_products works component by component.
+_PRODUCT_COMPONENTS = 256
 
 
 def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -227,8 +229,19 @@ def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     operations whatever the batch size, which matters for the per-target (batch
     of one) solves, and the same bits in any batch.
     """
-    left = a[..., _PRODUCT_GATHER] * _PRODUCT_SIGNS
-    return matvec(left, b)
+    if a.size < _PRODUCT_COMPONENTS:
+        left = a[..., _PRODUCT_GATHER] * _PRODUCT_SIGNS
+        return matvec(left, b)
+    # Component by component on large stacks: the same products summed in the same order (a sign
+    # flip is exact and x + (−y) is x − y), without the gathered (…, 4, 4) matrices.
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    for row, (gather, signs) in enumerate(zip(_PRODUCT_GATHER, _PRODUCT_SIGNS)):
+        total = a[..., gather[0]] * b[..., 0]
+        for k in range(1, 4):
+            term = a[..., gather[k]] * b[..., k]
+            total = total + term if signs[k] > 0 else total - term
+        out[..., row] = total
+    return out
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:

@@ -66,3 +66,14 @@ def test_long_ordered_sums_give_the_bits_of_the_term_by_term_loop(size):
     mt = np.swapaxes(m, 1, 2)  # (50, size, 3), strided
     np.testing.assert_array_equal(vectors.tmatvec(mt, v), _loop_sum([mt[:, k, :] * v[:, k, None] for k in range(size)]))
     np.testing.assert_array_equal(vectors.tmatvec(m, w), _loop_sum([m[:, k, :] * w[:, k, None] for k in range(3)]))
+
+
+def test_quaternion_products_component_by_component_match_the_small_stack_path():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(300, 4)), rng.normal(size=(300, 4))
+    assert a.size >= rotations._PRODUCT_COMPONENTS
+    large = rotations.quaternion_products(a, b)
+    small = np.concatenate([rotations.quaternion_products(a[i:i + 1], b[i:i + 1]) for i in range(300)])
+    np.testing.assert_array_equal(large, small)
+    w = a[:, 0] * b[:, 0] - np.sum(a[:, 1:] * b[:, 1:], axis=1)
+    np.testing.assert_allclose(large[:, 0], w, atol=1e-12)
