@@ -14,7 +14,7 @@ our bake with the solve taken out: the bpy cost of sampling the target and writi
 
 Prints a table and writes ``DIR/bench_bake.csv``, ``DIR/bench_bake.json`` and ``DIR/bench_bake.png``.
 
-    python scripts/bench_bake.py [--out DIR] [--frames N] [--repeats R] [--live-solves K]
+    python scripts/bench_bake.py [--out DIR] [--frames N] [--repeats R] [--live-solves K] [--rigs NAME ...] [--quick]
 """
 
 from __future__ import annotations
@@ -170,7 +170,8 @@ def our_bake(bpy, rig_name: str, frames: int, repeats: int, method: str, evaluat
     errors = tip_errors(bpy, obj, target, tip, frames)
     counts = {k: v for k, v in report["status_counts"].items() if v}
     return {
-        "system": "ik_solvers.bake" + (" (evaluated target)" if evaluated else "") + (" floor: no solve" if floor else ""),
+        "system": ("ik_solvers.bake" + (" (evaluated target)" if evaluated else "")
+                   + (" floor: no solve" if floor else "")),
         "method": method + (f" rw={reference_weight:g}" if reference_weight else ""),
         "seconds": min(times), "tip_error_median": float(np.median(errors)), "tip_error_max": float(errors.max()),
         "rss_growth_mb_per_bake": (memory[-1] - memory[1]) / max(repeats - 1, 1),
@@ -263,7 +264,8 @@ def live_solve(bpy, count: int) -> dict:
 
 # --------------------------------------------------------------------------- output
 def write_outputs(out: Path, rows: list[dict], live: dict, meta: dict) -> None:
-    fields = ["rig", "system", "method", "default", "goal_ratio", "frames", "seconds", "us_per_frame", "speedup_vs_blender",
+    fields = ["rig", "system", "method", "default", "goal_ratio", "frames", "seconds", "us_per_frame",
+              "speedup_vs_blender",
               "tip_error_median", "tip_error_max", "rss_growth_mb_per_bake", "actions_added", "sampling", "statuses"]
     with open(out / "bench_bake.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")

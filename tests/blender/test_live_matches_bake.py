@@ -2,11 +2,12 @@
 
 Both go through the same ``prepare_solve`` / ``run_solve`` with the same spec, and the core starts
 every frame from the reference pose (history independence) and solves a batch exactly as it
-solves each target alone, so the targets solved for and the joint values agree bit for bit (float64, checked here). Both are
-then stored as Blender's float32 channels: live mode keeps the length the bone's quaternion had
-(``rig.write_pose``, so that writing back what was read changes nothing) while the bake keys unit
-quaternions, in the hemisphere of the previous key, so the stored channels are the same rotation
-up to the sign of the quaternion and one float32 rounding (≤ 1.2e-7, checked too).
+solves each target alone, so the targets solved for and the joint values agree bit for bit
+(float64, checked here). Both are then stored as Blender's float32 channels: live mode keeps the
+length the bone's quaternion had (``rig.write_pose``, so that writing back what was read changes
+nothing) while the bake keys unit quaternions, in the hemisphere of the previous key, so the
+stored channels are the same rotation up to the sign of the quaternion and one float32 rounding
+(≤ 1.2e-7, checked too).
 """
 
 from __future__ import annotations
