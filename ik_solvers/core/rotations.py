@@ -14,6 +14,12 @@ _SMALL_ANGLE = 1e-6
 # [v]x read off (x, y, z, 0): entry k takes component _SKEW_GATHER[k] times _SKEW_SIGNS[k].
 _SKEW_GATHER = np.array([3, 2, 1, 2, 3, 0, 1, 0, 3])
 _SKEW_SIGNS = np.array([0.0, -1, 1, 1, 0, -1, -1, 1, 0])
+# The off-diagonal entries of ``[v]x`` (flattened index, component of v, sign).
+_SKEW_OFF = np.array([1, 2, 3, 5, 6, 7])
+# From this many rotation-vector components up, matrices_from_rotvecs works entry by entry.
+_ROTVEC_COMPONENTS = 192
+_SKEW_OFF_GATHER = _SKEW_GATHER[_SKEW_OFF]
+_SKEW_OFF_SIGNS = _SKEW_SIGNS[_SKEW_OFF]
 
 
 def skew(vectors: np.ndarray) -> np.ndarray:
@@ -70,11 +76,30 @@ def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
         c = np.cos(angle)
         a = np.sin(angle) / angle
         b = (1.0 - c) / angle**2
-    return (
-        c[..., None, None] * np.eye(3)
-        + a[..., None, None] * skew(rotvecs)
-        + b[..., None, None] * _outer_products(rotvecs)
-    )
+    # Entry by entry, the same sums of the same products as ``c I + a [v]x + b v vᵀ`` (IEEE
+    # addition commutes and a sign flip is exact, so the bits are those of the matrix form): on
+    # large stacks far cheaper than broadcasting 3-wide axes; on small ones fewer calls win.
+    if rotvecs.size < _ROTVEC_COMPONENTS:
+        out = b[..., None, None] * _outer_products(rotvecs)
+        flat = out.reshape(out.shape[:-2] + (9,))
+        flat[..., ::4] += c[..., None]
+        flat[..., _SKEW_OFF] += (a[..., None] * rotvecs)[..., _SKEW_OFF_GATHER] * _SKEW_OFF_SIGNS
+        return out
+    x, y, z = rotvecs[..., 0], rotvecs[..., 1], rotvecs[..., 2]
+    out = np.empty(rotvecs.shape[:-1] + (3, 3))
+    for i, u in enumerate((x, y, z)):
+        np.add(c, b * (u * u), out=out[..., i, i])
+    for (i, j, k), w in (((0, 1, 2), z), ((0, 2, 1), y), ((1, 2, 0), x)):
+        ordered = b * (rotvecs[..., i] * rotvecs[..., j])
+        turn = a * w
+        # [v]x: +v_k above the diagonal where (i, j, k) is cyclic, −v_k where it is not.
+        if (i, j, k) == (0, 2, 1):
+            np.add(ordered, turn, out=out[..., i, j])
+            np.subtract(ordered, turn, out=out[..., j, i])
+        else:
+            np.subtract(ordered, turn, out=out[..., i, j])
+            np.add(ordered, turn, out=out[..., j, i])
+    return out
 
 
 def _shepperd_terms() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -193,6 +218,8 @@ def minimal_rotation_rotvecs(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 # Hamilton product a * b as a matrix acting on b: L(a)[i, j] = SIGNS[i, j] * a[GATHER[i, j]].
 _PRODUCT_GATHER = np.array([[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]])
 _PRODUCT_SIGNS = np.array([[1.0, -1, -1, -1], [1, 1, -1, 1], [1, 1, 1, -1], [1, -1, 1, 1]])
+# From this many quaternion components on, quaternion_products works component by component.
+_PRODUCT_COMPONENTS = 256
 
 
 def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -202,8 +229,19 @@ def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     operations whatever the batch size, which matters for the per-target (batch
     of one) solves, and the same bits in any batch.
     """
-    left = a[..., _PRODUCT_GATHER] * _PRODUCT_SIGNS
-    return matvec(left, b)
+    if a.size < _PRODUCT_COMPONENTS:
+        left = a[..., _PRODUCT_GATHER] * _PRODUCT_SIGNS
+        return matvec(left, b)
+    # Component by component on large stacks: the same products summed in the same order (a sign
+    # flip is exact and x + (−y) is x − y), without the gathered (…, 4, 4) matrices.
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    for row, (gather, signs) in enumerate(zip(_PRODUCT_GATHER, _PRODUCT_SIGNS)):
+        total = a[..., gather[0]] * b[..., 0]
+        for k in range(1, 4):
+            term = a[..., gather[k]] * b[..., k]
+            total = total + term if signs[k] > 0 else total - term
+        out[..., row] = total
+    return out
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:

@@ -29,8 +29,15 @@ def unit_stride(a: np.ndarray) -> np.ndarray:
     return np.array(a, dtype=float, copy=True, order="C")
 
 
+# From this many terms on, a sum in index order is one np.add.accumulate (strictly sequential, so
+# the same bits as the term-by-term loop) instead of a Python loop of array operations.
+_ACCUMULATE_TERMS = 6
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``Σ_k a[..., k] b[..., k]`` summed in index order."""
+    if a.shape[-1] >= _ACCUMULATE_TERMS:
+        return np.add.accumulate(a * b, axis=-1)[..., -1]
     total = a[..., 0] * b[..., 0]
     for k in range(1, a.shape[-1]):
         total = total + a[..., k] * b[..., k]
@@ -63,6 +70,8 @@ def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``m @ v`` for ``m (..., r, c)`` and ``v (..., c)`` → ``(..., r)``."""
+    if m.shape[-1] >= _ACCUMULATE_TERMS:
+        return np.add.accumulate(m * v[..., None, :], axis=-1)[..., -1]
     total = m[..., :, 0] * v[..., None, 0]
     for k in range(1, m.shape[-1]):
         total = total + m[..., :, k] * v[..., None, k]
@@ -71,6 +80,8 @@ def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def tmatvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``mᵀ @ v`` for ``m (..., r, c)`` and ``v (..., r)`` → ``(..., c)``."""
+    if m.shape[-2] >= _ACCUMULATE_TERMS:
+        return np.add.accumulate(m * v[..., :, None], axis=-2)[..., -1, :]
     total = m[..., 0, :] * v[..., 0, None]
     for k in range(1, m.shape[-2]):
         total = total + m[..., k, :] * v[..., k, None]

@@ -1,0 +1,166 @@
+"""Live benchmark (issue 12): moving the target + depsgraph update, ours live against Blender's IK constraint.
+
+For the two-bone arm and the 10-bone chain of ``bench_bake``, in one run: the median cost of
+``target.location = …; view_layer.update()`` (a) with nothing solving, (b) with Blender's IK
+constraint on the tip bone, (c) with our live mode on (the chain's default method: HI for the arm,
+SDLS with reference_weight 0.1 for the chain). Issue 12's goal: (c) ≤ 3 × (b). Also timed: our
+handler's own work (``update_live_chains``), and a single solve of the 10-bone chain (the core's
+``solve`` for one target, goal ≤ 1 ms).
+
+Prints a table and writes ``DIR/bench_live.csv`` and ``DIR/bench_live.json``.
+
+    python scripts/bench_live.py [--out DIR] [--moves K]
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+from _cli import Parser, UsageError, import_bpy, run_main
+from bench_bake import RIGS, default_case, fresh_scene, target_path
+
+GOAL_RATIO = 3.0
+SINGLE_SOLVE_GOAL_US = 1000.0
+LIVE_RIGS = ("arm (2 bones)", "chain (10 bones)")
+
+
+def _moves(bpy, obj, target, tip: str, path: np.ndarray) -> tuple[list[float], float]:
+    """µs of each move + update along ``path``, and the largest evaluated tip-to-target distance."""
+    view_layer = bpy.context.view_layer
+    times, errors = [], []
+    for position in path:
+        started = time.perf_counter()
+        target.location = tuple(position)
+        view_layer.update()
+        times.append((time.perf_counter() - started) * 1e6)
+        errors.append(np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[tip].tail) - position))
+    return times, float(max(errors))
+
+
+def _scene(bpy, rig_name: str):
+    obj, target, tip, length = fresh_scene(bpy, rig_name, 2)
+    target.animation_data_clear()
+    return obj, target, tip, length
+
+
+def measure(bpy, rig_name: str, moves: int) -> dict:
+    from ik_solvers.blender import live
+
+    centre, radius = RIGS[rig_name][3], RIGS[rig_name][4]
+    path = target_path(moves, centre, radius)
+    row = {"rig": rig_name, "moves": moves}
+
+    obj, target, tip, length = _scene(bpy, rig_name)
+    _moves(bpy, obj, target, tip, path[:20])
+    times, _ = _moves(bpy, obj, target, tip, path)
+    row["nothing_us"] = statistics.median(times)
+
+    obj, target, tip, length = _scene(bpy, rig_name)
+    constraint = obj.pose.bones[tip].constraints.new("IK")
+    constraint.target, constraint.chain_count = target, length
+    _moves(bpy, obj, target, tip, path[:20])
+    times, row["blender_tip_error_max"] = _moves(bpy, obj, target, tip, path)
+    row["blender_us"] = statistics.median(times)
+
+    obj, target, tip, length = _scene(bpy, rig_name)
+    method, _, weight = default_case(rig_name)
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target = "Chain", tip, length, target
+    chain.method, chain.reference_weight = method, weight
+    bpy.context.view_layer.objects.active = obj
+    if method == "HI":
+        bpy.ops.ik_solvers.capture_preferred_pose()
+    bpy.ops.ik_solvers.live_toggle()
+    _moves(bpy, obj, target, tip, path[:20])
+    times, row["ours_tip_error_max"] = _moves(bpy, obj, target, tip, path)
+    row["ours_us"] = statistics.median(times)
+    row["ours_us_p95"] = float(np.percentile(times, 95))
+    row["method"] = method + (f" rw={weight:g}" if weight else "")
+    scene, depsgraph = bpy.context.scene, bpy.context.evaluated_depsgraph_get()
+    handler = []
+    for position in path[: min(moves, 200)]:
+        target.location = tuple(position)
+        bpy.context.view_layer.update()
+        started = time.perf_counter()
+        live.update_live_chains(scene, depsgraph, force=True)
+        handler.append((time.perf_counter() - started) * 1e6)
+    row["handler_us"] = statistics.median(handler)
+    row["single_solve_us"] = single_solve_us(obj, chain, path[:200])
+    bpy.ops.ik_solvers.live_toggle()
+    row["ratio_ours_over_blender"] = row["ours_us"] / row["blender_us"]
+    row["ratio_extra_ours_over_blender"] = (row["ours_us"] - row["nothing_us"]) / max(
+        row["blender_us"] - row["nothing_us"], 1e-9)
+    return row
+
+
+def single_solve_us(obj, chain, targets: np.ndarray) -> float:
+    """Median µs of the core's ``solve`` for one target of this chain (its spec's method and options)."""
+    from ik_solvers.blender.rig import read_chain
+    from ik_solvers.blender.spec import chain_spec
+    from ik_solvers.core import solve
+
+    spec = chain_spec(obj, chain, read_chain(obj, chain.tip_bone, chain.chain_length))
+    root = np.linalg.inv(np.array(obj.matrix_world))
+    local = targets @ root[:3, :3].T + root[:3, 3]
+    times = []
+    for target in local:
+        started = time.perf_counter()
+        solve(spec.rig.chain, target, spec.method, spec.options, initial=spec.reference)
+        times.append((time.perf_counter() - started) * 1e6)
+    return statistics.median(times)
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = Parser(prog="bench_live.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("out/bench_live"))
+    parser.add_argument("--moves", type=int, default=300, help="target moves timed per case")
+    args = parser.parse_args(argv)
+    if args.moves < 1:
+        raise UsageError("--moves needs at least 1")
+    args.out.mkdir(parents=True, exist_ok=True)
+    bpy = import_bpy()
+    import ik_solvers
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    try:
+        rows = [measure(bpy, rig_name, args.moves) for rig_name in LIVE_RIGS]
+    finally:
+        ik_solvers.unregister()
+    header = (f"{'rig':<18}{'method':<14}{'nothing':>9}{'Blender IK':>12}{'ours live':>11}{'ours/Blender':>14}"
+              f"{'goal ≤3×':>10}{'handler':>9}{'1 solve':>9}")
+    print(header + "   (µs, medians)")
+    print("-" * len(header))
+    for row in rows:
+        met = "met" if row["ratio_ours_over_blender"] <= GOAL_RATIO else "NOT"
+        print(f"{row['rig']:<18}{row['method']:<14}{row['nothing_us']:>9.0f}{row['blender_us']:>12.0f}"
+              f"{row['ours_us']:>11.0f}{row['ratio_ours_over_blender']:>13.1f}×{met:>10}{row['handler_us']:>9.0f}"
+              f"{row['single_solve_us']:>9.0f}")
+    chain10 = rows[-1]["single_solve_us"]
+    print(f"single 10-bone solve: {chain10:.0f} µs median (goal ≤ {SINGLE_SOLVE_GOAL_US:.0f} µs: "
+          f"{'met' if chain10 <= SINGLE_SOLVE_GOAL_US else 'NOT met'})")
+    with open(args.out / "bench_live.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    meta = {"blender": bpy.app.version_string, "moves": args.moves, "goal_ratio": GOAL_RATIO,
+            "single_solve_goal_us": SINGLE_SOLVE_GOAL_US, "cpus": os.cpu_count()}
+    (args.out / "bench_live.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"wrote {args.out / 'bench_live.csv'}, {args.out / 'bench_live.json'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main("bench_live", lambda: _main(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
