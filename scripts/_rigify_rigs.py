@@ -517,14 +517,21 @@ BUILDERS: dict[str, Callable[..., RigifySetup]] = {
 
 # --------------------------------------------------------------------------- solving
 def add_chain(setup: RigifySetup, method: str | None = None, *, pole: bool = False, name: str = "Chain",
-              tolerance: float = TOLERANCE, max_iterations: int | None = None):
+              tolerance: float = TOLERANCE, max_iterations: int | None = None,
+              reference_weight: float | None = None):
     """Add our chain through the operators (``chain_add`` with the tip bone active and the target
     selected), set its length and options, capture the preferred pose at the rest pose.
 
-    ``method`` None keeps what ``chain_add`` chose. With ``pole`` the chain gets the pole Empty (HI:
-    the Pole Object zero-plane map). Returns the chain's settings.
+    ``method`` None gives the chain what ``chain_add`` gives a new chain of its length
+    (``chains.default_method``: HI for two bones; SDLS with ``DEFAULT_REFERENCE_WEIGHT`` for longer
+    ones — ``chain_add`` itself makes a two-bone chain, whose default we must not keep once the length
+    is set). ``reference_weight`` overrides the chain's pull toward its reference pose. With ``pole``
+    the chain gets the pole Empty (HI: the Pole Object zero-plane map). Returns the chain's settings.
     """
     import bpy
+
+    from ik_solvers.blender.chains import DEFAULT_REFERENCE_WEIGHT, default_method
+    from ik_solvers.core import Method
 
     rig = setup.rig
     bpy.context.view_layer.objects.active = rig
@@ -536,8 +543,14 @@ def add_chain(setup: RigifySetup, method: str | None = None, *, pole: bool = Fal
         chain.tip_bone = setup.bones[-1]
         chain.chain_length = len(setup.bones)
         chain.target = setup.target
-        if method is not None:
+        if method is None:
+            chosen = default_method(len(setup.bones))
+            chain.method = chosen.value
+            chain.reference_weight = DEFAULT_REFERENCE_WEIGHT if chosen is Method.SDLS else 0.0
+        else:
             chain.method = method
+        if reference_weight is not None:
+            chain.reference_weight = reference_weight
         chain.tolerance = tolerance
         if max_iterations is not None:
             chain.max_iterations = max_iterations
