@@ -120,7 +120,7 @@ def test_measure_all_writes_the_table(scene, tmp_path):
     assert rr.main(["--out", str(out), "--frames", str(FRAMES), "--rigs", "human_arm", "--repeats", "1",
                     "--doc", str(doc)]) == 0
     rows = json.loads((out / "rows.json").read_text())
-    labels = [r["solver"] for r in rows]
+    labels = [r["solver"] for r in rows if "skipped" not in r]  # "SDLS, no pull": 3+ bones only
     assert labels[1].startswith("default (")  # the method chain_add chose, named
     assert labels[:1] + labels[2:] == ["HI", "ANALYTIC+pole", "CCD", "FABRIK", "Blender IK", "Blender IK+pole"]
     by = {r["solver"]: r for r in rows}
@@ -214,8 +214,8 @@ def test_rebake_gives_identical_keys(rigify, method):
 
 # --------------------------------------------------------------------------- issue 11: the default of longer chains
 KNEE_FORWARD_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "SDLS with reference_weight 0.1 bends the knee backward (-162° at the deepest crouch frame, 18 of 20 "
-    "crouch frames): its first three iterations from the rest pose fold the ankle 64° → 150° and swing the "
+    "SDLS with reference_weight 0.1 bends the knee backward (18 of 20 crouch frames, down to -118°; -162° "
+    "in the fold): its first three iterations from the rest pose fold the ankle 64° → 150° and swing the "
     "knee through straight to -20°, identically for any weight 0 … 5; the null-space pull then brings the "
     "ankle back but cannot carry the knee back through straight. The weight makes it worse: 84 backward "
     "frames of 200 at 0, 148 at 0.1 (docs/comparison.md, reference_weight sweep)"))
@@ -256,7 +256,12 @@ def test_default_method_of_longer_chains_keeps_joints_bent_their_way(rigify, nam
     assert not len(backward), f"backward on frames {backward.tolist()}; least bends {np.round(worst, 1).tolist()}°"
 
 
-@pytest.mark.parametrize("name", ["horse_hind_leg", "human_leg_foot"])
+@pytest.mark.parametrize("name", [
+    "horse_hind_leg",
+    pytest.param("human_leg_foot", marks=pytest.mark.xfail(strict=True, reason=(
+        "SDLS with reference_weight 0.1 swings the knee through straight to backward on 3 of 20 stride "
+        "frames (flips at 43, 44, 47); without the pull (weight 0) no flip and no backward knee in the stride"))),
+])
 def test_default_method_does_not_flip_in_a_stride(rigify, name):
     """The default of a three-bone leg through a stride: reached on every frame, no bend-plane flip."""
     setup = rr.BUILDERS[name](frames=FRAMES)
