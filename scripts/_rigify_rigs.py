@@ -27,14 +27,15 @@ Measurements read Blender's evaluated pose only (``scene.frame_set``, ``matrix_w
 - backward joints: a joint bent to the opposite side of its rest bend by more than
   ``BACKWARD_DEGREES``, measured in the parent bone's frame (so a limb that turns as a whole is
   not miscounted);
-- flips: the bend-plane normal (root, reference joint, tip) turning by more than
-  ``FLIP_TURN_DEGREES`` between consecutive frames of one path.
+- flips: the bend normal of some inner joint (``u × w`` of the segments at it) turning by more than
+  ``FLIP_TURN_DEGREES`` between consecutive frames of one path (see :func:`flip_frames`).
 
 ``measure_all(out_dir)`` runs our methods and Blender's IK constraint (with and without pole) on
-every rig and returns the rows of the table in ``docs/rigify.md``; run it as
+every rig and returns the rows of the Rigify table in ``docs/comparison.md`` (``scripts/compare_native.py``
+runs it for the Rigify rigs); on its own:
 
     python scripts/_rigify_rigs.py --out /tmp/rigify [--frames 40] [--rigs NAME …] [--repeats 3]
-                                  [--doc docs/rigify.md]
+                                  [--doc FILE]
 
 Import ``bpy`` the way the caller needs (``BLENDER_USER_RESOURCES`` set first) before using the
 Blender functions here; ``main`` does it itself.
@@ -522,14 +523,21 @@ BUILDERS: dict[str, Callable[..., RigifySetup]] = {
 
 # --------------------------------------------------------------------------- solving
 def add_chain(setup: RigifySetup, method: str | None = None, *, pole: bool = False, name: str = "Chain",
-              tolerance: float = TOLERANCE, max_iterations: int | None = None):
+              tolerance: float = TOLERANCE, max_iterations: int | None = None,
+              reference_weight: float | None = None):
     """Add our chain through the operators (``chain_add`` with the tip bone active and the target
     selected), set its length and options, capture the preferred pose at the rest pose.
 
-    ``method`` None keeps what ``chain_add`` chose. With ``pole`` the chain gets the pole Empty (HI:
-    the Pole Object zero-plane map). Returns the chain's settings.
+    ``method`` None gives the chain what ``chain_add`` gives a new chain of its length
+    (``chains.default_method``: HI for two bones; SDLS with ``DEFAULT_REFERENCE_WEIGHT`` for longer
+    ones — ``chain_add`` itself makes a two-bone chain, whose default we must not keep once the length
+    is set). ``reference_weight`` overrides the chain's pull toward its reference pose. With ``pole``
+    the chain gets the pole Empty (HI: the Pole Object zero-plane map). Returns the chain's settings.
     """
     import bpy
+
+    from ik_solvers.blender.chains import DEFAULT_REFERENCE_WEIGHT, default_method
+    from ik_solvers.core import Method
 
     rig = setup.rig
     bpy.context.view_layer.objects.active = rig
@@ -541,8 +549,14 @@ def add_chain(setup: RigifySetup, method: str | None = None, *, pole: bool = Fal
         chain.tip_bone = setup.bones[-1]
         chain.chain_length = len(setup.bones)
         chain.target = setup.target
-        if method is not None:
+        if method is None:
+            chosen = default_method(len(setup.bones))
+            chain.method = chosen.value
+            chain.reference_weight = DEFAULT_REFERENCE_WEIGHT if chosen is Method.SDLS else 0.0
+        else:
             chain.method = method
+        if reference_weight is not None:
+            chain.reference_weight = reference_weight
         chain.tolerance = tolerance
         if max_iterations is not None:
             chain.max_iterations = max_iterations
@@ -700,20 +714,43 @@ def plane_normals(setup: RigifySetup, joints: np.ndarray) -> np.ndarray:
     return np.where(planeless[:, None], np.nan, unit)
 
 
+JOINT_PLANELESS_DEGREES = 1.0
+"""A joint bent less than this has no bend plane of its own: its normal is NaN (no flip counted)."""
+
+
+def joint_normals(joints: np.ndarray) -> np.ndarray:
+    """World bend normals ``(F, n-1, 3)`` of each inner joint: unit ``u × w`` of the two segments at it;
+    NaN for a joint bent less than ``JOINT_PLANELESS_DEGREES``."""
+    seg = np.diff(joints, axis=1)
+    u, w = seg[:, :-1], seg[:, 1:]
+    c = np.cross(u, w)
+    norm = np.linalg.norm(c, axis=-1)
+    sine = norm / np.maximum(np.linalg.norm(u, axis=-1) * np.linalg.norm(w, axis=-1), 1e-300)
+    unit = c / np.maximum(norm, 1e-300)[..., None]
+    return np.where((sine < math.sin(math.radians(JOINT_PLANELESS_DEGREES)))[..., None], np.nan, unit)
+
+
 def flip_frames(setup: RigifySetup, joints: np.ndarray, threshold: float = FLIP_TURN_DEGREES) -> list[int]:
-    """Frames (1-based, evaluated joints of every frame given) where the bend-plane normal turned by
-    more than ``threshold``° since the last frame of the same path that had a plane."""
-    normals = plane_normals(setup, joints)
+    """Frames (1-based, evaluated joints of every frame given) where the bend normal of some inner joint
+    turned by more than ``threshold``° since the last frame of the same path where that joint was bent.
+
+    Per joint rather than one plane through the root, a reference joint and the tip: on two bones the
+    same thing; on a zigzag chain (the human leg with foot: knee and ankle bent opposite ways) that
+    plane's normal reverses whenever the reference joint crosses the root → tip line, although the
+    chain stays in one plane with every joint bent its own way (it counted 2 such "flips" in HI's crouch).
+    """
+    normals = joint_normals(joints)
     flips = []
     for path in setup.paths:
-        previous = None
+        previous = np.full(normals.shape[1:], np.nan)
         for frame in setup.path_frames(path):
             normal = normals[frame - 1]
-            if not np.all(np.isfinite(normal)):
-                continue
-            if previous is not None and math.degrees(math.acos(float(np.clip(previous @ normal, -1, 1)))) > threshold:
+            defined = np.all(np.isfinite(normal), axis=1)
+            both = defined & np.all(np.isfinite(previous), axis=1)
+            cosines = np.einsum("ki,ki->k", previous[both], normal[both])
+            if both.any() and np.degrees(np.arccos(np.clip(cosines, -1.0, 1.0))).max() > threshold:
                 flips.append(int(frame))
-            previous = normal
+            previous = np.where(defined[:, None], normal, previous)
     return flips
 
 
@@ -764,13 +801,47 @@ def action_keys(rig, bones) -> dict[tuple[str, int], np.ndarray]:
 SOLVERS = (
     ("HI", {"method": "HI"}),
     ("default", {"method": None}),
+    ("SDLS, no pull", {"method": "SDLS", "reference_weight": 0.0, "bones_min": 3}),
     ("ANALYTIC+pole", {"method": "ANALYTIC", "pole": True}),
     ("CCD", {"method": "CCD"}),
     ("FABRIK", {"method": "FABRIK"}),
     ("Blender IK", {"blender": True, "pole": False}),
     ("Blender IK+pole", {"blender": True, "pole": True}),
 )
-"""Table rows per rig: label → how to run it (ours: ``add_chain`` options; Blender's IK constraint)."""
+"""Table rows per rig: label → how to run it (ours: ``add_chain`` options; Blender's IK constraint).
+``bones_min``: only on chains of at least that many bones ("SDLS, no pull" is the default of longer
+chains without its reference-pose pull, for comparison)."""
+
+
+def pole_warning_frames(setup: RigifySetup, chain) -> set[int]:
+    """Frames at which an HI chain's pole warning is on (empty for other methods): the solve the bake
+    ran, repeated through the Blender layer's own sampling and solving."""
+    import bpy
+
+    if chain.method != "HI":
+        return set()
+    from ik_solvers.blender.sampling import sample_fcurves
+    from ik_solvers.blender.solving import prepare_solve, run_solve
+    from ik_solvers.blender.spec import chain_spec
+
+    rig = setup.rig
+    rig.animation_data.action = None  # the reference pose the bake solved from (the keys would move it)
+    for pose_bone in rig.pose.bones:
+        pose_bone.matrix_basis.identity()
+    bpy.context.scene.frame_set(1)
+    spec = chain_spec(rig, chain)
+    frames = np.arange(1, setup.frame_end + 1)
+    result = run_solve(prepare_solve(spec, sample_fcurves(rig, spec, spec.rig, frames)))
+    if result.hi is None:
+        return set()
+    return {int(f) for f, on in zip(frames, np.asarray(result.hi.pole_warnings, bool)) if on}
+
+
+def warned_flips(setup: RigifySetup, flips: list[int], report: dict | None, warnings: set[int]) -> int:
+    """How many of the measured ``flips`` our bake warned of: the frame (or the one before) is listed
+    in the bake report's flip frames or has the pole warning on."""
+    listed = {int(f["frame"]) for f in (report or {}).get("flip_frames", ())} | warnings
+    return sum(int(f in listed or f - 1 in listed) for f in flips)
 
 
 def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dict:
@@ -789,12 +860,16 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
     else:
         if spec["method"] == "ANALYTIC" and len(setup.bones) != 2:
             return {**row, "skipped": "two-bone only"}
+        if len(setup.bones) < spec.get("bones_min", 0):
+            return {**row, "skipped": f"chains of {spec['bones_min']}+ bones only"}
         import ik_solvers
 
         ik_solvers.register()
         try:
-            chain = add_chain(setup, spec["method"], pole=spec.get("pole", False))
-            row["solver"] = label if spec["method"] else f"default ({chain.method})"
+            chain = add_chain(setup, spec["method"], pole=spec.get("pole", False),
+                              reference_weight=spec.get("reference_weight"))
+            pull = f", pull {chain.reference_weight:.2g}" if chain.reference_weight else ""
+            row["solver"] = label if spec["method"] else f"default ({chain.method}{pull})"
             try:
                 seconds = bake_ours(setup)
             except RuntimeError as error:
@@ -802,6 +877,7 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
             result = measure(setup)  # the first bake's keys, from the rest pose
             report = bake_report(chain)
             seconds = min([seconds] + [bake_ours(setup) for _ in range(repeats - 1)])
+            warnings = pole_warning_frames(setup, chain)
         finally:
             ik_solvers.unregister()
     reachable = setup.reachable_mask()
@@ -812,6 +888,7 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
         starts = {int(setup.path_frames(p)[0]) for p in setup.paths}  # the target jumps between paths there
         flips = [f for f in report.get("flip_frames", ()) if int(f["frame"]) not in starts]
         row.update(misses_unreported=int(sum(int(f) not in not_reached for f in missed)),
+                   flips_warned=warned_flips(setup, result.flips, report, warnings),
                    flips_reported=len(flips), flips_reported_warned=int(sum(bool(f.get("warned")) for f in flips)))
     row.update(
         frames=setup.frame_end,
@@ -820,6 +897,7 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
         misses=int((errors_mm[reachable] > MISSED_MM).sum()),
         max_excess_mm=float(((result.errors - result.bounds) * 1000.0)[~reachable].max()),
         flips=len(result.flips),
+        flips_unwarned=len(result.flips) - (warned_flips(setup, result.flips, report, warnings) if report else 0),
         backward_frames=int(result.backward[reachable].any(axis=1).sum()),
         bake_seconds=seconds,
         bake_repeats=repeats,
@@ -869,13 +947,14 @@ def table_markdown(rows: list[dict], frames: int) -> str:
         f"{frames} frames per path; errors from Blender's evaluation of the baked keys (ours) or the live "
         f"constraint (Blender). Miss: reachable frame off by > {MISSED_MM:g} mm; unreported: a miss the bake's "
         f"report does not list as not reached. Backward: reachable frames with a joint bent > "
-        f"{BACKWARD_DEGREES:g}° to the wrong side of its rest bend. Flip: bend plane turning > "
-        f"{FLIP_TURN_DEGREES:g}° between frames (in brackets: the flips our bake reported inside a path, and "
-        "how many of those it warned of). Excess below 0 (float32 noise, under 1e-4 mm) shows as 0. Bake "
+        f"{BACKWARD_DEGREES:g}° to the wrong side of its rest bend. Flips: a joint's bend normal turning > "
+        f"{FLIP_TURN_DEGREES:g}° between frames of a path, split into unwarned / warned (warned: the frame or "
+        "the one before is in our bake report's flip frames or has HI's pole warning on; Blender warns of "
+        "nothing). Excess below 0 (float32 noise, under 1e-4 mm) shows as 0. Bake "
         f"ratio: Blender's `nla.bake` time (no pole) / this solver's bake time, least of {repeats} bakes each."
     )
-    header = ("| rig | solver | max reachable error mm | misses | max excess (out of reach) mm | flips "
-              "| backward frames | bake µs / frame | bake ratio |")
+    header = ("| rig | solver | max reachable error mm | misses | max excess (out of reach) mm "
+              "| flips unwarned / warned | backward frames | bake µs / frame | bake ratio |")
     lines = [caption, "", header, "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         if "skipped" in row:
@@ -883,9 +962,7 @@ def table_markdown(rows: list[dict], frames: int) -> str:
         misses = f"{row['misses']} of {row['reachable_frames']}"
         if row.get("misses_unreported"):
             misses += f" ({row['misses_unreported']} unreported)"
-        flips = str(row["flips"])
-        if row.get("flips_reported"):
-            flips += f" ({row['flips_reported']} reported, {row['flips_reported_warned']} warned)"
+        flips = f"{row['flips_unwarned']} / {row['flips'] - row['flips_unwarned']}"
         lines.append(
             f"| {row['rig']} | {row['solver']} | {_fmt(row['max_reachable_mm'])} "
             f"| {misses} | {_fmt(max(row['max_excess_mm'], 0.0))} | {flips} "
@@ -911,6 +988,47 @@ def per_path_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+SWEEP_RIGS = ("human_leg_foot", "human_spine", "horse_hind_leg", "wolf_hind_leg", "horse_hind_leg_toe",
+              "wolf_hind_leg_toe")
+"""The rigs whose default (three or more bones) is SDLS with a reference-pose pull."""
+
+
+def reference_weight_sweep(weights, frames: int = 40, rigs=SWEEP_RIGS, log=print) -> str:
+    """The default method of longer chains (SDLS) at each ``reference_weight``: a markdown table of
+    backward frames (reachable, by path), flips, max reachable error, not-reached frames and the
+    excess over the bound out of reach, per rig and weight."""
+    import ik_solvers
+
+    lines = [f"{frames} frames per path; measures as in the Rigify table.", "",
+             "| rig | reference_weight | backward frames | backward by path | flips | max reachable error mm "
+             "| not reached (of which out of reach) | max excess out of reach mm |",
+             "|---|---:|---:|---|---:|---:|---:|---:|"]
+    for name in rigs:
+        for weight in weights:
+            fresh_scene()
+            ik_solvers.register()
+            try:
+                setup = BUILDERS[name](frames=frames)
+                chain = add_chain(setup, "SDLS", reference_weight=weight)
+                bake_ours(setup, chain.name)
+                result = measure(setup)
+                report = bake_report(chain) or {}
+            finally:
+                ik_solvers.unregister()
+            reachable = setup.reachable_mask()
+            by_path = {p: int(result.backward[setup.path_frames(p) - 1].any(axis=1).sum())
+                       for p in setup.paths if setup.reachable[p]}
+            not_reached = report.get("not_reached_frames", [])
+            outside = sum(int(not reachable[f - 1]) for f in not_reached)
+            lines.append(
+                f"| {name} | {weight:g} | {int(result.backward[reachable].any(axis=1).sum())} "
+                f"| {', '.join(f'{p} {v}' for p, v in by_path.items() if v) or '–'} | {len(result.flips)} "
+                f"| {_fmt(result.errors[reachable].max() * 1000)} | {len(not_reached)} ({outside}) "
+                f"| {_fmt(((result.errors - result.bounds)[~reachable]).max() * 1000)} |")
+            log(lines[-1])
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Issue 11's table on Rigify's rigs: ours against Blender's IK.")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
@@ -918,6 +1036,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rigs", nargs="+", choices=tuple(BUILDERS), help="rigs (default: all)")
     parser.add_argument("--repeats", type=int, default=3, help="bakes timed per row, the least counts (default 3)")
     parser.add_argument("--doc", type=Path, help="markdown file to paste the table into (between markers)")
+    parser.add_argument("--sweep", type=lambda text: [float(w) for w in text.split(",")],
+                        help="instead: the default of longer chains at these reference weights (e.g. 0,0.1,1), "
+                             "written to OUT/sweep.md")
     args = parser.parse_args(argv)
     if args.frames < 2 or args.repeats < 1:
         print("_rigify_rigs: --frames must be at least 2 and --repeats at least 1", file=sys.stderr)
@@ -929,6 +1050,10 @@ def main(argv: list[str]) -> int:
         sys.path.insert(0, str(repo))
     import bpy  # noqa: F401  (after BLENDER_USER_RESOURCES)
 
+    if args.sweep is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "sweep.md").write_text(reference_weight_sweep(args.sweep, args.frames, args.rigs or SWEEP_RIGS))
+        return 0
     rows = measure_all(args.out, args.frames, args.rigs, repeats=args.repeats)
     table = table_markdown(rows, args.frames) + "\n" + per_path_markdown(rows)
     if args.doc is not None:

@@ -18,11 +18,18 @@ Per rig and solver:
 - history independence: the pose evaluated (Blender) or solved (ours) in sequential, reversed and
   shuffled frame order; the largest difference from the sequential result.
 
+Rigify rigs (``--rigs`` names from ``scripts/_rigify_rigs.py``'s ``BUILDERS``: the human arm, leg,
+leg with foot and spine, the horse and wolf hind legs, the generated rig's FK arm): Rigify's own
+metarigs with paths over the reachable volume (crouch, kick, stride, reach across and behind, fold,
+out of reach), ``--rigify-frames`` frames each, measured by ``_rigify_rigs.measure_all`` (ours with
+the default method, HI, ANALYTIC+pole, CCD, FABRIK; Blender's IK with and without pole); written to
+``DIR/rigify/`` and pasted between ``<!-- rigify:start -->`` and ``<!-- rigify:end -->``.
+
 Writes ``--out DIR``: ``results.json``, ``summary.csv``, ``per_path.csv``, ``tables.md`` and
 figures; ``--doc FILE`` pastes ``tables.md`` into FILE between ``<!-- tables:start -->`` and
 ``<!-- tables:end -->``.
 
-    python scripts/compare_native.py --out docs/comparison [--frames 300] [--doc docs/comparison.md]
+    python scripts/compare_native.py --out docs/comparison [--frames 300] [--rigify-frames 40] [--doc docs/comparison.md]
 """
 
 from __future__ import annotations
@@ -41,6 +48,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # 3×3 algebra: threads only
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
 from _rigs import build_armature, key_location_every_frame, nla_bake_pose
+
+NATIVE_RIGS = ("arm", "chain10")
+RIGIFY_RIGS = ("human_arm", "human_leg", "human_leg_foot", "human_spine", "horse_hind_leg", "wolf_hind_leg",
+               "horse_hind_leg_toe", "wolf_hind_leg_toe", "generated_fk_arm")
+"""Rigs built here, and Rigify's (``_rigify_rigs.BUILDERS``, imported only when asked for: it enables Rigify)."""
 
 PATHS = ("reachable", "out_of_reach", "near_root", "pole_crossing", "bend_circle", "behind", "normal_crossing")
 FLIP_TURN_DEGREES = 30.0
@@ -501,8 +513,8 @@ def plot(out: Path, results: dict, frames: int) -> list[str]:
     return names
 
 
-def paste_into_doc(doc: Path, tables: str) -> None:
-    start, end = "<!-- tables:start -->", "<!-- tables:end -->"
+def paste_into_doc(doc: Path, tables: str, start: str = "<!-- tables:start -->",
+                   end: str = "<!-- tables:end -->") -> None:
     text = doc.read_text()
     if start not in text or end not in text:
         raise UsageError(f"{doc} has no {start} … {end} markers")
@@ -519,16 +531,48 @@ def _main(argv: list[str]) -> int:
     parser = Parser(prog="compare_native.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--frames", type=int, default=300, help="frames per target path (default 300)")
-    parser.add_argument("--rigs", nargs="+", choices=("arm", "chain10"), default=["arm", "chain10"])
+    parser.add_argument("--rigs", nargs="+", choices=NATIVE_RIGS + RIGIFY_RIGS, default=list(NATIVE_RIGS + RIGIFY_RIGS))
+    parser.add_argument("--rigify-frames", type=int, default=40, help="frames per path on the Rigify rigs (default 40)")
+    parser.add_argument("--repeats", type=int, default=3, help="Rigify rigs: bakes timed per row, the least counts")
     parser.add_argument("--seed", type=int, default=0, help="seed of the shuffled frame order")
     parser.add_argument("--doc", type=Path, help="markdown file to paste the tables into (between markers)")
     args = parser.parse_args(argv)
     if args.frames < 20:
         raise UsageError("--frames must be at least 20")
+    if args.rigify_frames < 2 or args.repeats < 1:
+        raise UsageError("--rigify-frames must be at least 2 and --repeats at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    native = [r for r in args.rigs if r in NATIVE_RIGS]
+    rigify = [r for r in args.rigs if r in RIGIFY_RIGS]
+    if native:
+        _native(args, native, started)
+    if rigify:
+        _rigify(args, rigify)
+    print(f"Wrote {args.out} in {time.perf_counter() - started:.0f} s.")
+    return 0
+
+
+def _rigify(args, rigs: list[str]) -> None:
+    """The Rigify rigs through ``_rigify_rigs.measure_all`` (which registers the add-on per row)."""
+    bpy = import_bpy(register_addon=False)
+    if hasattr(bpy.types.Object, "ik_solvers"):
+        import ik_solvers
+
+        ik_solvers.unregister()
+    import _rigify_rigs
+
+    rows = _rigify_rigs.measure_all(args.out / "rigify", args.rigify_frames, rigs, repeats=args.repeats,
+                                    log=lambda line: print(line, flush=True))
+    tables = _rigify_rigs.table_markdown(rows, args.rigify_frames) + "\n" + _rigify_rigs.per_path_markdown(rows)
+    if args.doc is not None:
+        paste_into_doc(args.doc, tables, "<!-- rigify:start -->", "<!-- rigify:end -->")
+    print(tables)
+
+
+def _native(args, rigs: list[str], started: float) -> None:
     results = {}
-    for spec in (arm_spec() if r == "arm" else chain10_spec() for r in args.rigs):
+    for spec in (arm_spec() if r == "arm" else chain10_spec() for r in rigs):
         targets = np.concatenate(list(target_paths(spec, args.frames).values()))
         runs = {}
         for label, solver in BLENDER_SOLVERS.items():
@@ -549,8 +593,6 @@ def _main(argv: list[str]) -> int:
     if args.doc is not None:
         paste_into_doc(args.doc, tables)
     print(tables)
-    print(f"Wrote {args.out} in {time.perf_counter() - started:.0f} s.")
-    return 0
 
 
 if __name__ == "__main__":

@@ -45,3 +45,26 @@ def test_short_arm_run(tmp_path):
     with open(out / "summary.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [row["solver"] for row in rows] == list(results)
+
+
+def test_rigify_rig_run(tmp_path):
+    """A Rigify rig through compare_native: ``_rigify_rigs.measure_all``'s rows and table under ``rigify/``,
+    pasted between the doc's Rigify markers; Blender's constraint and HI reach every reachable frame."""
+    doc = tmp_path / "doc.md"
+    doc.write_text("# title\n<!-- tables:start -->\nnative\n<!-- tables:end -->\n<!-- rigify:start -->\nold\n"
+                   "<!-- rigify:end -->\ntail\n")
+    process = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "compare_native.py"), "--out", str(tmp_path / "out"),
+         "--rigs", "human_leg_foot", "--rigify-frames", "10", "--repeats", "1", "--doc", str(doc)],
+        capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert process.returncode == 0, process.stderr
+    rows = json.loads((tmp_path / "out" / "rigify" / "rows.json").read_text())
+    by = {row["solver"]: row for row in rows if "skipped" not in row}
+    assert set(by) == {"HI", "default (SDLS, pull 0.1)", "SDLS, no pull", "CCD", "FABRIK", "Blender IK",
+                       "Blender IK+pole"}
+    for label in ("HI", "Blender IK", "Blender IK+pole"):
+        assert by[label]["misses"] == 0, label
+    assert by["HI"]["backward_frames"] == 0
+    text = doc.read_text()
+    assert "\nnative\n" in text and "\nold\n" not in text and text.endswith("<!-- rigify:end -->\ntail\n")
+    assert "| human_leg_foot | Blender IK |" in text and "#### human_leg_foot" in text
