@@ -990,7 +990,7 @@ def per_path_markdown(rows: list[dict]) -> str:
 
 SWEEP_RIGS = ("human_leg_foot", "human_spine", "horse_hind_leg", "wolf_hind_leg", "horse_hind_leg_toe",
               "wolf_hind_leg_toe")
-"""The rigs whose default (three or more bones) is SDLS with a reference-pose pull."""
+"""The rigs of three or more bones, where the reference-pose pull of SDLS was measured."""
 
 
 def reference_weight_sweep(weights, frames: int = 40, rigs=SWEEP_RIGS, log=print) -> str:

@@ -23,14 +23,21 @@ from .snapshots import PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors
 from .spec import chain_spec
 
-DEFAULT_REFERENCE_WEIGHT = 0.1
-"""Pull toward the reference pose of a new chain of three or more bones (issue 11: keeps knees and
-elbows bending their rest way where the target leaves freedom)."""
+DEFAULT_REFERENCE_WEIGHT = 0.0
+"""Pull toward the reference pose a new SDLS chain gets: none. Measured on the Rigify rigs of three
+or more bones (docs/comparison.md, the reference_weight sweep), every weight above 0 gave more
+backward knees and flips on five of six rigs, left out-of-reach frames short of the bound and baked
+about 5× slower; the setting stays for chains where a user finds it helps."""
 
 
 def default_method(n_bones: int) -> Method:
-    """The method a new chain of ``n_bones`` bones gets: HI for two bones, SVD-adaptive DLS otherwise."""
-    return Method.HI if n_bones == 2 else Method.SDLS
+    """The method a new chain of ``n_bones`` bones gets: HI from two bones on, SVD-adaptive DLS for one.
+
+    HI keeps every joint bent its preferred way at any chain length (0 backward joints and 0 flips
+    on every Rigify rig measured, where SDLS, pulled or not, bends leg-and-foot knees backward), and
+    is history independent. A chain HI cannot drive falls back to SDLS (:func:`set_up_new_chain`).
+    """
+    return Method.HI if n_bones >= 2 else Method.SDLS
 
 
 def method_reason(chain_settings) -> str:
@@ -40,8 +47,8 @@ def method_reason(chain_settings) -> str:
     n_bones = int(chain_settings.chain_length)
     if method is default_method(n_bones):
         if method is Method.HI:
-            return f"{label}: default for two bones (history independent, keeps its bend plane)"
-        return f"{label}: default for {n_bones} bone(s), pulled toward the reference pose"
+            return f"{label}: default (history independent, every joint keeps its bend)"
+        return f"{label}: default for a single bone"
     return f"{label}: chosen for this chain"
 
 
@@ -80,9 +87,10 @@ def _keeping_swivel(obj, chain_settings, rig: RigChain) -> float:
 
 
 def set_up_new_chain(obj, chain_settings, scene) -> None:
-    """A new chain's defaults (issue 11): two bones → HI with the preferred pose captured now and the
-    swivel set so that adding the chain does not move it; longer chains → SDLS pulled toward the
-    reference pose. A chain without a usable tip bone yet keeps the settings' defaults."""
+    """A new chain's defaults (issue 11): HI with the preferred pose captured now and the swivel set
+    so that adding the chain does not move it; SDLS where HI cannot drive the chain (one bone, a
+    hinge start joint, a straight pose). A chain without a usable tip bone yet keeps the settings'
+    defaults."""
     try:
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
     except IKSolversError:

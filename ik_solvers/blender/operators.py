@@ -63,8 +63,8 @@ class ActiveChainPoll:
 
 
 class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
-    """Add an IK chain ending at the active bone, with a selected Empty as its target (two bones: HI,
-    keeping the current bend plane; other chains: SVD-adaptive DLS pulled toward the current pose)"""
+    """Add an IK chain ending at the active bone, with a selected Empty as its target (HI, keeping
+    the current pose and bend plane; SVD-adaptive DLS where HI cannot drive the chain)"""
 
     bl_idname = "ik_solvers.chain_add"
     bl_label = "Add IK Chain"

@@ -33,7 +33,7 @@ PARENT_SPACE_ITEMS = (
 )
 
 ITERATIVE_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.iterative)
-"""Methods that use ``max_iterations`` and ``tolerance`` (the HI solver uses them for longer chains)."""
+"""Methods that use ``max_iterations`` and ``tolerance``."""
 
 
 def _is_empty(_self, obj: bpy.types.Object) -> bool:

@@ -60,7 +60,7 @@ def test_rigify_rig_run(tmp_path):
     assert process.returncode == 0, process.stderr
     rows = json.loads((tmp_path / "out" / "rigify" / "rows.json").read_text())
     by = {row["solver"]: row for row in rows if "skipped" not in row}
-    assert set(by) == {"HI", "default (SDLS, pull 0.1)", "SDLS, no pull", "CCD", "FABRIK", "Blender IK",
+    assert set(by) == {"HI", "default (HI)", "SDLS, no pull", "CCD", "FABRIK", "Blender IK",
                        "Blender IK+pole"}
     for label in ("HI", "Blender IK", "Blender IK+pole"):
         assert by[label]["misses"] == 0, label

@@ -210,7 +210,7 @@ def test_chain_list_items_draw_resolvable_properties(armature):
 def test_the_panel_says_which_method_is_in_use_and_why(armature):
     chain = _add_chain(armature, "HI")
     texts = [text for text, _ in draw_all(bpy.context).labels]
-    assert any(t.startswith("HI (Swivel): default for two bones") for t in texts), texts
+    assert any(t.startswith("HI (Swivel): default (history independent") for t in texts), texts
     chain.method = "DLS"
     texts = [text for text, _ in draw_all(bpy.context).labels]
     assert "Damped Least Squares: chosen for this chain" in texts

@@ -213,27 +213,20 @@ def test_rebake_gives_identical_keys(rigify, method):
 
 
 # --------------------------------------------------------------------------- issue 11: the default of longer chains
-KNEE_FORWARD_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "SDLS with reference_weight 0.1 bends the knee backward (18 of 20 crouch frames, down to -118°; -162° "
-    "in the fold): its first three iterations from the rest pose fold the ankle 64° → 150° and swing the "
-    "knee through straight to -20°, identically for any weight 0 … 5; the null-space pull then brings the "
-    "ankle back but cannot carry the knee back through straight. The weight makes it worse: 84 backward "
-    "frames of 200 at 0, 148 at 0.1 (docs/comparison.md, reference_weight sweep)"))
-SPINE_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "SDLS (any reference_weight 0 … 1) bends the two lower spine joints ~21° against their rest lordosis "
-    "on the forward bend (9 of 20 frames) where HI reaches with every joint its own way"))
-
-
 @pytest.mark.parametrize(("name", "path"), [
-    pytest.param("human_leg_foot", "crouch", marks=KNEE_FORWARD_XFAIL),
-    pytest.param("human_spine", "bend_forward", marks=SPINE_XFAIL),
+    ("human_leg_foot", "crouch"),
+    ("human_spine", "bend_forward"),
     ("human_spine", "side_bend"),
     ("wolf_hind_leg", "crouch"),
 ])
 def test_default_method_of_longer_chains_keeps_joints_bent_their_way(rigify, name, path):
-    """The default of a chain of three or more bones (SDLS pulled toward the reference pose) on every
-    frame of the path where a pose with every joint bent its own way exists — HI finds one (checked
-    here first) — reaches the target with no joint bent backward."""
+    """The method ``chain_add`` gives a chain of three or more bones, on every frame of the path where a
+    pose with every joint bent its own way exists (an HI bake from the rest pose finds one, checked
+    first), reaches the target with no joint bent backward.
+
+    Before issue 11's defaults this was SDLS pulled toward the reference pose (weight 0.1): the knee of
+    the leg with foot went backward on 18 of 20 crouch frames (down to -118°) and the lower spine bent
+    ~21° against its rest curve on the forward bend, at any weight 0 … 1 (docs/comparison.md)."""
     setup = rr.BUILDERS[name](frames=FRAMES)
     frames = setup.path_frames(path)
     witness = rr.add_chain(setup, "HI", name="Witness")
@@ -247,7 +240,7 @@ def test_default_method_of_longer_chains_keeps_joints_bent_their_way(rigify, nam
         pose_bone.matrix_basis.identity()
     bpy.context.view_layer.update()
     chain = rr.add_chain(setup)
-    assert (chain.method, round(chain.reference_weight, 6)) == ("SDLS", 0.1)
+    assert chain.method == "HI"
     rr.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
     result = rr.measure(setup, frames)
     assert result.errors[exists].max() <= chain.tolerance + REACH_SLACK
@@ -258,15 +251,13 @@ def test_default_method_of_longer_chains_keeps_joints_bent_their_way(rigify, nam
 
 @pytest.mark.parametrize("name", [
     "horse_hind_leg",
-    pytest.param("human_leg_foot", marks=pytest.mark.xfail(strict=True, reason=(
-        "SDLS with reference_weight 0.1 swings the knee through straight to backward on 3 of 20 stride "
-        "frames (flips at 43, 44, 47); without the pull (weight 0) no flip and no backward knee in the stride"))),
+    "human_leg_foot",  # SDLS pulled with weight 0.1 flipped at 3 of 20 stride frames, the knee through straight
 ])
 def test_default_method_does_not_flip_in_a_stride(rigify, name):
     """The default of a three-bone leg through a stride: reached on every frame, no bend-plane flip."""
     setup = rr.BUILDERS[name](frames=FRAMES)
     chain = rr.add_chain(setup)
-    assert chain.method == "SDLS"
+    assert chain.method == "HI"
     rr.bake_ours(setup, chain.name)
     result = rr.measure(setup)
     stride = setup.path_frames("stride")
