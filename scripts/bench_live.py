@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -57,7 +58,7 @@ def measure(bpy, rig_name: str, moves: int) -> dict:
 
     centre, radius = RIGS[rig_name][3], RIGS[rig_name][4]
     path = target_path(moves, centre, radius)
-    row = {"rig": rig_name, "moves": moves}
+    row: dict[str, Any] = {"rig": rig_name, "moves": moves}
 
     obj, target, tip, length = _scene(bpy, rig_name)
     _moves(bpy, obj, target, tip, path[:20])

@@ -284,6 +284,7 @@ class BakeJob:
         """
         self._write_keys(chain, solved)
         self._continue_check(chain, None)
+        assert chain.report is not None  # set when the check has run to the end
         return chain.report
 
     def _write_keys(self, chain: ChainBake, solved: SolvedFrames) -> None:
@@ -317,6 +318,7 @@ class BakeJob:
                 raise
             self._restore_frame()
         solved = chain._solved
+        assert solved is not None  # set by _write_keys before the check starts
         chain.report = bake_report(
             solved, armature=self.obj.name, chain=chain.name, method=chain.spec.method.value,
             frame_step=self.options.frame_step, sampling_reasons=self._sampling_blockers(chain),

@@ -83,7 +83,8 @@ class BakedCheck:
         self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
         self.rows = rows_to_check(len(solved.frames), flagged).tolist()
         self.done = 0
-        self._max_error, self._max_offset, self._mismatches = 0.0, 0.0, []
+        self._max_error, self._max_offset = 0.0, 0.0
+        self._mismatches: list[int] = []
 
     def advance(self, deadline: float | None = None) -> bool:
         """Check frames until all are checked (True) or past ``deadline`` (False: call again)."""
