@@ -81,6 +81,11 @@ def run_batch(*args, check_rc: int | None = 0) -> subprocess.CompletedProcess:
     return process
 
 
+def problems(process: subprocess.CompletedProcess) -> str:
+    """stderr without the progress lines (``[ik_batch] ...``): the problems, one line each."""
+    return "\n".join(line for line in process.stderr.splitlines() if not line.startswith("[ik_batch]")).strip()
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -336,9 +341,9 @@ def test_missing_chain_and_missing_target_exit_2(addon, tmp_path):
     good = build_scene_file(tmp_path / "good.blend")
     no_target = build_scene_file(tmp_path / "no_target.blend", leg_target=False)
     process = run_batch(good, "--chain", "Spine", "--dry-run", check_rc=2)
-    assert process.stderr.strip() == f"ik_batch: {good}: no IK chain 'Spine'"
+    assert problems(process) == f"ik_batch: {good}: no IK chain 'Spine'"
     process = run_batch(no_target, good, "--output", tmp_path / "out", check_rc=2)
-    assert process.stderr.strip() == f"ik_batch: {no_target}: chain 'Rig:Leg' has no target"
+    assert problems(process) == f"ik_batch: {no_target}: chain 'Rig:Leg' has no target"
     assert (tmp_path / "out" / "good.blend").is_file() and not (tmp_path / "out" / "no_target.blend").exists()
 
 
@@ -354,7 +359,7 @@ def test_manifest_bakes_every_file_in_one_process_as_alone(scene_file, tmp_path)
                                     {"input": "missing.blend", "output": "baked/missing.blend"},
                                     {"input": str(other), "output": str(tmp_path / "elsewhere" / "other.blend")}]))
     process = run_batch("--manifest", manifest, "--report", tmp_path / "r.json", check_rc=2)
-    assert process.stderr.strip() == f"ik_batch: {tmp_path / 'missing.blend'}: no such file"
+    assert problems(process) == f"ik_batch: {tmp_path / 'missing.blend'}: no such file"
     outputs = {scene_file: tmp_path / "baked" / "shot_ik.blend", other: tmp_path / "elsewhere" / "other.blend"}
     for source, output in outputs.items():
         keys, reference = baked_keys(output), baked_keys(alone / source.name)
