@@ -105,3 +105,40 @@ def check_writable(paths: Iterable[Path]) -> None:
                 pass
         except OSError as error:
             raise WriteError(f"cannot write {path}: {folder} is not writable ({error.strerror})") from None
+
+
+def read_manifest(path: Path) -> list[tuple[Path, Path | None]]:
+    """The (input, output or None) pairs of a ``--manifest`` file (see ``--help``); UsageError if unreadable.
+
+    JSON when the text starts with ``[``, else lines of ``INPUT`` or ``INPUT<TAB>OUTPUT``. Relative
+    paths are relative to the manifest's folder, so a manifest moves with its files.
+    """
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UsageError(f"--manifest {path}: cannot be read ({error.strerror})") from None
+    base = path.resolve().parent
+    rows: list[tuple[object, object]] = []
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as error:
+            raise UsageError(f"--manifest {path}: not valid JSON ({error})") from None
+        for item in items:
+            if isinstance(item, dict) and set(item) <= {"input", "output"} and "input" in item:
+                rows.append((item["input"], item.get("output")))
+            else:
+                rows.append((item, None))
+    else:
+        for line in text.splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                given, _, output = line.strip().partition("\t")
+                rows.append((given.strip(), output.strip() or None))
+    entries: list[tuple[Path, Path | None]] = []
+    for number, (source, target) in enumerate(rows, 1):
+        if not isinstance(source, str) or not source or not (target is None or isinstance(target, str) and target):
+            raise UsageError(f"--manifest {path}: entry {number} is not an input path with an optional output path")
+        entries.append((base / source, None if target is None else base / target))
+    if not entries:
+        raise UsageError(f"--manifest {path}: lists no input file")
+    return entries

@@ -18,7 +18,8 @@ from typing import Any
 
 from _cli import UsageError
 
-ROTATION_PATHS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
+ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
+"""A pose bone's rotation mode → its rotation F-curves' property and count (any other mode: Euler, 3)."""
 
 
 class RigError(Exception):
@@ -140,17 +141,19 @@ def missing_keys(objects: Iterable[Any], baked: BakedChain, channelbag_of) -> st
     channelbag = channelbag_of(obj.animation_data)
     if channelbag is None:
         return f"'{baked.armature}:{baked.chain}' has no action in the saved file"
-    keyed: dict[str, set[int]] = {}
-    for fcurve in channelbag.fcurves:
-        for bone in baked.bones:
-            if any(fcurve.data_path == f'pose.bones["{bone}"].{path}' for path in ROTATION_PATHS):
-                frames = {round(point.co[0]) for point in fcurve.keyframe_points}
-                keyed[bone] = keyed[bone] & frames if bone in keyed else frames
+    curves = {(fcurve.data_path, fcurve.array_index): fcurve for fcurve in channelbag.fcurves}
     for bone in baked.bones:
-        if bone not in keyed:
-            return f"'{baked.armature}:{baked.chain}' has no rotation keys on bone '{bone}' in the saved file"
-        absent = sorted(set(baked.frames) - keyed[bone])
-        if absent:
-            return (f"'{baked.armature}:{baked.chain}' bone '{bone}' lacks keys on {len(absent)} baked frames "
-                    f"(first {absent[0]}) in the saved file")
+        pose_bone = obj.pose.bones.get(bone)
+        if pose_bone is None:
+            return f"armature '{baked.armature}' has no bone '{bone}' in the saved file"
+        path, count = ROTATION_CHANNELS.get(pose_bone.rotation_mode, ("rotation_euler", 3))
+        for index in range(count):
+            fcurve = curves.get((f'pose.bones["{bone}"].{path}', index))
+            if fcurve is None:
+                return (f"'{baked.armature}:{baked.chain}' has no rotation keys on bone '{bone}' "
+                        f"({path}[{index}]) in the saved file")
+            absent = sorted(set(baked.frames) - {round(point.co[0]) for point in fcurve.keyframe_points})
+            if absent:
+                return (f"'{baked.armature}:{baked.chain}' bone '{bone}' lacks keys on {len(absent)} baked frames "
+                        f"(first {absent[0]}) in the saved file")
     return None

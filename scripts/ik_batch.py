@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -55,7 +54,8 @@ for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
         sys.path.insert(0, str(_folder))
 
 import numpy as np  # noqa: E402
-from _batch_paths import WriteError, check_writable, check_written_paths  # noqa: E402
+from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
+from _batch_progress import Progress, cap_jobs  # noqa: E402
 from _batch_report import evaluated_fields, report_document, write_report  # noqa: E402
 from _batch_rigs import BakedChain, ChainSelector, RigError, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
@@ -70,8 +70,6 @@ EXIT_INTERNAL = 3
 """An unexpected exception (a bug, or the machine): worth a retry, unlike 1 and 2."""
 FRAME_MAX = 1_048_574
 """Blender's last frame (``Scene.frame_end``'s hard maximum, the bake operator's cap)."""
-WORKER_MEMORY = 0.5 * 2**30
-"""Bytes one worker process needs (a bpy process with a small file: about 0.5 GB measured)."""
 EXIT_HELP = """exit status (for a farm's retry logic):
   0  ok: every file baked, saved and its keys found in the saved file
   1  usage error: bad option or value, paths that collide, an existing output without --overwrite,
@@ -174,43 +172,6 @@ class BatchOptions:
         if len(defaulted) == 1 and self.output.suffix.lower() == ".blend" and not self.output.is_dir():
             return self.output
         return self.output / source.name
-
-
-def read_manifest(path: Path) -> list[tuple[Path, Path | None]]:
-    """The (input, output or None) pairs of a ``--manifest`` file (see ``--help``); UsageError if unreadable.
-
-    JSON when the text starts with ``[``, else lines of ``INPUT`` or ``INPUT<TAB>OUTPUT``. Relative
-    paths are relative to the manifest's folder, so a manifest moves with its files.
-    """
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise UsageError(f"--manifest {path}: cannot be read ({error.strerror})") from None
-    base = path.resolve().parent
-    rows: list[tuple[object, object]] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except ValueError as error:
-            raise UsageError(f"--manifest {path}: not valid JSON ({error})") from None
-        for item in items:
-            if isinstance(item, dict) and set(item) <= {"input", "output"} and "input" in item:
-                rows.append((item["input"], item.get("output")))
-            else:
-                rows.append((item, None))
-    else:
-        for line in text.splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                given, _, output = line.strip().partition("\t")
-                rows.append((given.strip(), output.strip() or None))
-    entries: list[tuple[Path, Path | None]] = []
-    for number, (source, target) in enumerate(rows, 1):
-        if not isinstance(source, str) or not source or not (target is None or isinstance(target, str) and target):
-            raise UsageError(f"--manifest {path}: entry {number} is not an input path with an optional output path")
-        entries.append((base / source, None if target is None else base / target))
-    if not entries:
-        raise UsageError(f"--manifest {path}: lists no input file")
-    return entries
 
 
 def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOptions:
@@ -385,76 +346,6 @@ def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
         return select_rig_chains(list(_bpy().data.objects), options.chains)
     except RigError as error:
         raise BatchError(str(error)) from None
-
-
-def cap_jobs(requested: int) -> tuple[int, str | None]:
-    """``requested`` workers capped by the usable CPUs and the available memory; the reason if capped."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    available = available_memory()
-    by_memory = requested if available is None else max(1, int(available // WORKER_MEMORY))
-    jobs = max(1, min(requested, cpus, by_memory))
-    if jobs == requested:
-        return jobs, None
-    memory = "unknown memory" if available is None else f"{available / 2**30:.1f} GB available"
-    return jobs, (f"--jobs {requested} capped to {jobs}: {cpus} usable CPUs, {memory} "
-                  f"at about {WORKER_MEMORY / 2**30:.1f} GB per worker")
-
-
-def available_memory() -> float | None:
-    """Bytes of memory available for new processes: psutil when installed, else /proc/meminfo
-    (Blender's own Python has no psutil); None when neither says."""
-    try:
-        import psutil
-    except ImportError:
-        pass
-    else:
-        return float(psutil.virtual_memory().available)
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-class Progress:
-    """``[ik_batch] ...`` lines on stderr per file and per baked chain, with an estimate of the time left
-    (the mean time per file so far times the files left, less what this file has already taken)."""
-
-    def __init__(self, files: int):
-        self.files = files
-        self.done = 0
-        self.started = time.perf_counter()
-        self.file_started = self.started
-
-    def say(self, text: str) -> None:
-        print(f"[{PROG}] {text}", file=sys.stderr, flush=True)
-
-    def start_file(self, path: Path) -> None:
-        self.file_started = time.perf_counter()
-        self.say(f"file {self.done + 1}/{self.files} {path.name}: opening{self.left()}")
-
-    def chain(self, path: Path, name: str, index: int, count: int, frames: int, seconds: float) -> None:
-        now = time.perf_counter()
-        this_file = (now - self.file_started) / (index / count) if count else 0.0
-        rest = this_file - (now - self.file_started) + self.per_file(this_file) * (self.files - self.done - 1)
-        self.say(f"file {self.done + 1}/{self.files} {path.name}: chain {index}/{count} {name} {frames} frames "
-                 f"in {seconds:.2f} s; about {rest:.0f} s left")
-
-    def end_file(self) -> None:
-        self.done += 1
-
-    def per_file(self, guess: float) -> float:
-        return (time.perf_counter() - self.started) / self.done if self.done else guess
-
-    def left(self) -> str:
-        if not self.done:
-            return ""
-        return f"; about {self.per_file(0.0) * (self.files - self.done):.0f} s left"
 
 
 def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: Path) -> list:
