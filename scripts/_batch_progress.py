@@ -56,6 +56,13 @@ class Progress:
         self.done = 0
         self.started = time.perf_counter()
         self.file_started = self.started
+        self.said: set[str] = set()
+
+    def note(self, text: str) -> None:
+        """``say`` ``text`` once per run (e.g. the --jobs cap, the same for every file)."""
+        if text not in self.said:
+            self.said.add(text)
+            self.say(text)
 
     def say(self, text: str) -> None:
         print(f"[{PROG}] {text}", file=sys.stderr, flush=True)

@@ -90,6 +90,10 @@ class BatchError(Exception):
     """A problem with one file (exit 2); the message is one line."""
 
 
+class WorkerCrash(Exception):
+    """A worker process died or failed unexpectedly (exit 3: worth a retry)."""
+
+
 # --------------------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
@@ -368,13 +372,14 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         task_path.write_text(json.dumps(task))
         processes.append((task_path, subprocess.Popen(worker_command(task_path), stdout=subprocess.DEVNULL,
                                                       stderr=subprocess.PIPE, text=True)))
-    failures = []
+    failures, crashed = [], False
     for _task_path, process in processes:
         _, stderr = process.communicate()
         if process.returncode != 0:
             failures.append(one_line(stderr) or f"worker exited with {process.returncode}")
+            crashed = crashed or process.returncode != EXIT_FAILED  # a signal, memory, a bug: exit 3
     if failures:
-        raise BatchError(f"a worker failed: {failures[0]}")
+        raise (WorkerCrash if crashed else BatchError)(f"a worker failed: {failures[0]}")
     return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
 
 
@@ -425,9 +430,8 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
             chain.method = options.method
     entries, baked, mismatched = [], [], []
     jobs, capped = cap_jobs(options.jobs)
-    if capped and jobs < options.jobs and not getattr(progress, "capped", False):
-        progress.say(capped)
-        progress.capped = True
+    if capped:
+        progress.note(capped)
     with tempfile.TemporaryDirectory(prefix="ik_batch_") as workdir:
         for index, (obj, chain) in enumerate(selected, 1):
             chain_started = time.perf_counter()

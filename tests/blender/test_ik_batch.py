@@ -576,6 +576,21 @@ def test_an_unexpected_exception_exits_3_with_one_line(addon, scene_file, tmp_pa
     assert capsys.readouterr().err == "ik_batch: internal error: ZeroDivisionError: second line\n"
 
 
+def test_a_crashed_worker_exits_3_and_a_failed_one_2(addon, scene_file, monkeypatch, capsys):
+    """A worker killed by a signal (memory, the machine) is worth a retry; one that reports a bad input
+    (exit 2) is not."""
+    args = ["ik_batch.py", str(scene_file), "--dry-run", "--quiet", "--chain", "Arm", "--jobs", "2",
+            "--chunk-size", "30"]
+    monkeypatch.setattr(ik_batch, "cap_jobs", lambda jobs: (jobs, None))  # two workers even on one CPU
+    for code, status in (("import os; os.abort()", 3), ("import sys; print('ik_batch worker: bad', file=sys.stderr); sys.exit(2)", 2)):
+        monkeypatch.setattr(ik_batch, "worker_command", lambda _task, code=code: [sys.executable, "-c", code])
+        assert ik_batch.main(args) == status
+        err = capsys.readouterr().err.splitlines()
+        problem = [line for line in err if not line.startswith("[ik_batch]")]
+        assert len(problem) == 1 and "a worker failed" in problem[0]
+        assert ("internal error" in problem[0]) == (status == 3)
+
+
 def test_exit_codes_are_documented_for_a_farm():
     text = ik_batch.build_parser().format_help()
     for line in ("0  ok", "1  usage error", "2  bad input or failed work", "3  internal error"):
