@@ -28,7 +28,7 @@ Exit status (a farm's retry logic, docs/farm.md): 0 ok; 1 usage error (bad optio
 that collide, an output that exists without --overwrite: do not retry); 2 bad input or failed work
 (a bad / missing file, a missing, linked or target-less chain, a failed bake, Blender's evaluation
 differing from the solve, keys missing after the save, a folder that cannot be written: do not
-retry); 3 an internal error (an unexpected exception: retry). One line on stderr per problem; the
+retry); 3 an internal error (an unexpected exception, a crashed worker: retry). One line on stderr per problem; the
 other files are still processed and saved.
 """
 
@@ -77,7 +77,7 @@ EXIT_HELP = """exit status (for a farm's retry logic):
   2  bad input or failed work: bad/missing file, no such chain, a linked chain, no target, a failed
      bake, Blender's evaluation differs from the solve, keys missing after the save, a folder that
      cannot be written (do not retry: the same run fails the same way)
-  3  internal error: an unexpected exception (retry)"""
+  3  internal error: an unexpected exception or a crashed worker process (retry)"""
 DEFAULT_CHUNK_SIZE = 100
 """Frames per chunk: big enough for the core's batched solve to pay off, small enough that a long
 range splits over a few processes."""
