@@ -48,6 +48,32 @@ def evaluated_fields(bake_report: Any) -> dict[str, Any]:
     }
 
 
+def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
+    """The ``--report`` entry of one baked chain: the add-on's ``BakeReport`` under the batch's names."""
+    entry = {
+        "armature": bake_report.armature,
+        "chain": bake_report.chain,
+        "method": bake_report.method,
+        "frames": bake_report.frames,
+        "frame_start": bake_report.frame_start,
+        "frame_end": bake_report.frame_end,
+        "step": bake_report.frame_step,
+        "status_counts": bake_report.status_counts,
+        "max_error": bake_report.max_error,
+        "median_error": bake_report.median_error,
+        "max_error_over_lower_bound": bake_report.max_excess,
+        "max_error_over_lower_bound_frame": bake_report.max_excess_frame,
+        "flips": bake_report.flip_frames,
+        "sampling": bake_report.sampling,
+        "seconds": seconds,
+        **evaluated_fields(bake_report),
+    }
+    if bake_report.pole_warning_frames is not None:
+        entry["pole_warning_frames"] = bake_report.pole_warning_frames
+        entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
+    return entry
+
+
 def report_document(files: list[dict], *, exit_code: int, jobs: int, chunk_size: int,
                     blender_version: str) -> dict[str, Any]:
     """The whole report: versions and settings first, then one entry per input file."""

@@ -56,7 +56,7 @@ for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
 import numpy as np  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
-from _batch_report import evaluated_fields, report_document, write_report  # noqa: E402
+from _batch_report import chain_statistics, report_document, write_report  # noqa: E402
 from _batch_rigs import BakedChain, ChainSelector, RigError, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
@@ -300,32 +300,6 @@ def load_solved(path: Path):
     return SolvedFrames.load(path)
 
 
-def chain_statistics(job, solved, bake_report, seconds: float) -> dict:
-    """The ``--report`` entry of one baked chain: the add-on's ``BakeReport`` under the batch's names."""
-    entry = {
-        "armature": bake_report.armature,
-        "chain": bake_report.chain,
-        "method": bake_report.method,
-        "frames": bake_report.frames,
-        "frame_start": bake_report.frame_start,
-        "frame_end": bake_report.frame_end,
-        "step": bake_report.frame_step,
-        "status_counts": bake_report.status_counts,
-        "max_error": bake_report.max_error,
-        "median_error": bake_report.median_error,
-        "max_error_over_lower_bound": bake_report.max_excess,
-        "max_error_over_lower_bound_frame": bake_report.max_excess_frame,
-        "flips": bake_report.flip_frames,
-        "sampling": bake_report.sampling,
-        "seconds": seconds,
-        **evaluated_fields(bake_report),
-    }
-    if bake_report.pole_warning_frames is not None:
-        entry["pole_warning_frames"] = bake_report.pole_warning_frames
-        entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
-    return entry
-
-
 # --------------------------------------------------------------------------- files
 def open_blend(path: Path) -> None:
     bpy = _bpy()
@@ -448,7 +422,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
             except bake.IKSolversError as error:
                 job.cancel()
                 raise BatchError(f"{obj.name}:{chain.name}: {error}") from None
-            entry = chain_statistics(job, solved, bake_report, time.perf_counter() - chain_started)
+            entry = chain_statistics(bake_report, time.perf_counter() - chain_started)
             entries.append(entry)
             baked.append(BakedChain(obj.name, chain.name, tuple(job.chains[0].rig.joint_bones),
                                     tuple(int(f) for f in job.frames)))

@@ -603,7 +603,9 @@ def test_exit_codes_are_documented_for_a_farm():
 def test_evaluated_mismatch_fails_the_file(addon, scene_file, tmp_path, monkeypatch, capsys):
     """The Blender layer's check of the baked keys on Blender's own evaluation: frames where it differs
     from the solve make the run exit 2 and are listed in the report (faked here until the layer has it)."""
-    real = ik_batch.evaluated_fields
+    import _batch_report
+
+    real = _batch_report.evaluated_fields
 
     def mismatching(bake_report):
         fields = real(bake_report)
@@ -611,7 +613,7 @@ def test_evaluated_mismatch_fails_the_file(addon, scene_file, tmp_path, monkeypa
             fields.update(evaluated_max_error=0.25, evaluated_mismatch_frames=[7, 8], evaluated_frames_checked=90)
         return fields
 
-    monkeypatch.setattr(ik_batch, "evaluated_fields", mismatching)
+    monkeypatch.setattr(_batch_report, "evaluated_fields", mismatching)
     report = tmp_path / "r.json"
     assert ik_batch.main(["ik_batch.py", str(scene_file), "--dry-run", "--quiet", "--report", str(report)]) == 2
     assert "Blender's evaluation of the baked keys differs from the solve on 2 frames (first 7)" in capsys.readouterr().err
