@@ -17,8 +17,19 @@ the same keys bit for bit as ``--jobs 1`` (which solves the same chunks in-proce
 starts from the same pose (the chain's pose when the bake starts; the preferred pose for HI), so
 the chunks do not depend on each other.
 
-Exit status: 0 success; 1 usage error; 2 a bad / missing file, a missing chain or target, or a
-failed bake (one line on stderr per problem; the other files are still processed and saved).
+Before any file is opened, every path the run writes is checked against every input and each
+other, an existing output is replaced only with ``--overwrite`` and every folder written into is
+probed (``_batch_paths``). After saving, the batch re-opens the saved file and checks every baked
+chain's rotation keys are there (``_batch_rigs``). Progress goes to stderr (``[ik_batch] ...``), the
+per-chain results to stdout (none with ``--quiet``), the report to ``--report`` (``_batch_report``,
+docs/batch-report.md).
+
+Exit status (a farm's retry logic, docs/farm.md): 0 ok; 1 usage error (bad option or value, paths
+that collide, an output that exists without --overwrite: do not retry); 2 bad input or failed work
+(a bad / missing file, a missing, linked or target-less chain, a failed bake, Blender's evaluation
+differing from the solve, keys missing after the save, a folder that cannot be written: do not
+retry); 3 an internal error (an unexpected exception, a crashed worker: retry). One line on stderr per problem; the
+other files are still processed and saved.
 """
 
 from __future__ import annotations
@@ -43,6 +54,11 @@ for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
         sys.path.insert(0, str(_folder))
 
 import numpy as np  # noqa: E402
+from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
+from _batch_progress import Progress, cap_jobs  # noqa: E402
+from _batch_report import chain_statistics, report_document, write_report  # noqa: E402
+from _batch_rigs import BakedChain, ChainSelector, RigError, missing_keys  # noqa: E402
+from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
 from _cli import report as report_problem  # noqa: E402
 from _cli import script_args as script_args  # noqa: E402  (part of this script's interface)
@@ -50,6 +66,18 @@ from _cli import script_args as script_args  # noqa: E402  (part of this script'
 from ik_solvers.core import METHOD_FACTS  # noqa: E402
 
 PROG = "ik_batch"
+EXIT_INTERNAL = 3
+"""An unexpected exception (a bug, or the machine): worth a retry, unlike 1 and 2."""
+FRAME_MAX = 1_048_574
+"""Blender's last frame (``Scene.frame_end``'s hard maximum, the bake operator's cap)."""
+EXIT_HELP = """exit status (for a farm's retry logic):
+  0  ok: every file baked, saved and its keys found in the saved file
+  1  usage error: bad option or value, paths that collide, an existing output without --overwrite,
+     a --report that is not an ik_batch report (do not retry: fix the command)
+  2  bad input or failed work: bad/missing file, no such chain, a linked chain, no target, a failed
+     bake, Blender's evaluation differs from the solve, keys missing after the save, a folder that
+     cannot be written (do not retry: the same run fails the same way)
+  3  internal error: an unexpected exception or a crashed worker process (retry)"""
 DEFAULT_CHUNK_SIZE = 100
 """Frames per chunk: big enough for the core's batched solve to pay off, small enough that a long
 range splits over a few processes."""
@@ -62,23 +90,34 @@ class BatchError(Exception):
     """A problem with one file (exit 2); the message is one line."""
 
 
+class WorkerCrash(Exception):
+    """A worker process died or failed unexpectedly (exit 3: worth a retry)."""
+
+
 # --------------------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="ik_batch.py",
         description="Bake the IK chains of .blend files to rotation keys, headless (SPEC §7).",
-        epilog="Exit status: 0 ok, 1 usage error, 2 bad file / missing chain / missing target / failed bake.",
+        epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("files", nargs="*", type=Path,
                         help="input .blend files (under `blender -b FILE`, FILE comes first)")
     parser.add_argument("--chain", action="append", default=[], metavar="[ARMATURE:]NAME",
-                        help="bake this chain (repeatable); default every enabled chain of every armature")
+                        help="bake this chain (repeatable); default every enabled chain of every editable "
+                             "armature (a library override, not the linked original behind it). ARMATURE is "
+                             "a local armature or override by name, or a linked one by Blender's full name "
+                             "'NAME [LIBRARY]', e.g. 'Rig [rig.blend]:Arm' (linked armatures are refused: "
+                             "bake an override)")
     parser.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"),
-                        help="inclusive frame range (default the scene's)")
+                        help=f"inclusive frame range within 0..{FRAME_MAX} (default the scene's)")
     parser.add_argument("--step", type=int, default=1, help="key every STEP frames; the end frame is always keyed")
     parser.add_argument("--method", type=str.upper, choices=METHOD_NAMES,
                         help="solve every chain with this method (the file's setting is kept in the output)")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes for the frame chunks (default 1)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="worker processes for the frame chunks (default 1); capped by the CPUs and by "
+                             "the available memory (about 0.5 GB each), said on stderr")
     parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
                         help=f"frames per chunk (default {DEFAULT_CHUNK_SIZE}); the result does not depend on --jobs")
     save = parser.add_mutually_exclusive_group()
@@ -86,31 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
                       help="save-as path: a .blend file for one input, else a directory (created if missing)")
     save.add_argument("--in-place", action="store_true", help="overwrite each input file with its baked version")
     save.add_argument("--dry-run", action="store_true", help="bake in memory and report, save nothing")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an output file that exists (Blender keeps the old one as FILE.blend1); "
+                             "without it an existing output is a usage error")
     parser.add_argument("--manifest", type=Path, metavar="FILE",
                         help="more inputs, each with its own output if given: a JSON list of "
                              "{\"input\": PATH, \"output\": PATH} (or of input paths), or a text file with one "
                              "INPUT or INPUT<TAB>OUTPUT per line (# comments); relative paths are taken from the "
                              "manifest's folder; inputs without an output follow --output / --in-place / --dry-run")
-    parser.add_argument("--report", type=Path, metavar="FILE.json", help="write per-file, per-chain statistics")
-    parser.add_argument("--quiet", action="store_true", help="no per-chain lines on stdout")
+    parser.add_argument("--report", type=Path, metavar="FILE.json",
+                        help="write per-file, per-chain statistics (docs/batch-report.md); replaces only an "
+                             "earlier ik_batch report")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no per-chain lines on stdout (progress and problems still go to stderr)")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: a chunk task file
     return parser
-
-
-@dataclass(frozen=True)
-class ChainSelector:
-    armature: str | None
-    chain: str
-
-    @classmethod
-    def parse(cls, text: str) -> ChainSelector:
-        armature, sep, chain = text.rpartition(":")
-        if not chain:
-            raise UsageError(f"--chain {text!r}: empty chain name")
-        return cls(armature if sep else None, chain)
-
-    def __str__(self) -> str:
-        return f"{self.armature}:{self.chain}" if self.armature else self.chain
 
 
 @dataclass(frozen=True)
@@ -129,6 +158,7 @@ class BatchOptions:
     dry_run: bool
     report: Path | None
     quiet: bool
+    overwrite: bool = False
     outputs: tuple[tuple[Path, Path], ...] = ()
     """(input, output) pairs given by ``--manifest``: these inputs are saved there."""
 
@@ -148,43 +178,6 @@ class BatchOptions:
         return self.output / source.name
 
 
-def read_manifest(path: Path) -> list[tuple[Path, Path | None]]:
-    """The (input, output or None) pairs of a ``--manifest`` file (see ``--help``); UsageError if unreadable.
-
-    JSON when the text starts with ``[``, else lines of ``INPUT`` or ``INPUT<TAB>OUTPUT``. Relative
-    paths are relative to the manifest's folder, so a manifest moves with its files.
-    """
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise UsageError(f"--manifest {path}: cannot be read ({error.strerror})") from None
-    base = path.resolve().parent
-    rows: list[tuple[object, object]] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except ValueError as error:
-            raise UsageError(f"--manifest {path}: not valid JSON ({error})") from None
-        for item in items:
-            if isinstance(item, dict) and set(item) <= {"input", "output"} and "input" in item:
-                rows.append((item["input"], item.get("output")))
-            else:
-                rows.append((item, None))
-    else:
-        for line in text.splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                given, _, output = line.strip().partition("\t")
-                rows.append((given.strip(), output.strip() or None))
-    entries: list[tuple[Path, Path | None]] = []
-    for number, (source, target) in enumerate(rows, 1):
-        if not isinstance(source, str) or not source or not (target is None or isinstance(target, str) and target):
-            raise UsageError(f"--manifest {path}: entry {number} is not an input path with an optional output path")
-        entries.append((base / source, None if target is None else base / target))
-    if not entries:
-        raise UsageError(f"--manifest {path}: lists no input file")
-    return entries
-
-
 def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOptions:
     """Check the script's arguments (``script_args``); ``opened_file`` is the file Blender opened.
 
@@ -202,10 +195,14 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         raise UsageError("--step must be at least 1")
     if ns.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    if ns.chunk_size < 1:
-        raise UsageError("--chunk-size must be at least 1")
-    if ns.frames is not None and ns.frames[1] < ns.frames[0]:
-        raise UsageError(f"--frames: the end frame {ns.frames[1]} is before the start frame {ns.frames[0]}")
+    if not 1 <= ns.chunk_size <= FRAME_MAX + 1:
+        raise UsageError(f"--chunk-size must be between 1 and {FRAME_MAX + 1}")
+    if ns.frames is not None:
+        for frame in ns.frames:
+            if not 0 <= frame <= FRAME_MAX:
+                raise UsageError(f"--frames: {frame} is outside Blender's frame range 0..{FRAME_MAX}")
+        if ns.frames[1] < ns.frames[0]:
+            raise UsageError(f"--frames: the end frame {ns.frames[1]} is before the start frame {ns.frames[0]}")
     defaulted = [f for f in files if f not in dict(explicit)]
     if defaulted and ns.output is None and not ns.in_place and not ns.dry_run:
         raise UsageError("say where to save: --output PATH, --in-place, or --dry-run")
@@ -231,6 +228,7 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         dry_run=ns.dry_run,
         report=ns.report,
         quiet=ns.quiet,
+        overwrite=ns.overwrite,
         outputs=explicit,
     )
     saved: dict[Path, Path] = {}
@@ -302,31 +300,6 @@ def load_solved(path: Path):
     return SolvedFrames.load(path)
 
 
-def chain_statistics(job, solved, bake_report, seconds: float) -> dict:
-    """The ``--report`` entry of one baked chain: the add-on's ``BakeReport`` under the batch's names."""
-    entry = {
-        "armature": bake_report.armature,
-        "chain": bake_report.chain,
-        "method": bake_report.method,
-        "frames": bake_report.frames,
-        "frame_start": bake_report.frame_start,
-        "frame_end": bake_report.frame_end,
-        "step": bake_report.frame_step,
-        "status_counts": bake_report.status_counts,
-        "max_error": bake_report.max_error,
-        "median_error": bake_report.median_error,
-        "max_error_over_lower_bound": bake_report.max_excess,
-        "max_error_over_lower_bound_frame": bake_report.max_excess_frame,
-        "flips": bake_report.flip_frames,
-        "sampling": bake_report.sampling,
-        "seconds": seconds,
-    }
-    if bake_report.pole_warning_frames is not None:
-        entry["pole_warning_frames"] = bake_report.pole_warning_frames
-        entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
-    return entry
-
-
 # --------------------------------------------------------------------------- files
 def open_blend(path: Path) -> None:
     bpy = _bpy()
@@ -345,32 +318,12 @@ def open_blend(path: Path) -> None:
 
 
 def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
-    """(armature object, chain settings) pairs to bake, in file order; BatchError for a missing one."""
-    bpy = _bpy()
-    armatures = [obj for obj in bpy.data.objects if obj.type == "ARMATURE"]
-    if not options.chains:
-        found = [(obj, chain) for obj in armatures for chain in obj.ik_solvers.chains if chain.enabled]
-        if not found:
-            raise BatchError("the file has no enabled IK chain")
-        return _with_targets(found)
-    selected = []
-    for selector in options.chains:
-        matches = [(obj, chain) for obj in armatures if selector.armature in (None, obj.name)
-                   for chain in obj.ik_solvers.chains if chain.name == selector.chain]
-        if not matches:
-            raise BatchError(f"no IK chain '{selector}'")
-        if len(matches) > 1:
-            raise BatchError(f"chain name '{selector}' is on several armatures; write ARMATURE:{selector.chain}")
-        selected.append(matches[0])
-    return _with_targets(selected)
-
-
-def _with_targets(selected: list) -> list:
-    """``selected`` unchanged, once every chain is known to have a target (checked before any bake)."""
-    for obj, chain in selected:
-        if chain.target is None:
-            raise BatchError(f"chain '{obj.name}:{chain.name}' has no target")
-    return selected
+    """(armature object, chain settings) pairs to bake, in file order (``_batch_rigs.select_chains``:
+    overrides rather than the linked originals behind them; linked armatures refused); BatchError."""
+    try:
+        return select_rig_chains(list(_bpy().data.objects), options.chains)
+    except RigError as error:
+        raise BatchError(str(error)) from None
 
 
 def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: Path) -> list:
@@ -382,7 +335,7 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
     for worker, indices in enumerate(assign_chunks(len(chunks), jobs)):
         task = {
             "blend": str(snapshot),
-            "armature": job.obj.name,
+            "armature": job.obj.name,  # a local armature or override: select_chains refuses linked ones
             "chain": job.chains[0].name,
             "frame_range": [int(job.options.frame_start), int(job.options.frame_end)],
             "step": int(job.options.frame_step),
@@ -393,13 +346,14 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         task_path.write_text(json.dumps(task))
         processes.append((task_path, subprocess.Popen(worker_command(task_path), stdout=subprocess.DEVNULL,
                                                       stderr=subprocess.PIPE, text=True)))
-    failures = []
+    failures, crashed = [], False
     for _task_path, process in processes:
         _, stderr = process.communicate()
         if process.returncode != 0:
             failures.append(one_line(stderr) or f"worker exited with {process.returncode}")
+            crashed = crashed or process.returncode != EXIT_FAILED  # a signal, memory, a bug: exit 3
     if failures:
-        raise BatchError(f"a worker failed: {failures[0]}")
+        raise (WorkerCrash if crashed else BatchError)(f"a worker failed: {failures[0]}")
     return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
 
 
@@ -418,7 +372,7 @@ def run_worker(task_path: Path) -> int:
     task = json.loads(task_path.read_text())
     try:
         open_blend(Path(task["blend"]))
-        obj = bpy.data.objects.get(task["armature"])
+        obj = bpy.data.objects.get((task["armature"], None))  # the local one, not a linked namesake
         if obj is None:
             raise BatchError(f"no armature '{task['armature']}' in the snapshot")
         job = make_job(obj, task["chain"], tuple(task["frame_range"]), task["step"])
@@ -431,11 +385,13 @@ def run_worker(task_path: Path) -> int:
     return EXIT_OK
 
 
-def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> dict:
-    """Bake the selected chains of one file and save it; the file's report entry (BatchError on failure)."""
+def bake_file(path: Path, options: BatchOptions, progress: Progress, already_open: bool = False) -> dict:
+    """Bake the selected chains of one file, save it and check the saved keys; the file's report entry
+    (BatchError on failure)."""
     bpy = _bpy()
     bake = _bake_module()
     started = time.perf_counter()
+    progress.start_file(path)
     if not already_open:
         open_blend(path)
     scene = bpy.context.scene
@@ -446,25 +402,34 @@ def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> 
         for obj, chain in selected:
             originals[(obj.name, chain.name)] = chain.method
             chain.method = options.method
-    entries = []
+    entries, baked, mismatched = [], [], []
+    jobs, capped = cap_jobs(options.jobs)
+    if capped:
+        progress.note(capped)
     with tempfile.TemporaryDirectory(prefix="ik_batch_") as workdir:
-        for obj, chain in selected:
+        for index, (obj, chain) in enumerate(selected, 1):
             chain_started = time.perf_counter()
             job = make_job(obj, chain.name, frames, options.step)
             chunks = plan_chunks(job.frames, options.chunk_size)
             try:
-                if options.jobs == 1 or len(chunks) == 1:
+                if jobs == 1 or len(chunks) == 1:
                     parts = [solve_chunk(job, frames_) for frames_ in chunks]
                 else:
-                    parts = solve_chunks_in_workers(job, chunks, options.jobs, Path(workdir))
+                    parts = solve_chunks_in_workers(job, chunks, jobs, Path(workdir))
                 solved = bake.SolvedFrames.concatenate(parts)
                 bake_report = job.write_solved(job.chains[0], solved)
                 job.finish()
             except bake.IKSolversError as error:
                 job.cancel()
                 raise BatchError(f"{obj.name}:{chain.name}: {error}") from None
-            entry = chain_statistics(job, solved, bake_report, time.perf_counter() - chain_started)
+            entry = chain_statistics(bake_report, time.perf_counter() - chain_started)
             entries.append(entry)
+            baked.append(BakedChain(obj.name, chain.name, tuple(job.chains[0].rig.joint_bones),
+                                    tuple(int(f) for f in job.frames)))
+            if entry["evaluated_mismatch_frames"]:
+                mismatched.append(entry)
+            progress.chain(path, f"{entry['armature']}:{entry['chain']}", index, len(selected), entry["frames"],
+                           entry["seconds"])
             if not options.quiet:
                 counts = ", ".join(f"{n} {s.lower()}" for s, n in entry["status_counts"].items() if n)
                 print(f"{path.name} {entry['armature']}:{entry['chain']} [{entry['method']}] {entry['frames']} frames: "
@@ -475,22 +440,54 @@ def bake_file(path: Path, options: BatchOptions, already_open: bool = False) -> 
             chain.method = originals[(obj.name, chain.name)]
     output = options.output_path(path)
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        # No .blend1 backups next to a fresh output; --in-place keeps Blender's usual backup.
-        paths = bpy.context.preferences.filepaths
-        save_version = paths.save_version
-        paths.save_version = save_version if options.in_place else 0
-        try:
-            bpy.ops.wm.save_as_mainfile(filepath=str(output), copy=True)
-        except RuntimeError as error:
-            raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
-        finally:
-            paths.save_version = save_version
-    return {"input": str(path), "output": None if output is None else str(output), "ok": True,
-            "chains": entries, "seconds": time.perf_counter() - started}
+        save_checked(output, baked, backup=options.in_place or output.exists())
+    result = {"input": str(path), "output": None if output is None else str(output), "ok": not mismatched,
+              "chains": entries, "seconds": time.perf_counter() - started}
+    if mismatched:
+        first = mismatched[0]
+        result["error"] = (f"{path}: {first['armature']}:{first['chain']}: Blender's evaluation of the baked keys "
+                           f"differs from the solve on {len(first['evaluated_mismatch_frames'])} frames "
+                           f"(first {first['evaluated_mismatch_frames'][0]})")
+    return result
+
+
+def save_checked(output: Path, baked: list[BakedChain], backup: bool) -> None:
+    """Save the open file as ``output``, re-open the saved file and check every baked chain's keys are
+    there (BatchError if not). ``backup``: Blender keeps the replaced file as ``output.blend1``."""
+    bpy = _bpy()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    paths = bpy.context.preferences.filepaths
+    save_version = paths.save_version
+    # No .blend1 next to a fresh output; a replaced file (--overwrite, --in-place) keeps one.
+    paths.save_version = max(1, save_version) if backup else 0
+    try:
+        bpy.ops.wm.save_as_mainfile(filepath=str(output), copy=True)
+    except RuntimeError as error:
+        raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
+    finally:
+        paths.save_version = save_version
+    from ik_solvers.blender import compat
+
+    open_blend(output)
+    for chain in baked:
+        problem = missing_keys(bpy.data.objects, chain, compat.channelbag_for_assigned_slot)
+        if problem is not None:
+            raise BatchError(f"{output}: the keys did not survive the save: {problem}")
 
 
 def main(argv: list[str]) -> int:
+    """Run the batch; any exception that escapes the per-file handling is an internal error (exit 3)."""
+    try:
+        return run(argv)
+    except KeyboardInterrupt:
+        report_problem(PROG, "interrupted")
+        return EXIT_INTERNAL
+    except Exception as error:  # a bug or the machine, never a traceback: one line, and a farm retries
+        report_problem(PROG, f"internal error: {type(error).__name__}: {one_line(error)}")
+        return EXIT_INTERNAL
+
+
+def run(argv: list[str]) -> int:
     args = script_args(argv)
     try:
         if "--worker" in args:
@@ -501,28 +498,47 @@ def main(argv: list[str]) -> int:
             if not getattr(bpy.app, "module", False) and bpy.data.filepath:
                 opened = Path(bpy.data.filepath)
         options = parse_options(args, opened)
+        outputs = {path: output for path in options.files if (output := options.output_path(path)) is not None}
+        check_written_paths(options.files, outputs, options.report, in_place=options.in_place,
+                            overwrite=options.overwrite)
     except UsageError as error:
         report_problem(PROG, error, usage=True)
         return EXIT_USAGE
     except SystemExit as done:  # --help
         return int(done.code or 0)
-    reports, failed = [], False
+    try:
+        check_writable([*outputs.values(), *([options.report] if options.report is not None else [])])
+    except WriteError as error:
+        report_problem(PROG, error)
+        return EXIT_FAILED
+    reports, status = [], EXIT_OK
+    progress = Progress(len(options.files))
     for index, path in enumerate(options.files):
         try:
-            reports.append(bake_file(path, options, already_open=(opened is not None and index == 0)))
+            entry = bake_file(path, options, progress, already_open=(opened is not None and index == 0))
         except Exception as error:  # one file's failure must not lose the others
-            failed = True
-            message = str(error) if isinstance(error, BatchError) else (
-                f"unexpected {type(error).__name__}: {one_line(error)}")
+            expected = isinstance(error, BatchError)
+            status = max(status, EXIT_FAILED if expected else EXIT_INTERNAL)
+            message = str(error) if expected else f"internal error: {type(error).__name__}: {one_line(error)}"
             if not message.startswith(str(path)):
                 message = f"{path}: {message}"
             report_problem(PROG, message)
-            reports.append({"input": str(path), "output": None, "ok": False, "error": message, "chains": []})
+            entry = {"input": str(path), "output": None, "ok": False, "error": message, "chains": []}
+        else:
+            if not entry["ok"]:
+                status = max(status, EXIT_FAILED)
+                report_problem(PROG, entry["error"])
+        progress.end_file()
+        reports.append(entry)
     if options.report is not None:
-        options.report.parent.mkdir(parents=True, exist_ok=True)
-        options.report.write_text(json.dumps({"jobs": options.jobs, "chunk_size": options.chunk_size,
-                                              "files": reports}, indent=2))
-    return EXIT_FAILED if failed else EXIT_OK
+        document = report_document(reports, exit_code=status, jobs=options.jobs, chunk_size=options.chunk_size,
+                                   blender_version=_bpy().app.version_string)
+        try:
+            write_report(options.report, document)
+        except OSError as error:
+            report_problem(PROG, f"--report {options.report}: cannot be written ({error.strerror or error})")
+            return max(status, EXIT_FAILED)
+    return status
 
 
 if __name__ == "__main__":

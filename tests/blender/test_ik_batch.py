@@ -81,6 +81,11 @@ def run_batch(*args, check_rc: int | None = 0) -> subprocess.CompletedProcess:
     return process
 
 
+def problems(process: subprocess.CompletedProcess) -> str:
+    """stderr without the progress lines (``[ik_batch] ...``): the problems, one line each."""
+    return "\n".join(line for line in process.stderr.splitlines() if not line.startswith("[ik_batch]")).strip()
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -336,9 +341,9 @@ def test_missing_chain_and_missing_target_exit_2(addon, tmp_path):
     good = build_scene_file(tmp_path / "good.blend")
     no_target = build_scene_file(tmp_path / "no_target.blend", leg_target=False)
     process = run_batch(good, "--chain", "Spine", "--dry-run", check_rc=2)
-    assert process.stderr.strip() == f"ik_batch: {good}: no IK chain 'Spine'"
+    assert problems(process) == f"ik_batch: {good}: no IK chain 'Spine'"
     process = run_batch(no_target, good, "--output", tmp_path / "out", check_rc=2)
-    assert process.stderr.strip() == f"ik_batch: {no_target}: chain 'Rig:Leg' has no target"
+    assert problems(process) == f"ik_batch: {no_target}: chain 'Rig:Leg' has no target"
     assert (tmp_path / "out" / "good.blend").is_file() and not (tmp_path / "out" / "no_target.blend").exists()
 
 
@@ -354,7 +359,7 @@ def test_manifest_bakes_every_file_in_one_process_as_alone(scene_file, tmp_path)
                                     {"input": "missing.blend", "output": "baked/missing.blend"},
                                     {"input": str(other), "output": str(tmp_path / "elsewhere" / "other.blend")}]))
     process = run_batch("--manifest", manifest, "--report", tmp_path / "r.json", check_rc=2)
-    assert process.stderr.strip() == f"ik_batch: {tmp_path / 'missing.blend'}: no such file"
+    assert problems(process) == f"ik_batch: {tmp_path / 'missing.blend'}: no such file"
     outputs = {scene_file: tmp_path / "baked" / "shot_ik.blend", other: tmp_path / "elsewhere" / "other.blend"}
     for source, output in outputs.items():
         keys, reference = baked_keys(output), baked_keys(alone / source.name)
@@ -453,3 +458,319 @@ def test_a_chain_hanging_from_another_sees_its_keys(addon, tmp_path):
         # component that is 0): solving.prepare_solve scales tolerance and damping by the batch's
         # largest root-frame scale, which carries float32 noise here (the root is the forearm).
         assert np.abs(co - keys_two[channel]).max() < 1e-12, channel
+
+
+# --------------------------------------------------------------------------- paths (issue 10)
+def test_report_never_lands_on_an_input_or_an_output(scene_file, tmp_path):
+    """Today `--report shot.blend` turned the input into JSON with exit 0, and `--report baked.blend`
+    replaced the output: every written path is checked before any work (exit 1, nothing touched)."""
+    before = sha256(scene_file)
+    out = tmp_path / "baked.blend"
+    link = tmp_path / "link.json"
+    link.symlink_to(scene_file)
+    hard = tmp_path / "hard.json"
+    os.link(scene_file, hard)
+    for report, message in ((scene_file, "is the input"), (link, "is the input"), (hard, "is the input"),
+                            (out, "is the output of")):
+        process = run_batch(scene_file, "--output", out, "--report", report, check_rc=1)
+        assert problems(process).count("\n") == 0 and message in process.stderr, process.stderr
+        assert "Traceback" not in process.stderr and "[ik_batch]" not in process.stderr  # before any work
+    assert sha256(scene_file) == before and not out.exists()
+    # An output that is another input (through a symlink) is refused too.
+    other = build_scene_file(tmp_path / "other.blend")
+    alias = tmp_path / "alias.blend"
+    alias.symlink_to(other)
+    manifest = tmp_path / "m.txt"
+    manifest.write_text(f"{scene_file}\t{alias}\n{other}\t{tmp_path / 'o.blend'}\n")
+    process = run_batch("--manifest", manifest, check_rc=1)
+    assert "is another input" in process.stderr
+
+
+def test_report_replaces_only_a_report_of_ours(scene_file, tmp_path):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"my": "notes"}\n')
+    process = run_batch(scene_file, "--dry-run", "--chain", "Arm", "--report", notes, check_rc=1)
+    assert "is not an ik_batch report" in process.stderr and notes.read_text() == '{"my": "notes"}\n'
+    report = tmp_path / "r.json"
+    run_batch(scene_file, "--dry-run", "--chain", "Arm", "--report", report)
+    run_batch(scene_file, "--dry-run", "--chain", "Leg", "--report", report)  # an earlier report: replaced
+    assert [c["chain"] for c in json.loads(report.read_text())["files"][0]["chains"]] == ["Leg"]
+
+
+def test_existing_output_is_replaced_only_with_overwrite_keeping_a_backup(scene_file, tmp_path):
+    """Today `--output` onto an unrelated .blend replaced it silently."""
+    out = tmp_path / "precious.blend"
+    out.write_bytes(scene_file.read_bytes()[:64] + b"someone else's work")
+    before = sha256(out)
+    process = run_batch(scene_file, "--output", out, check_rc=1)
+    assert "exists; pass --overwrite" in process.stderr and sha256(out) == before
+    run_batch(scene_file, "--output", out, "--overwrite")
+    assert sha256(tmp_path / "precious.blend1") == before  # Blender's own backup of the replaced file
+    assert len(baked_keys(out)) == 5 * 4
+
+
+def test_rerun_with_overwrite_gives_the_same_keys_bit_for_bit(scene_file, tmp_path):
+    """A farm task retried over its own output: --overwrite, the same keys bit for bit,
+    the first output kept as the backup. (The .blend's bytes themselves differ between two saves of the
+    same data: Blender writes a memory address into the file's GLOB block and a per-session byte into
+    every ID, so the keys are what is compared.)"""
+    out = tmp_path / "baked.blend"
+    run_batch(scene_file, "--output", out, "--chunk-size", "30", "--report", tmp_path / "r.json")
+    first, first_keys = sha256(out), baked_keys(out)
+    assert not (tmp_path / "baked.blend1").exists()  # a fresh output has no backup
+    run_batch(scene_file, "--output", out, "--chunk-size", "30", "--jobs", "2", "--overwrite",
+              "--report", tmp_path / "r.json")
+    assert sha256(tmp_path / "baked.blend1") == first
+    again = baked_keys(out)
+    assert again.keys() == first_keys.keys() and len(again) == 5 * 4
+    for channel, co in first_keys.items():
+        assert co.tobytes() == again[channel].tobytes(), channel
+
+
+@pytest.fixture
+def readonly_folder(tmp_path) -> Path:
+    """A folder this process cannot write into (root writes into a mode 555 folder: then a sysfs one)."""
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        (folder / "probe").touch()
+    except OSError:
+        return folder
+    (folder / "probe").unlink()
+    for candidate in (Path("/sys/kernel"), Path("/proc/self")):
+        try:
+            (candidate / "ik_batch_probe").touch()
+        except OSError:
+            return candidate
+    pytest.skip("no folder here refuses writing to this user")
+
+
+def test_unwritable_folders_fail_before_the_bake_in_one_line(scene_file, tmp_path, readonly_folder):
+    """Today a read-only output folder failed only after the whole bake, and a read-only report folder
+    was a traceback with exit 1."""
+    for args in (("--output", readonly_folder / "out" / "baked.blend"),
+                 ("--dry-run", "--report", readonly_folder / "r.json"),
+                 ("--output", scene_file / "baked.blend")):  # under a file
+        process = run_batch(scene_file, *args, check_rc=2)
+        assert "Traceback" not in process.stderr and "[ik_batch]" not in process.stderr  # nothing baked
+        assert problems(process).startswith("ik_batch: cannot write ") and "\n" not in problems(process)
+
+
+# --------------------------------------------------------------------------- exit codes (issues 10, 13)
+def test_an_unexpected_exception_exits_3_with_one_line(addon, scene_file, tmp_path, monkeypatch, capsys):
+    """A bug or the machine (not a bad input) is exit 3, which a farm retries; one line, no traceback,
+    and the report says so."""
+    def broken(*_args, **_kwargs):
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    monkeypatch.setattr(ik_batch, "bake_file", broken)
+    report = tmp_path / "r.json"
+    assert ik_batch.main(["ik_batch.py", str(scene_file), "--dry-run", "--report", str(report)]) == 3
+    err = capsys.readouterr().err
+    assert err == f"ik_batch: {scene_file}: internal error: ZeroDivisionError: second line\n"
+    data = json.loads(report.read_text())
+    assert data["exit_code"] == 3 and data["files"][0]["ok"] is False
+    monkeypatch.setattr(ik_batch, "run", broken)  # outside the per-file handling too
+    assert ik_batch.main(["ik_batch.py"]) == 3
+    assert capsys.readouterr().err == "ik_batch: internal error: ZeroDivisionError: second line\n"
+
+
+def test_a_crashed_worker_exits_3_and_a_failed_one_2(addon, scene_file, monkeypatch, capsys):
+    """A worker killed by a signal (memory, the machine) is worth a retry; one that reports a bad input
+    (exit 2) is not."""
+    args = ["ik_batch.py", str(scene_file), "--dry-run", "--quiet", "--chain", "Arm", "--jobs", "2",
+            "--chunk-size", "30"]
+    monkeypatch.setattr(ik_batch, "cap_jobs", lambda jobs: (jobs, None))  # two workers even on one CPU
+    for code, status in (("import os; os.abort()", 3), ("import sys; print('ik_batch worker: bad', file=sys.stderr); sys.exit(2)", 2)):
+        monkeypatch.setattr(ik_batch, "worker_command", lambda _task, code=code: [sys.executable, "-c", code])
+        assert ik_batch.main(args) == status
+        err = capsys.readouterr().err.splitlines()
+        problem = [line for line in err if not line.startswith("[ik_batch]")]
+        assert len(problem) == 1 and "a worker failed" in problem[0]
+        assert ("internal error" in problem[0]) == (status == 3)
+
+
+def test_exit_codes_are_documented_for_a_farm():
+    text = ik_batch.build_parser().format_help()
+    for line in ("0  ok", "1  usage error", "2  bad input or failed work", "3  internal error"):
+        assert line in text
+    farm = (REPO / "docs" / "farm.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert "| 3 |" in farm and "exit 3" in readme.lower().replace("`", "")
+
+
+def test_evaluated_mismatch_fails_the_file(addon, scene_file, tmp_path, monkeypatch, capsys):
+    """The Blender layer's check of the baked keys on Blender's own evaluation: frames where it differs
+    from the solve make the run exit 2 and are listed in the report (faked here until the layer has it)."""
+    import _batch_report
+
+    real = _batch_report.evaluated_fields
+
+    def mismatching(bake_report):
+        fields = real(bake_report)
+        if bake_report.chain == "Arm":
+            fields.update(evaluated_max_error=0.25, evaluated_mismatch_frames=[7, 8], evaluated_frames_checked=90)
+        return fields
+
+    monkeypatch.setattr(_batch_report, "evaluated_fields", mismatching)
+    report = tmp_path / "r.json"
+    assert ik_batch.main(["ik_batch.py", str(scene_file), "--dry-run", "--quiet", "--report", str(report)]) == 2
+    assert "Blender's evaluation of the baked keys differs from the solve on 2 frames (first 7)" in capsys.readouterr().err
+    (entry,) = json.loads(report.read_text())["files"]
+    assert entry["ok"] is False and entry["chains"][0]["evaluated_mismatch_frames"] == [7, 8]
+
+
+# --------------------------------------------------------------------------- bounds and progress
+def test_frames_within_blenders_range_and_chunk_size_bounded():
+    assert ik_batch.FRAME_MAX == bpy.types.Scene.bl_rna.properties["frame_end"].hard_max
+    for args, message in ((["--frames", "1", "10000000"], "outside Blender's frame range"),
+                          (["--frames", "-5", "3"], "outside Blender's frame range"),
+                          (["--chunk-size", "0"], "--chunk-size must be between 1 and"),
+                          (["--chunk-size", "2000000"], "--chunk-size must be between 1 and")):
+        with pytest.raises(ik_batch.UsageError, match=message):
+            ik_batch.parse_options(["a.blend", "--dry-run", *args])
+
+
+def test_jobs_are_capped_by_cpus_and_memory(scene_file, monkeypatch):
+    import _batch_progress
+
+    cpus = len(os.sched_getaffinity(0))
+    jobs, reason = _batch_progress.cap_jobs(64)
+    assert jobs <= cpus and "--jobs 64 capped to" in reason
+    assert _batch_progress.cap_jobs(1) == (1, None)
+    monkeypatch.setitem(sys.modules, "psutil", None)  # Blender's Python: /proc/meminfo instead
+    available = _batch_progress.available_memory()
+    assert available is not None and available > 0
+    monkeypatch.setattr(_batch_progress, "available_memory", lambda: 0.7 * 2**30)
+    assert _batch_progress.cap_jobs(cpus + 4)[0] == 1  # room for one worker
+    process = run_batch(scene_file, "--dry-run", "--chain", "Arm", "--jobs", "64", "--chunk-size", "10")
+    assert f"[ik_batch] --jobs 64 capped to {min(cpus, 64)}" in process.stderr or "capped to" in process.stderr
+
+
+def test_progress_on_stderr_with_time_left_and_quiet_stdout(scene_file, tmp_path):
+    other = build_scene_file(tmp_path / "other.blend")
+    process = run_batch(scene_file, other, "--dry-run", "--quiet")
+    lines = [line for line in process.stderr.splitlines() if line.startswith("[ik_batch]")]
+    assert "[ik_batch] file 1/2 shot.blend: opening" in lines
+    assert any(line.startswith("[ik_batch] file 2/2 other.blend: opening; about ") for line in lines)
+    chains = [line for line in lines if ": chain " in line]
+    assert len(chains) == 4 and all(line.endswith("s left") for line in chains)
+    assert "chain 2/2 Rig:Leg 90 frames" in chains[1]
+    assert "Rig:Arm" not in process.stdout  # --quiet: no per-chain lines on stdout
+
+
+def test_the_addon_is_unregistered_before_exit(tmp_path):
+    """_cli.import_bpy registers the add-on and unregisters it at exit (bpy 4.5 hangs otherwise): an
+    exit handler registered earlier runs later, and sees it gone."""
+    code = ("import atexit, bpy\n"
+            "atexit.register(lambda: print('registered at exit:', hasattr(bpy.types.Object, 'ik_solvers')))\n"
+            "import _cli\n_cli.import_bpy()\nprint('registered:', hasattr(bpy.types.Object, 'ik_solvers'))\n")
+    process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "scripts")])})
+    assert process.returncode == 0, process.stderr
+    assert "registered: True" in process.stdout and "registered at exit: False" in process.stdout
+
+
+# --------------------------------------------------------------------------- linked and overridden rigs
+@pytest.fixture
+def library_files(addon, tmp_path) -> dict[str, Path]:
+    """rig.blend (the scene file's rig and targets in a collection), a shot linking that collection, and a
+    shot with a library override of it (``override_hierarchy_create``): the linked original stays in the
+    file behind the override, with the same name."""
+    rig = build_scene_file(tmp_path / "rig.blend")
+    collection = bpy.data.collections.new("RigColl")
+    bpy.context.scene.collection.children.link(collection)
+    for obj in list(bpy.context.scene.collection.objects):
+        collection.objects.link(obj)
+        bpy.context.scene.collection.objects.unlink(obj)
+    bpy.ops.wm.save_as_mainfile(filepath=str(rig))
+    files = {"rig": rig}
+    for name in ("linked", "override"):
+        bpy.ops.wm.read_homefile(use_empty=True)
+        with bpy.data.libraries.load(str(rig), link=True) as (_source, data):
+            data.collections = ["RigColl"]
+        (linked,) = data.collections
+        instance = bpy.data.objects.new("RigColl", None)
+        instance.instance_type, instance.instance_collection = "COLLECTION", linked
+        bpy.context.scene.collection.objects.link(instance)
+        if name == "override":
+            linked.override_hierarchy_create(bpy.context.scene, bpy.context.view_layer, do_fully_editable=True)
+        bpy.context.scene.frame_start, bpy.context.scene.frame_end = FRAMES
+        files[name] = tmp_path / f"{name}.blend"
+        bpy.ops.wm.save_as_mainfile(filepath=str(files[name]))
+    return files
+
+
+def test_override_is_baked_and_its_linked_original_skipped(library_files, tmp_path):
+    out = tmp_path / "baked.blend"
+    run_batch(library_files["override"], "--output", out, "--report", tmp_path / "r.json")
+    chains = json.loads((tmp_path / "r.json").read_text())["files"][0]["chains"]
+    assert [(c["armature"], c["chain"]) for c in chains] == [("Rig", "Arm"), ("Rig", "Leg")]  # not twice
+    assert len(baked_keys(out)) == 5 * 4  # the override's keys survived the save
+    override = bpy.data.objects["Rig", None]
+    assert override.override_library is not None and override.animation_data.action is not None
+    process = run_batch(library_files["override"], "--dry-run", "--chain", "Rig:Arm")  # the override
+    assert "Rig:Arm [DLS] 90 frames" in process.stdout
+
+
+def test_linked_armature_is_refused_with_how_to_override(library_files, tmp_path):
+    process = run_batch(library_files["linked"], "--output", tmp_path / "out.blend", check_rc=2)
+    assert "is linked from" in problems(process) and "make a library override" in problems(process)
+    assert not (tmp_path / "out.blend").exists()
+    process = run_batch(library_files["override"], "--dry-run", "--chain", "Rig [rig.blend]:Arm", check_rc=2)
+    assert problems(process) == (f"ik_batch: {library_files['override']}: chain 'Rig [rig.blend]:Arm': armature "
+                                 "'Rig [rig.blend]' is linked from //rig.blend and cannot be keyed; make a library "
+                                 "override (Object > Library Override > Make) and bake that")
+    options = ik_batch.parse_options(["a.blend", "--dry-run", "--chain", "Rig[rig.blend]:Arm"])
+    assert (options.chains[0].armature, options.chains[0].library, str(options.chains[0])) == (
+        "Rig", "rig.blend", "Rig [rig.blend]:Arm")
+
+
+def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
+    """The batch re-opens what it saved and checks every baked chain's rotation keys on the baked frames."""
+    out = tmp_path / "baked.blend"
+    run_batch(scene_file, "--output", out, "--chain", "Arm")
+    bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    chain = ik_batch.BakedChain("Rig", "Arm", ("upper_arm", "forearm"), tuple(range(FRAMES[0], FRAMES[1] + 1)))
+    ik_batch.save_checked(tmp_path / "again.blend", [chain], backup=False)  # all there
+    from ik_solvers.blender import compat
+
+    def forearm_curve():  # looked up again after every save_checked: it re-opens the saved file
+        channelbag = compat.channelbag_for_assigned_slot(bpy.data.objects["Rig"].animation_data)
+        fcurve = next(f for f in channelbag.fcurves if f.data_path == 'pose.bones["forearm"].rotation_quaternion')
+        return channelbag, fcurve
+
+    _channelbag, fcurve = forearm_curve()
+    fcurve.keyframe_points.remove(fcurve.keyframe_points[10])
+    with pytest.raises(ik_batch.BatchError, match=r"bone 'forearm' lacks keys on 1 baked frames \(first 11\)"):
+        ik_batch.save_checked(tmp_path / "lost.blend", [chain], backup=False)
+    channelbag, fcurve = forearm_curve()
+    channelbag.fcurves.remove(fcurve)
+    with pytest.raises(ik_batch.BatchError, match="did not survive the save: .* no rotation keys on bone 'forearm'"):
+        ik_batch.save_checked(tmp_path / "lost2.blend", [chain], backup=False)
+
+
+# --------------------------------------------------------------------------- versioned report
+def test_report_validates_against_its_schema(scene_file, tmp_path):
+    """A real report (one good file, one missing) against docs/batch-report.schema.json, with the
+    versions it carries."""
+    jsonschema = pytest.importorskip("jsonschema")  # the test group pins it (pyproject.toml)
+    import tomllib
+
+    report = tmp_path / "r.json"
+    run_batch(scene_file, tmp_path / "missing.blend", "--output", tmp_path / "out", "--method", "HI",
+              "--report", report, check_rc=2)
+    data = json.loads(report.read_text())
+    schema = json.loads((REPO / "docs" / "batch-report.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
+    manifest = tomllib.loads((REPO / "blender_manifest.toml").read_text())
+    assert (data["schema_version"], data["addon_version"], data["blender_version"], data["exit_code"]) == (
+        2, manifest["version"], bpy.app.version_string, 2)
+    good, missing = data["files"]
+    assert good["ok"] and not missing["ok"] and "no such file" in missing["error"]
+    assert {"evaluated_max_error", "evaluated_mismatch_frames", "evaluated_frames_checked"} <= set(good["chains"][0])
+    broken = dict(data, files=[dict(good, ok="yes")])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema, cls=jsonschema.Draft202012Validator)

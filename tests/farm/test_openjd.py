@@ -157,6 +157,22 @@ def test_a_bad_chain_fails_its_task_only(shots, tmp_path):
     assert failed["input"] == str(shots["bad"]) and "chain 'Rig:Leg' has no target" in failed["error"]
 
 
+def test_a_retried_task_rewrites_its_own_output_with_the_same_keys(shots, tmp_path):
+    """A farm retries a task (or a job is run again) over the outputs of the first run: the template
+    passes --overwrite, so the task succeeds, its keys are bit for bit the first run's, and the first
+    output is kept as Blender's .blend1 backup."""
+    out = tmp_path / "farm"
+    params = job_params([shots["shot_b"]], out)
+    task = ("run", TEMPLATE, "--step", "Bake", "--task-param", f"File={shots['shot_b']}")
+    openjd(*task, params=params)
+    first = (out / "shot_b.blend").read_bytes()
+    openjd(*task, params=params)
+    assert (out / "shot_b.blend1").read_bytes() == first
+    assert baked_keys(out / "shot_b.blend") == baked_keys(shots["direct"] / "shot_b.blend")
+    report = json.loads((out / "reports" / "shot_b.json").read_text())
+    assert report["schema_version"] == 2 and report["exit_code"] == 0
+
+
 def test_template_offers_the_cores_methods():
     """The template's Method choices are the core's method table (plus "" for each chain's own)."""
     import yaml  # openjd-cli's dependency

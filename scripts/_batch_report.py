@@ -1,0 +1,104 @@
+"""ik_batch's ``--report`` JSON: versioned, documented in docs/batch-report.md and checked against
+docs/batch-report.schema.json by the tests.
+
+``SCHEMA_VERSION`` counts changes a reader must know about: bump it when a field changes meaning or
+goes away (adding a field does not).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 2
+"""1: the unversioned report of round 1 (``jobs``, ``chunk_size``, ``files``); 2: versions, exit code,
+the evaluated check of the baked keys."""
+
+
+def addon_version() -> str:
+    """The add-on's version from its ``blender_manifest.toml`` (inside the package when installed as an
+    extension, beside it in a checkout); ``"unknown"`` if neither is readable."""
+    import ik_solvers
+
+    package = Path(ik_solvers.__file__).resolve().parent
+    for manifest in (package / "blender_manifest.toml", package.parent / "blender_manifest.toml"):
+        try:
+            return str(tomllib.loads(manifest.read_text())["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            continue
+    return "unknown"
+
+
+def evaluated_fields(bake_report: Any) -> dict[str, Any]:
+    """The check of the baked keys on Blender's own evaluation, when the add-on's ``BakeReport`` has it.
+
+    ``evaluated_max_error`` (scene units over the lower bound), ``evaluated_mismatch_frames`` (frames
+    where Blender's evaluated tip differs from the solve), ``evaluated_frames_checked``; None /
+    [] / 0 from an add-on without the check.
+    """
+    mismatches = getattr(bake_report, "evaluated_mismatch_frames", None)
+    return {
+        "evaluated_max_error": getattr(bake_report, "evaluated_max_error", None),
+        "evaluated_mismatch_frames": [int(f) for f in mismatches] if mismatches is not None else [],
+        "evaluated_frames_checked": int(getattr(bake_report, "evaluated_frames_checked", 0) or 0),
+    }
+
+
+def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
+    """The ``--report`` entry of one baked chain: the add-on's ``BakeReport`` under the batch's names."""
+    entry = {
+        "armature": bake_report.armature,
+        "chain": bake_report.chain,
+        "method": bake_report.method,
+        "frames": bake_report.frames,
+        "frame_start": bake_report.frame_start,
+        "frame_end": bake_report.frame_end,
+        "step": bake_report.frame_step,
+        "status_counts": bake_report.status_counts,
+        "max_error": bake_report.max_error,
+        "median_error": bake_report.median_error,
+        "max_error_over_lower_bound": bake_report.max_excess,
+        "max_error_over_lower_bound_frame": bake_report.max_excess_frame,
+        "flips": bake_report.flip_frames,
+        "sampling": bake_report.sampling,
+        "seconds": seconds,
+        **evaluated_fields(bake_report),
+    }
+    if bake_report.pole_warning_frames is not None:
+        entry["pole_warning_frames"] = bake_report.pole_warning_frames
+        entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
+    return entry
+
+
+def report_document(files: list[dict], *, exit_code: int, jobs: int, chunk_size: int,
+                    blender_version: str) -> dict[str, Any]:
+    """The whole report: versions and settings first, then one entry per input file."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "ik_batch",
+        "addon_version": addon_version(),
+        "blender_version": blender_version,
+        "exit_code": exit_code,
+        "jobs": jobs,
+        "chunk_size": chunk_size,
+        "files": files,
+    }
+
+
+def write_report(path: Path, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` through a temporary file in the same folder, so a reader (or a
+    crash) never sees half a report and an old report is replaced whole. Raises OSError."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            json.dump(document, stream, indent=2)
+            stream.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,159 @@
+"""Which armatures ik_batch bakes (linked and overridden rigs), and the check of what it saved (issue 10).
+
+A linked armature (``obj.library`` set) cannot be edited: keys written to it are not saved. When a
+library override of it is in the file, the override is what the user animates and the linked
+original is hidden behind it: a default run bakes the override and skips the original. ``--chain``
+names an armature by its name (a local armature or an override) or by Blender's full name
+``NAME [LIBRARY]`` (``Rig [rig.blend]``, the name Blender's outliner shows for a linked ID); a
+non-editable armature chosen either way is refused with how to make an override.
+
+The functions take bpy objects; this module does not import bpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from _cli import UsageError
+
+ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
+"""A pose bone's rotation mode → its rotation F-curves' property and count (any other mode: Euler, 3)."""
+
+
+class RigError(Exception):
+    """An armature or chain that cannot be baked, or saved keys missing (one line, exit 2)."""
+
+
+@dataclass(frozen=True)
+class ChainSelector:
+    """``--chain [ARMATURE[ [LIBRARY]]:]NAME``."""
+
+    armature: str | None
+    chain: str
+    library: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> ChainSelector:
+        armature, sep, chain = text.rpartition(":")
+        if not chain:
+            raise UsageError(f"--chain {text!r}: empty chain name")
+        library = None
+        if sep and armature.endswith("]") and "[" in armature:
+            armature, _, library = armature[:-1].rpartition("[")
+            armature, library = armature.rstrip(), library.strip()
+            if not armature or not library:
+                raise UsageError(f"--chain {text!r}: write ARMATURE [LIBRARY]:NAME, e.g. 'Rig [rig.blend]:Arm'")
+        return cls(armature if sep else None, chain, library)
+
+    def matches(self, obj: Any) -> bool:
+        if self.armature is None:
+            return True
+        if obj.name != self.armature:
+            return False
+        library = obj.library.name if obj.library is not None else None
+        return library == self.library
+
+    def __str__(self) -> str:
+        armature = f"{self.armature} [{self.library}]" if self.library else self.armature
+        return f"{armature}:{self.chain}" if armature else self.chain
+
+
+def full_name(obj: Any) -> str:
+    """``Rig``, or ``Rig [rig.blend]`` for a linked object (Blender's ``name_full``)."""
+    return f"{obj.name} [{obj.library.name}]" if obj.library is not None else obj.name
+
+
+def overridden_originals(objects: Iterable[Any]) -> set[int]:
+    """``as_pointer()`` of the linked objects some library override in the file stands for."""
+    hidden = set()
+    for obj in objects:
+        override = obj.override_library
+        if override is not None and override.reference is not None:
+            hidden.add(override.reference.as_pointer())
+    return hidden
+
+
+def refusal(obj: Any) -> str | None:
+    """Why ``obj``'s keys cannot be baked (None: it can)."""
+    if obj.library is not None and obj.override_library is None:
+        return (f"armature '{full_name(obj)}' is linked from {obj.library.filepath} and cannot be keyed; "
+                "make a library override (Object > Library Override > Make) and bake that")
+    if not getattr(obj, "is_editable", True):
+        return (f"armature '{full_name(obj)}' is a non-editable library override; make it editable "
+                "(Object > Library Override > Make Editable) and bake that")
+    return None
+
+
+def select_chains(objects: Sequence[Any], selectors: Sequence[ChainSelector]) -> list[tuple[Any, Any]]:
+    """(armature object, chain settings) pairs to bake, in file order; RigError for a missing or
+    ambiguous chain, a refused armature or a chain without a target."""
+    armatures = [obj for obj in objects if obj.type == "ARMATURE"]
+    hidden = overridden_originals(armatures)
+    if not selectors:
+        found = [(obj, chain) for obj in armatures if obj.as_pointer() not in hidden
+                 for chain in obj.ik_solvers.chains if chain.enabled]
+        if not found:
+            raise RigError("the file has no enabled IK chain")
+        selected = found
+    else:
+        selected = []
+        for selector in selectors:
+            matches = [(obj, chain) for obj in armatures if selector.matches(obj)
+                       for chain in obj.ik_solvers.chains if chain.name == selector.chain]
+            if selector.library is None and len(matches) > 1:  # the override, not the original behind it
+                matches = [(obj, chain) for obj, chain in matches if obj.as_pointer() not in hidden]
+            if not matches:
+                raise RigError(f"no IK chain '{selector}'")
+            if len(matches) > 1:
+                names = ", ".join(f"'{full_name(obj)}:{chain.name}'" for obj, chain in matches)
+                raise RigError(f"chain '{selector}' is on several armatures ({names}); name one of them")
+            selected.append(matches[0])
+    for obj, chain in selected:
+        reason = refusal(obj)
+        if reason is not None:
+            raise RigError(f"chain '{full_name(obj)}:{chain.name}': {reason}")
+        if chain.target is None:
+            raise RigError(f"chain '{full_name(obj)}:{chain.name}' has no target")
+    return selected
+
+
+@dataclass(frozen=True)
+class BakedChain:
+    """What one chain's bake must have left in the saved file."""
+
+    armature: str
+    """The armature's full name (``Rig`` or ``Rig [rig.blend]``)."""
+    chain: str
+    bones: tuple[str, ...]
+    frames: tuple[int, ...]
+
+
+def missing_keys(objects: Iterable[Any], baked: BakedChain, channelbag_of) -> str | None:
+    """What is missing of ``baked``'s rotation keys among ``objects`` (a re-opened file); None: all there.
+
+    ``channelbag_of(anim_data)`` is the add-on's ``compat.channelbag_for_assigned_slot``.
+    """
+    obj = next((o for o in objects if full_name(o) == baked.armature and o.type == "ARMATURE"), None)
+    if obj is None:
+        return f"armature '{baked.armature}' is not in the saved file"
+    channelbag = channelbag_of(obj.animation_data)
+    if channelbag is None:
+        return f"'{baked.armature}:{baked.chain}' has no action in the saved file"
+    curves = {(fcurve.data_path, fcurve.array_index): fcurve for fcurve in channelbag.fcurves}
+    for bone in baked.bones:
+        pose_bone = obj.pose.bones.get(bone)
+        if pose_bone is None:
+            return f"armature '{baked.armature}' has no bone '{bone}' in the saved file"
+        path, count = ROTATION_CHANNELS.get(pose_bone.rotation_mode, ("rotation_euler", 3))
+        for index in range(count):
+            fcurve = curves.get((f'pose.bones["{bone}"].{path}', index))
+            if fcurve is None:
+                return (f"'{baked.armature}:{baked.chain}' has no rotation keys on bone '{bone}' "
+                        f"({path}[{index}]) in the saved file")
+            absent = sorted(set(baked.frames) - {round(point.co[0]) for point in fcurve.keyframe_points})
+            if absent:
+                return (f"'{baked.armature}:{baked.chain}' bone '{bone}' lacks keys on {len(absent)} baked frames "
+                        f"(first {absent[0]}) in the saved file")
+    return None
