@@ -54,9 +54,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
+from _rigs import key_path
 
 if TYPE_CHECKING:
     import bpy
@@ -322,31 +323,6 @@ def spine_paths(root, reach, frames: int) -> dict[str, np.ndarray]:
         "out_of_reach": (1.05 + 0.15 * rise, _directions(deg(40.0) * t, 0.0, UP, FORWARD, OUTWARD)),
     }
     return {k: root + (reach * r)[:, None] * d for k, (r, d) in paths.items()}
-
-
-def key_path(obj, positions: np.ndarray, frame_start: int = 1) -> None:
-    """Linear location keys on ``obj`` at frames ``frame_start …`` for ``positions (N, 3)``, in bulk
-    (slotted action, ``keyframe_points.add`` + ``foreach_set``)."""
-    import bpy
-
-    from ik_solvers.blender import compat
-
-    obj.animation_data_create()
-    action = bpy.data.actions.new(f"{obj.name}Path")
-    obj.animation_data.action = action
-    slot = action.slots.new(obj.id_type, obj.name)
-    obj.animation_data.action_slot = slot
-    channelbag = compat.ensure_channelbag(action, slot)
-    n = len(positions)
-    frames = np.arange(frame_start, frame_start + n, dtype=np.float64)
-    linear = cast("bpy.types.EnumProperty", bpy.types.Keyframe.bl_rna.properties["interpolation"]).enum_items["LINEAR"].value
-    for axis in range(3):
-        fcurve = channelbag.fcurves.new("location", index=axis)
-        fcurve.keyframe_points.add(n)
-        co = np.column_stack([frames, positions[:, axis]]).astype(np.float32)
-        fcurve.keyframe_points.foreach_set("co", co.ravel())
-        fcurve.keyframe_points.foreach_set("interpolation", np.full(n, linear, np.int32))
-        fcurve.update()
 
 
 def _empty(name: str, location):

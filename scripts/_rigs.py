@@ -35,6 +35,12 @@ def build_armature(bones: Sequence[dict], name: str = "Rig"):
 
 def key_location_every_frame(obj, positions: np.ndarray) -> None:
     """Linear location keys on ``obj`` at frames 1..N for ``positions`` ``(N, 3)``, written in bulk."""
+    key_path(obj, positions, frame_start=1)
+
+
+def key_path(obj, positions: np.ndarray, frame_start: int = 1) -> None:
+    """Linear location keys on ``obj`` at frames ``frame_start …`` for ``positions (N, 3)``, in bulk
+    (slotted action, ``keyframe_points.add`` + ``foreach_set``)."""
     import bpy
 
     from ik_solvers.blender import compat
@@ -46,14 +52,15 @@ def key_location_every_frame(obj, positions: np.ndarray) -> None:
     obj.animation_data.action_slot = slot
     channelbag = compat.ensure_channelbag(action, slot)
     n = len(positions)
-    frames = np.arange(1, n + 1, dtype=np.float32)
+    frames = np.arange(frame_start, frame_start + n, dtype=np.float64)
     interpolation = bpy.types.Keyframe.bl_rna.properties["interpolation"]
     assert isinstance(interpolation, bpy.types.EnumProperty)
     linear = interpolation.enum_items["LINEAR"].value
     for axis in range(3):
         fcurve = channelbag.fcurves.new("location", index=axis)
         fcurve.keyframe_points.add(n)
-        fcurve.keyframe_points.foreach_set("co", np.column_stack([frames, positions[:, axis]]).astype(np.float32).ravel())
+        co = np.column_stack([frames, positions[:, axis]]).astype(np.float32)
+        fcurve.keyframe_points.foreach_set("co", co.ravel())
         fcurve.keyframe_points.foreach_set("interpolation", np.full(n, linear, np.int32))
         fcurve.update()
 
