@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analytic import two_bone_planar
-from ..vectors import cross, matvec, unit_stride
+from ..vectors import matvec, unit_stride
 from .plane_chain import solve_path_parameters
 from .sphere import PreferredPose
 
@@ -36,8 +36,8 @@ class InPlane:
 
 
 def plane_basis(pref: PreferredPose) -> np.ndarray:
-    """Rows ``(3, 3)``: ``a0``, ``n0``, ``n0 × a0`` in the solving frame."""
-    return np.stack([pref.a0_world, pref.n0_world, cross(pref.n0_world, pref.a0_world)])
+    """Rows ``(3, 3)``: ``a0``, ``n0``, ``n0 × a0`` in the solving frame (read-only, kept on ``pref``)."""
+    return pref.plane_basis
 
 
 def two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
