@@ -21,7 +21,6 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
 from bench_bake import RIGS, blender_bake, chain_rig, our_bake
 

@@ -140,6 +140,14 @@ class PreferredPose:
         return _read_only(self.plane_basis @ self.frames[1])
 
     @cached_property
+    def two_bone_angles(self) -> np.ndarray:
+        """Shoulder heading and elbow turn ``(2,)`` of a two-bone preferred pose in its plane (radians)."""
+        upper, lower = matvec(self.plane_basis, np.diff(self.positions, axis=0))
+        shoulder = np.arctan2(upper[2], upper[0])
+        elbow = np.arctan2(upper[0] * lower[2] - upper[2] * lower[0], upper[0] * lower[0] + upper[2] * lower[2])
+        return _read_only(np.array([shoulder, elbow]))
+
+    @cached_property
     def local_quaternions(self) -> np.ndarray:
         """The preferred pose's local joint rotations ``(n, 4)`` ``(w, x, y, z)`` (read-only)."""
         return _read_only(local_quaternions(self.chain, self.q[None])[0])
