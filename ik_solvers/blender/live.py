@@ -20,8 +20,9 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from .chains import store_solve_outcome
+from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, failure_sentence
-from .identity import follow_renamed_tip
+from .identity import check_bones, follow_renamed_tip
 from .rig import read_chain, write_pose
 from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
@@ -30,7 +31,8 @@ from .spec import chain_spec
 
 @dataclass
 class LiveState:
-    """Live mode's memory between handler calls (no Blender data: it must survive a file load).
+    """Live mode's memory between handler calls (``load_pre`` forgets it: the kept specs name the
+    target and pole objects, which a file load frees).
 
     Attributes
     ----------
@@ -38,6 +40,8 @@ class LiveState:
         (armature ``session_uid``, chain name) → bytes of the inputs of its last live solve.
     rigs : dict
         Same keys → (bytes of everything the rig reader reads, the chain read then, posed as written).
+    specs : dict
+        Same keys → (:func:`_spec_key` of the settings, the chain spec built from them).
     busy : bool
         Set while live mode itself writes, so handlers fired by those writes return at once.
     loading : bool
@@ -48,6 +52,7 @@ class LiveState:
 
     signatures: dict = field(default_factory=dict)
     rigs: dict = field(default_factory=dict)
+    specs: dict = field(default_factory=dict)
     busy: bool = False
     loading: bool = False
     paused: int = 0
@@ -55,6 +60,7 @@ class LiveState:
     def reset(self) -> None:
         self.signatures.clear()
         self.rigs.clear()
+        self.specs.clear()
         self.busy = False
         self.loading = False
         self.paused = 0
@@ -68,6 +74,7 @@ def forget(obj, chain_name: str) -> None:
     key = (obj.session_uid, chain_name)
     state.signatures.pop(key, None)
     state.rigs.pop(key, None)
+    state.specs.pop(key, None)
 
 
 @contextmanager
@@ -97,11 +104,12 @@ BONE_PROPS = (("matrix_local", 16), ("length", 1), ("use_connect", 1), ("use_inh
               ("use_local_location", 1))
 
 
-def _rig_inputs(obj, chain) -> bytes:
+def _rig_inputs(obj, chain) -> list[bytes]:
     """Every armature value the rig reader can depend on, for all bones at once (bulk reads).
 
     Reading the chain costs several times more than this; a live chain whose bones, pose and IK
-    settings are as we left them reuses the chain read before.
+    settings are as we left them reuses the chain read before. Joined, the parts are the key
+    (:func:`_after_write` refreshes the rotation parts once the pose is written).
     """
     parts = [repr((chain.tip_bone, chain.chain_length)).encode()]
     for collection, props in ((obj.pose.bones, POSE_BONE_PROPS), (obj.data.bones, BONE_PROPS)):
@@ -114,18 +122,81 @@ def _rig_inputs(obj, chain) -> bytes:
     while bone is not None:  # the hierarchy above the tip
         parts.append(bone.name.encode())
         bone = bone.parent
+    return parts
+
+
+ROTATION_PARTS = tuple(1 + index for index, (name, _) in enumerate(POSE_BONE_PROPS) if name.startswith("rotation_")
+                       and name != "rotation_mode")
+"""Indices in :func:`_rig_inputs` of the rotation channels, the only values ``write_pose`` changes."""
+
+
+def _after_write(obj, parts: list[bytes]) -> bytes:
+    """The rig key :func:`_rig_inputs` would read after our pose write: ``write_pose`` sets rotation
+    channels only, so only those are read again."""
+    count = len(obj.pose.bones)
+    for index in ROTATION_PARTS:
+        name, width = POSE_BONE_PROPS[index - 1]
+        values = np.empty(count * width, dtype=np.float64)
+        obj.pose.bones.foreach_get(name, values)
+        parts[index] = values.tobytes()
     return b"\0".join(parts)
 
 
-def _read_rig(obj, chain, key):
+def _read_rig(obj, chain, key, parts: list[bytes]):
     cached = state.rigs.get(key)
-    shape = _rig_inputs(obj, chain)
-    if cached is not None and cached[0] == shape:
+    if cached is not None and cached[0] == b"\0".join(parts):
         return cached[1]
     try:
         return read_chain(obj, chain.tip_bone, chain.chain_length)
     except IKSolversError as error:
         raise error.about(chain.name) from None
+
+
+SPEC_SETTINGS = ("name", "tip_bone", "chain_length", "method", "max_iterations", "tolerance", "max_step_angle",
+                 "step", "damping", "reference_weight", "has_preferred_pose", "swivel_angle", "zero_plane_map",
+                 "parent_space", "flip_threshold")
+"""The chain settings ``spec.chain_spec`` reads (with the target, pole and preferred pose)."""
+
+
+def _spec_key(obj, chain, rig) -> tuple:
+    """Everything ``chain_spec`` builds the spec from besides what it re-checks on every update
+    (:func:`_live_spec`): the chain read, the settings, the preferred pose, the armature's scale."""
+    preferred = chain.preferred_pose
+    rotations = np.empty(4 * len(preferred), dtype=np.float64)
+    preferred.foreach_get("rotation", rotations)
+    target, pole = chain.target, chain.pole_target
+    return (id(rig.chain), rig.joint_bones, rig.bone_names, rig.parent_bone, chain.path_from_id(),
+            *(getattr(chain, name) for name in SPEC_SETTINGS),
+            None if target is None else target.session_uid, None if pole is None else pole.session_uid,
+            tuple(item.bone_name for item in preferred), rotations.tobytes(),
+            np.array(obj.matrix_world, dtype=float).tobytes())
+
+
+def _live_spec(obj, chain, rig, key):
+    """``chain_spec(obj, chain, rig)``, built again only when what it is built from changed.
+
+    The checks of the scene around the chain (editable armature, the chain's bones, Limit Rotation
+    limits, a target independent of the chain) run on every update as ``chain_spec`` runs them; the
+    rest (method, options, the preferred pose's joint variables, the armature's scale) is a function
+    of :func:`_spec_key`, so the spec kept is the one ``chain_spec`` would build, with this ``rig``.
+    """
+    cached = state.specs.get(key)
+    if cached is None or chain.target is None or cached[0] != _spec_key(obj, chain, rig):
+        spec = chain_spec(obj, chain, rig)
+        state.specs[key] = (_spec_key(obj, chain, spec.rig), spec)
+        return spec
+    try:
+        check_editable(obj)
+        if not constraint_limits_hold(obj, rig):
+            state.specs.pop(key, None)
+            return _live_spec(obj, chain, rig, key)  # chain_spec reads the chain again
+        check_bones(obj, chain, rig.bone_names)
+        for what, point in (("the target", chain.target), ("the pole target", chain.pole_target)):
+            check_target_independent(obj, rig.bone_names[0], point, what)
+    except IKSolversError as error:
+        raise error.about(chain.name) from None
+    spec = cached[1]
+    return spec if spec.rig is rig else replace(spec, rig=rig)
 
 
 def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
@@ -158,7 +229,8 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
             for chain in chains:
                 key = (obj.session_uid, chain.name)
                 try:
-                    spec = chain_spec(obj, chain, _read_rig(obj, chain, key))
+                    parts = _rig_inputs(obj, chain)
+                    spec = _live_spec(obj, chain, _read_rig(obj, chain, key, parts), key)
                     inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
                     signature = _inputs_signature(spec, inputs)
                     if not force and state.signatures.get(key) == signature:
@@ -170,7 +242,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     turn_off(obj, chain, error)
                     continue
                 state.signatures[key] = signature
-                state.rigs[key] = (_rig_inputs(obj, chain), replace(spec.rig, q=result.q[0].copy()))
+                state.rigs[key] = (_after_write(obj, parts), replace(spec.rig, q=result.q[0].copy()))
                 solved += 1
                 store_solve_outcome(chain, result.status[0].value, "", result, prepared)
     finally:

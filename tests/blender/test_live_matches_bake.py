@@ -40,7 +40,7 @@ def bone_quaternions(obj, names) -> np.ndarray:
     return np.array([tuple(obj.pose.bones[name].rotation_quaternion) for name in names], dtype=np.float32)
 
 
-@pytest.mark.parametrize(("method", "reference_weight"), [("SDLS", 0.1), ("DLS", 0.0), ("FABRIK", 0.0)])
+@pytest.mark.parametrize(("method", "reference_weight"), [("HI", 0.0), ("SDLS", 0.1), ("DLS", 0.0), ("FABRIK", 0.0)])
 def test_the_live_pose_at_a_frame_is_the_baked_key_of_that_frame(addon, monkeypatch, method, reference_weight):
     from ik_solvers.blender import bake, live
 
@@ -57,6 +57,8 @@ def test_the_live_pose_at_a_frame_is_the_baked_key_of_that_frame(addon, monkeypa
     scene.frame_start, scene.frame_end = 1, FRAMES
     scene.frame_set(1)
     bpy.context.view_layer.objects.active = obj
+    if method == "HI":  # the default method: live mode keeps its spec between updates (live._live_spec)
+        assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
     assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
     live_poses = {}
     for frame in (5, 1, FRAMES, 7, 2):  # out of order: each frame's live pose stands alone
@@ -100,3 +102,56 @@ def _fcurve(obj, data_path: str, index: int):
     fcurve = channelbag.fcurves.find(data_path, index=index)
     assert fcurve is not None, f"no F-curve {data_path}[{index}]"
     return fcurve
+
+
+def test_live_mode_keeps_the_spec_chain_spec_would_build(addon, monkeypatch):
+    """Live mode builds a chain's spec again only when what it is built from changed
+    (``live._live_spec``); after every kind of edit the spec it solves with is the one
+    ``chain_spec`` builds from scratch."""
+    from ik_solvers.blender import live
+    from ik_solvers.blender.spec import chain_spec
+
+    built = []
+    monkeypatch.setattr(live, "chain_spec", lambda *args: built.append(1) or chain_spec(*args))
+    used = []
+    real_prepare = live.prepare_solve
+    monkeypatch.setattr(live, "prepare_solve", lambda spec, inputs: used.append(spec) or real_prepare(spec, inputs))
+    obj = four_bone_chain()
+    target = add_empty(location=(0.5, 0.1, 1.2))
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Chain", "b3", 4, target, "HI"
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    scene, view_layer = bpy.context.scene, bpy.context.view_layer
+
+    def check(expect_rebuilt: bool) -> None:
+        before = len(built)
+        view_layer.update()
+        live.update_live_chains(scene, bpy.context.evaluated_depsgraph_get(), force=True)
+        assert (len(built) > before) == expect_rebuilt
+        fresh = chain_spec(obj, chain, used[-1].rig)
+        kept = used[-1]
+        assert kept.signature() == fresh.signature()
+        for name in ("name", "settings_path", "tip_bone", "chain_length", "method", "options", "target", "pole",
+                     "zero_plane_map", "parent_space", "flip_threshold", "swivel_angle"):
+            assert getattr(kept, name) == getattr(fresh, name), name
+        np.testing.assert_array_equal(kept.reference, fresh.reference)
+
+    check(expect_rebuilt=False)  # live_toggle built it
+    target.location = (0.45, 0.2, 1.1)
+    check(expect_rebuilt=False)
+    chain.swivel_angle = 0.3
+    check(expect_rebuilt=True)
+    chain.tolerance = 1e-5
+    check(expect_rebuilt=True)
+    pole = add_empty(location=(0.3, 1.0, 1.0))
+    chain.pole_target = pole
+    check(expect_rebuilt=True)
+    obj.pose.bones["b1"].rotation_quaternion = (0.99, 0.0, 0.0, 0.14)
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    check(expect_rebuilt=True)
+    obj.scale = (2.0, 2.0, 2.0)
+    check(expect_rebuilt=True)
+    target.location = (0.5, 0.0, 1.2)
+    check(expect_rebuilt=False)

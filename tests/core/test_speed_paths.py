@@ -77,3 +77,26 @@ def test_quaternion_products_component_by_component_match_the_small_stack_path()
     np.testing.assert_array_equal(large, small)
     w = a[:, 0] * b[:, 0] - np.sum(a[:, 1:] * b[:, 1:], axis=1)
     np.testing.assert_allclose(large[:, 0], w, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_bones", [3, 5, 10, 30])
+def test_the_one_target_root_finder_steps_as_the_batch_one(n_bones):
+    """HI's in-plane root finder for one target (Python-float bookkeeping) gives the batch path's bits."""
+    from ik_solvers.core.hi import plane_chain
+
+    rng = np.random.default_rng(n_bones)
+    lengths = rng.uniform(0.2, 1.5, n_bones)
+    m = 400
+    bases = np.where(rng.random((m, 1)) < 0.5, 0.0, rng.uniform(-0.5, 0.5, (m, n_bones - 1)))
+    directions = rng.uniform(-1.0, 1.0, (m, n_bones - 1))
+    ends = np.sort(np.stack([plane_chain.plane_distances(lengths, bases),
+                             plane_chain.plane_distances(lengths, bases + directions)], 1), axis=1)
+    # Inside the bracket, on its ends, and outside it (no step taken).
+    r = ends[:, 0] + rng.choice([0.0, 0.3, 0.999, 1.0, 1.2], m) * (ends[:, 1] - ends[:, 0])
+    swap = plane_chain.plane_distances(lengths, bases) < r  # the bracket needs distance(bases) ≥ r
+    bases, directions = np.where(swap[:, None], bases + directions, bases), np.where(swap[:, None], -directions, directions)
+    t, steps = plane_chain.solve_path_parameters(lengths, bases, directions, r)
+    for row in range(m):
+        t1, steps1 = plane_chain.solve_path_parameters(lengths, bases[row:row + 1], directions[row:row + 1], r[row:row + 1])
+        assert t1.tobytes() == t[row:row + 1].tobytes() and steps1[0] == steps[row], row
+    assert steps.max() > 3  # the iteration ran

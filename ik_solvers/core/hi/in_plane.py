@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analytic import two_bone_planar
-from ..vectors import cross, matvec, unit_stride
+from ..vectors import unit_stride
 from .plane_chain import solve_path_parameters
 from .sphere import PreferredPose
 
@@ -36,15 +36,12 @@ class InPlane:
 
 
 def plane_basis(pref: PreferredPose) -> np.ndarray:
-    """Rows ``(3, 3)``: ``a0``, ``n0``, ``n0 × a0`` in the solving frame."""
-    return np.stack([pref.a0_world, pref.n0_world, cross(pref.n0_world, pref.a0_world)])
+    """Rows ``(3, 3)``: ``a0``, ``n0``, ``n0 × a0`` in the solving frame (read-only, kept on ``pref``)."""
+    return pref.plane_basis
 
 
 def two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
     """Closed-form bends putting the tip at distance ``r`` along ``a0``, bending as the preferred pose."""
-    upper, lower = matvec(plane_basis(pref), np.diff(pref.positions, axis=0))
-    shoulder = np.arctan2(upper[2], upper[0])
-    elbow = np.arctan2(upper[0] * lower[2] - upper[2] * lower[0], upper[0] * lower[0] + upper[2] * lower[2])
     lengths = pref.chain.segment_lengths
     planar = np.stack([r, np.zeros_like(r)], -1)
     angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
@@ -56,7 +53,7 @@ def two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
     coordinates[:, 2, 0] = coordinates[:, 1, 0] + lengths[1] * np.cos(heading)
     coordinates[:, 2, 2] = coordinates[:, 1, 2] + lengths[1] * np.sin(heading)
     # two_bone_planar puts the tip on the heading of (r, 0): along a0, no tip turn.
-    return InPlane(angles - np.array([shoulder, elbow]), coordinates, np.zeros_like(r), np.ones(r.size, dtype=int))
+    return InPlane(angles - pref.two_bone_angles, coordinates, np.zeros_like(r), np.ones(r.size, dtype=int))
 
 
 def chain_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:

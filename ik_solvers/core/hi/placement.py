@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..chain import JointKind
-from ..kinematics import local_quaternions
 from ..rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
 from ..vectors import cross, matmul, tmatvec
-from .in_plane import InPlane, plane_basis
+from .in_plane import InPlane
 from .planes import SolverPlanes
 from .sphere import PreferredPose
 
@@ -37,8 +36,7 @@ def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: InPlane) -> tupl
     turn = bent.bends[:, 0] - bent.tip_turns
     c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
     columns = np.stack([c * a + s * side, nrm, c * side - s * a], -1)
-    in_plane_basis = plane_basis(pref) @ pref.frames[1]  # constant (3, 3) matrices
-    return matmul(columns, in_plane_basis), positions
+    return matmul(columns, pref.start_basis), positions
 
 
 def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: np.ndarray) -> np.ndarray:
@@ -51,7 +49,7 @@ def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: n
     quats = np.empty((n_frames, n, 4))
     quats[:, 0] = quaternions_from_matrices(start_rotations)
     if n > 1:
-        pref_quats = local_quaternions(pref.chain, pref.q[None])[0]
+        pref_quats = pref.local_quaternions
         half = 0.5 * bends[:, 1:]
         bend_quats = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * pref.bend_axes[1:]], -1)
         quats[:, 1:] = canonical_quaternions(quaternion_products(pref_quats[1:], bend_quats))
@@ -62,11 +60,14 @@ def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -
     """Joint variables ``(N, n_dof)``: ball joints from their quaternions, hinge-like joints by adding the bend."""
     chain = pref.chain
     q = np.broadcast_to(pref.q, (quats.shape[0], chain.n_dof)).copy()
+    balls = [j for j, kind in enumerate(chain.kinds) if kind is JointKind.BALL]
+    # Every ball joint in one call: rotvecs_from_quaternions is elementwise (its transcendental
+    # inputs copied to unit stride), so the same bits as joint by joint.
+    rotvecs = rotvecs_from_quaternions(quats[:, balls])
+    for k, j in enumerate(balls):
+        q[:, chain.dof_start[j] : chain.dof_start[j] + 3] = rotvecs[:, k]
     for j, kind in enumerate(chain.kinds):
-        start = chain.dof_start[j]
-        if kind is JointKind.BALL:
-            q[:, start : start + 3] = rotvecs_from_quaternions(quats[:, j])
-        else:
-            last = start + kind.value - 1
+        if kind is not JointKind.BALL:
+            last = chain.dof_start[j] + kind.value - 1
             q[:, last] += np.sign(chain.axes[last] @ pref.bend_axes[j]) * bends[:, j]
     return q

@@ -134,6 +134,8 @@ def solve_path_parameters(
 
     Needs ``distance(bases) ≥ r ≥ distance(bases + directions)`` per row (a bracket).
     """
+    if r.shape == (1,):
+        return _solve_path_parameter_one(lengths, bases, directions, r)
     scale = lengths.sum()
     lo, hi = np.zeros(r.shape), np.ones(r.shape)
     f_lo = plane_distances(lengths, bases) - r
@@ -143,9 +145,11 @@ def solve_path_parameters(
     steps = np.zeros(r.shape, dtype=int)
     active = (f_lo > DISTANCE_TOLERANCE * scale) & (f_hi < -DISTANCE_TOLERANCE * scale)
     for k in range(MAX_ROOT_STEPS):
-        rows = np.flatnonzero(active)
-        if rows.size == 0:
+        if not active.any():
             break
+        # While every row is active (always, for a single target) a slice stands for the row
+        # indices: the same elementwise values without gathering and scattering copies.
+        rows: slice | np.ndarray = slice(None) if active.all() else np.flatnonzero(active)
         a, b, wa, wb = lo[rows], hi[rows], w_lo[rows], w_hi[rows]
         if k % BISECTION_EVERY == BISECTION_EVERY - 1:
             c = 0.5 * (a + b)
@@ -167,3 +171,48 @@ def solve_path_parameters(
         done = (np.abs(fc) <= DISTANCE_TOLERANCE * scale) | (hi[rows] - lo[rows] <= PARAMETER_TOLERANCE)
         active[rows] = ~done
     return np.where(np.abs(f_lo) <= np.abs(f_hi), lo, hi), steps
+
+
+def _solve_path_parameter_one(
+    lengths: np.ndarray, bases: np.ndarray, directions: np.ndarray, r: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`solve_path_parameters` for one row (a live solve), step for step the same.
+
+    The distances are computed by the same array code; the root finder's bookkeeping (bracket,
+    Illinois weights, tests) runs on Python floats instead of one-element arrays: +, −, ×, ÷ and
+    comparisons are IEEE double operations rounded alike in both, so every step, and the result,
+    has the same bits; a zero denominator (numpy's ±inf or NaN) falls back to the midpoint in both.
+    """
+    scale = lengths.sum()
+    distance_tolerance = DISTANCE_TOLERANCE * scale
+    target = float(r[0])
+    lo, hi = 0.0, 1.0
+    f_lo = float(plane_distances(lengths, bases)[0]) - target
+    f_hi = float(plane_distances(lengths, bases + directions)[0]) - target
+    w_lo, w_hi = f_lo, f_hi
+    last_lo, steps = False, 0
+    active = bool(f_lo > distance_tolerance) and bool(f_hi < -distance_tolerance)
+    for k in range(MAX_ROOT_STEPS):
+        if not active:
+            break
+        a, b, wa, wb = lo, hi, w_lo, w_hi
+        if k % BISECTION_EVERY == BISECTION_EVERY - 1:
+            c = 0.5 * (a + b)
+        else:
+            denominator = wa - wb
+            c = a + wa * (b - a) / denominator if denominator != 0.0 else float("nan")
+            if not (c > a and c < b):
+                c = 0.5 * (a + b)
+        fc = float(plane_distances(lengths, bases + np.array([c])[:, None] * directions)[0]) - target
+        up = fc > 0.0
+        was_lo = last_lo
+        if up:
+            lo, f_lo, w_lo = c, fc, fc
+            w_hi = 0.5 * wb if (was_lo and k > 0) else wb
+        else:
+            w_lo = 0.5 * wa if (not was_lo and k > 0) else wa
+            hi, f_hi, w_hi = c, fc, fc
+        last_lo = up
+        steps += 1
+        active = not (abs(fc) <= distance_tolerance or hi - lo <= PARAMETER_TOLERANCE)
+    return np.array([lo if abs(f_lo) <= abs(f_hi) else hi]), np.array([steps])

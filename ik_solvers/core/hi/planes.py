@@ -9,6 +9,10 @@ import numpy as np
 from ..errors import IKInputError
 from ..vectors import cross, dot, matvec, norm, tmatvec
 from ..zero_plane import (
+    ZERO_PLANE_MAPS,
+    DefaultZeroPlaneMap,
+    PoleObjectZeroPlaneMap,
+    ZeroPlaneMap,
     ZeroPlaneMapFactory,
     build_zero_plane_map,
     map_singular_directions,
@@ -86,7 +90,7 @@ def solver_planes(
         if poles.shape != targets.shape or not np.all(np.isfinite(poles)):
             raise IKInputError("poles", f"expected finite pole positions of shape {targets.shape}")
         data["poles"] = to_sphere_vectors(poles - pref.start)
-    zero_map = build_zero_plane_map(zero_plane_map, pref.sphere.a0, pref.sphere.n0)
+    zero_map = _zero_plane_map(pref, zero_plane_map)
     zero_normals = zero_plane_normals(zero_map, axes_sphere, **data)
     normals_sphere = swivel_normals(axes_sphere, zero_normals, swivel)
     normals = to_solving_vectors(normals_sphere)
@@ -101,6 +105,21 @@ def solver_planes(
         singular=map_singularities(zero_map, axes_sphere, **data),
         singular_directions=map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data),
     )
+
+
+STATELESS_MAPS = (DefaultZeroPlaneMap, PoleObjectZeroPlaneMap)
+"""Built-in map types that keep nothing between calls: one per sphere frame serves every solve."""
+
+
+def _zero_plane_map(pref: PreferredPose, name_or_factory: str | ZeroPlaneMapFactory) -> ZeroPlaneMap:
+    """The map for ``pref``'s sphere frame; a built-in one is built (and checked) once per ``pref``."""
+    factory = ZERO_PLANE_MAPS.get(name_or_factory) if isinstance(name_or_factory, str) else None
+    if factory not in STATELESS_MAPS:
+        return build_zero_plane_map(name_or_factory, pref.sphere.a0, pref.sphere.n0)
+    zero_map = pref.zero_plane_maps.get(factory)
+    if zero_map is None:
+        zero_map = pref.zero_plane_maps[factory] = build_zero_plane_map(name_or_factory, pref.sphere.a0, pref.sphere.n0)
+    return zero_map
 
 
 def pole_angles(axes_sphere: np.ndarray, poles: np.ndarray) -> np.ndarray:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ..chain import Chain, JointKind
 from ..errors import IKInputError
-from ..kinematics import forward_kinematics
+from ..kinematics import forward_kinematics, local_quaternions
 from ..vectors import cross, dot, matvec, norm, ordered_sum, tmatvec, unit
 from .plane_chain import curled_turns, plane_distances
 
@@ -123,6 +124,33 @@ class PreferredPose:
     curled_turns: np.ndarray
     preferred_distance: float
     curled_distance: float
+    zero_plane_maps: dict = field(default_factory=dict, repr=False)
+    """Zero-plane maps built for this pose's sphere frame, by factory (``planes.solver_planes``)."""
+
+    # Constants of every solve with this pose, computed once (a live chain solves one frame at a
+    # time with the same PreferredPose): the same operations as computing them per solve.
+    @cached_property
+    def plane_basis(self) -> np.ndarray:
+        """Rows ``(3, 3)``: ``a0``, ``n0``, ``n0 × a0`` in the solving frame (read-only)."""
+        return _read_only(np.stack([self.a0_world, self.n0_world, cross(self.n0_world, self.a0_world)]))
+
+    @cached_property
+    def start_basis(self) -> np.ndarray:
+        """``plane_basis @ frames[1]`` ``(3, 3)``: the start joint's preferred frame in the plane basis."""
+        return _read_only(self.plane_basis @ self.frames[1])
+
+    @cached_property
+    def two_bone_angles(self) -> np.ndarray:
+        """Shoulder heading and elbow turn ``(2,)`` of a two-bone preferred pose in its plane (radians)."""
+        upper, lower = matvec(self.plane_basis, np.diff(self.positions, axis=0))
+        shoulder = np.arctan2(upper[2], upper[0])
+        elbow = np.arctan2(upper[0] * lower[2] - upper[2] * lower[0], upper[0] * lower[0] + upper[2] * lower[2])
+        return _read_only(np.array([shoulder, elbow]))
+
+    @cached_property
+    def local_quaternions(self) -> np.ndarray:
+        """The preferred pose's local joint rotations ``(n, 4)`` ``(w, x, y, z)`` (read-only)."""
+        return _read_only(local_quaternions(self.chain, self.q[None])[0])
 
     @property
     def in_plane_reach(self) -> float:
@@ -154,6 +182,11 @@ class PreferredPose:
     @property
     def n0_world(self) -> np.ndarray:
         return matvec(self.chain.root_rotation, self.sphere.n0)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 _PREFERRED_CACHE: dict[tuple[int, bytes], PreferredPose] = {}
