@@ -44,6 +44,7 @@ Blender functions here; ``main`` does it itself.
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
 import json
 import math
@@ -172,6 +173,21 @@ def enable_rigify() -> None:
 
     if not addon_utils.check("rigify")[1]:
         addon_utils.enable("rigify", default_set=True)
+
+
+def unregister_generated_rig_ui() -> None:
+    """Unregister the classes that the ``rig_ui.py`` script of a generated rig registered.
+
+    Rigify runs that script as it generates, with ``__module__`` ``'builtins'``; its panels and
+    operators stay registered after the rig is gone, and a registered class keeps ``bpy`` alive past
+    Python's shutdown, where bpy 4.5 hangs (see ``ik_solvers.blender.compat.unregister_at_exit``).
+    """
+    import bpy
+
+    for base in (bpy.types.Panel, bpy.types.Operator, bpy.types.Menu, bpy.types.UIList, bpy.types.PropertyGroup):
+        for cls in base.__subclasses__():
+            if cls.__module__ == "builtins" and getattr(cls, "is_registered", False):
+                bpy.utils.unregister_class(cls)
 
 
 def fresh_scene() -> None:
@@ -447,10 +463,13 @@ def generate_human_rig():
     Headless, ``pose.rigify_generate`` needs the metarig active and selected in the view layer, and
     no ``temp_override`` of the active object (see below). It returns FINISHED even when generation
     fails (it reports an error instead), so the generated rig's presence is checked. The limbs'
-    IK/FK switch is set to FK.
+    IK/FK switch is set to FK. The rig UI classes generation registers are unregistered at exit at
+    the latest (:func:`unregister_generated_rig_ui`).
     """
     import bpy
 
+    atexit.unregister(unregister_generated_rig_ui)  # registered once, however many rigs are generated
+    atexit.register(unregister_generated_rig_ui)
     meta = _add_metarig("armature_human_metarig_add")
     bpy.ops.object.mode_set(mode="EDIT")
     edit_bones = meta.data.edit_bones

@@ -35,6 +35,7 @@ def rigify_enabled():
 
     was_loaded = addon_utils.check("rigify")[1]
     yield
+    rr.unregister_generated_rig_ui()
     if not was_loaded and addon_utils.check("rigify")[1]:
         addon_utils.disable("rigify", default_set=True)
 
