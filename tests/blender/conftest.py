@@ -7,6 +7,8 @@ temporary directory.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 
 import bpy
@@ -222,11 +224,27 @@ def live_solves(monkeypatch):
     return counter
 
 
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """Let go of ``bpy`` when pytest is done, so bpy 4.5 does not hang at exit.
 
     Once ``tests/core/conftest.py`` is imported under the same name, this module is no longer in
     ``sys.modules``, so Python's shutdown does not clear its globals, and Blender runs its own
-    shutdown only when the ``bpy`` module object is freed: 4.5 then hangs in a static destructor.
+    shutdown only when the ``bpy`` module object is freed: 4.5 then hangs in a static destructor
+    (gdb: ``GlobalState::~GlobalState`` in ``pthread_cond_destroy``). Other references from the whole
+    Blender suite still keep it alive on 4.x (each test file alone exits; the suite did not), so on
+    Blender 4.x the process ends here, after pytest's summary, with pytest's exit status and without
+    the C++ static destructors. Blender 5.0 shuts down normally and keeps the ordinary exit.
     """
-    globals().pop("bpy", None)
+    bpy_module = globals().pop("bpy", None)
+    if bpy_module is not None and bpy_module.app.version < (5, 0, 0) and _EXIT_STATUS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])
