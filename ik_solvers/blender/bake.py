@@ -25,7 +25,7 @@ from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sampl
 from .snapshots import ActionSnapshot, PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors
 from .spec import ChainSpec, chain_spec
-from .verify import BakedCheck
+from .verify import BakedCheck, keys_alone_move_the_chain
 
 
 # --------------------------------------------------------------------------- options
@@ -305,7 +305,9 @@ class BakeJob:
         key_rotations(self.action, self.obj, values, self.frames,
                       float(self.options.frame_start), float(self.options.frame_end))
         chain._solved, chain._write_started = solved, started
-        chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status))
+        keys_alone = keys_alone_move_the_chain(self.obj, chain.rig, self._sampling_blockers(chain))
+        chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status),
+                                  keys_alone=keys_alone)
 
     def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
         """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""

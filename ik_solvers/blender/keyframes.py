@@ -57,6 +57,26 @@ def write_keyframes(fcurve, keys: dict[str, np.ndarray]) -> None:
         points.foreach_set(name, keys[name].ravel())
 
 
+def values_at_keys(fcurve, frames: np.ndarray) -> np.ndarray | None:
+    """``fcurve``'s values ``(N,)`` (float32) at ``frames (N,)`` read from its keys, or None unless
+    every frame is a key's own frame of an unmodified curve.
+
+    At a key's own frame Blender's evaluation is that key's value, whatever the interpolation and
+    handles (tests/blender/test_sampling.py checks it against ``FCurve.evaluate``), and one bulk
+    read costs what a few ``evaluate`` calls do.
+    """
+    points = fcurve.keyframe_points
+    if len(fcurve.modifiers) or len(points) == 0:
+        return None
+    co = np.empty(2 * len(points), dtype=np.float32)
+    points.foreach_get("co", co)
+    x, y = co[0::2], co[1::2]
+    if np.any(np.diff(x) <= 0.0):
+        return None
+    index = np.minimum(np.searchsorted(x, frames), len(x) - 1)
+    return y[index] if np.array_equal(x[index], frames) else None
+
+
 def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float) -> None:
     """Key ``values (N,)`` at ``frames (N,)`` with linear interpolation, dropping the curve's keys in
     ``[start, end]`` and keeping every key outside it with all its data."""

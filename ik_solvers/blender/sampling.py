@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IKSolversError
-from .keyframes import assigned_fcurves
+from .keyframes import assigned_fcurves, values_at_keys
 from .rig import RigChain, root_matrices_world
 from .spec import ChainSpec
 
@@ -218,8 +218,9 @@ def sample_point_fcurves(point, frames: np.ndarray) -> np.ndarray:
     for fcurve in assigned_fcurves(point):
         muted = fcurve.mute or (fcurve.group is not None and fcurve.group.mute)
         if fcurve.data_path == "location" and not muted:
+            keyed = values_at_keys(fcurve, frames)
             evaluate = fcurve.evaluate
-            positions[:, fcurve.array_index] = [evaluate(f) for f in frame_list]
+            positions[:, fcurve.array_index] = keyed if keyed is not None else [evaluate(f) for f in frame_list]
     return (positions + np.array(point.delta_location, dtype=np.float32)).astype(float)
 
 

@@ -85,6 +85,8 @@ def prepare_solve(spec: ChainSpec, inputs: FrameInputs, rig: RigChain | None = N
 
 def _batch_uniform_scale(root_world: np.ndarray) -> np.ndarray:
     """Uniform scale ``(N,)`` of N root frames; IKSolversError if any is non-uniform or mirrored."""
+    if len(root_world) > 1 and np.all(root_world == root_world[0]):  # one frame for the whole batch, as F-curve sampling gives
+        return np.broadcast_to(_batch_uniform_scale(root_world[:1]), root_world.shape[:1])
     singular = np.linalg.svd(root_world[:, :3, :3], compute_uv=False)
     det = np.linalg.det(root_world[:, :3, :3])
     bad = (det <= 0.0) | (singular[:, 0] - singular[:, -1] > 1e-4 * singular[:, 0])

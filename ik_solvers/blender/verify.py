@@ -12,12 +12,20 @@ import numpy as np
 from ..core import forward_kinematics
 from . import live
 from .errors import IKSolversError
+from .keyframes import assigned_fcurves, rotation_data_path
 from .rig import RigChain, root_matrices_world
 from .sampling import geometry_key
 
 DENSE_LIMIT = 500
-"""Bakes of at most this many keyed frames are checked at every frame; longer ones at every k-th
-frame (about this many) plus every frame the solve did not reach."""
+"""Where something besides the keys could move the chain, bakes of at most this many keyed frames
+are checked at every frame; longer ones at every k-th frame (about this many) plus every frame the
+solve did not reach."""
+
+SPARSE_LIMIT = 50
+"""Where nothing but the baked keys can move the chain (:func:`keys_alone_move_the_chain`), at most
+this many evenly spread frames plus at most this many of the unreached ones: there Blender's
+evaluation of a keyed frame is the key itself, and the sample checks the whole path from solve to
+evaluated pose (keying, channel conversion, rotation mode, the chain's read of the rig)."""
 
 FLOAT32_EPS = 2.0**-24
 """Unit roundoff of Blender's float32 storage (rest matrices, channels, object matrices)."""
@@ -52,39 +60,72 @@ class Evaluation:
     max_offset: float
 
 
-def rows_to_check(n: int, flagged: np.ndarray, limit: int = DENSE_LIMIT) -> np.ndarray:
-    """Indices into ``n`` baked frames to evaluate: all when ``n <= limit``, else every k-th frame,
-    the last one and every ``flagged`` one (bool ``(n,)``), in order."""
+def _spread(indices: np.ndarray, limit: int) -> np.ndarray:
+    """Every k-th of ``indices`` (and the last), at most about ``limit`` of them."""
+    if indices.size <= limit:
+        return indices
+    stride = int(np.ceil(indices.size / limit))
+    return np.union1d(indices[::stride], indices[-1:])
+
+
+def rows_to_check(n: int, flagged: np.ndarray, limit: int = DENSE_LIMIT, flagged_limit: int | None = None) -> np.ndarray:
+    """Indices into ``n`` baked frames to evaluate, in order: all when ``n <= limit``, else every k-th
+    frame, the last one and the ``flagged`` ones (bool ``(N,)``; all, or about ``flagged_limit``
+    of them evenly spread)."""
     if n <= limit:
         return np.arange(n)
-    stride = int(np.ceil(n / limit))
-    rows = np.union1d(np.arange(0, n, stride), np.flatnonzero(flagged))
-    return np.union1d(rows, [n - 1])
+    flagged_rows = np.flatnonzero(flagged)
+    if flagged_limit is not None:
+        flagged_rows = _spread(flagged_rows, flagged_limit)
+    return np.union1d(_spread(np.arange(n), limit), flagged_rows)
 
 
-def _mismatch_threshold(spec, rig: RigChain, root_world: np.ndarray, tip_world: np.ndarray) -> float:
-    scale = float(np.cbrt(abs(np.linalg.det(root_world[:3, :3]))))
+def keys_alone_move_the_chain(obj, rig: RigChain, sampling_blockers: list[str]) -> bool:
+    """Whether Blender's evaluated chain at a keyed frame is exactly its baked keys there.
+
+    True when F-curve sampling was exact (``sampling_blockers`` empty: no constraint on the chain or
+    its ancestors, no driver, NLA, blended action or parent on the armature, nothing animated but
+    the chain's rotations) and the chain's rotation F-curves are neither muted nor modified.
+    """
+    if sampling_blockers:
+        return False
+    paths = {rotation_data_path(obj.pose.bones[name]) for name in rig.joint_bones}
+    for fcurve in assigned_fcurves(obj):
+        if fcurve.data_path in paths and (fcurve.mute or (fcurve.group is not None and fcurve.group.mute)
+                                          or len(fcurve.modifiers)):
+            return False
+    return True
+
+
+def _mismatch_thresholds(spec, rig: RigChain, root_world: np.ndarray, tip_world: np.ndarray) -> np.ndarray:
+    """Per checked frame ``(M,)``: how far the evaluated tip may sit from the solved one (scene units),
+    given root frames ``(M, 4, 4)`` and evaluated tips ``(M, 3)``."""
+    scale = np.cbrt(np.abs(np.linalg.det(root_world[:, :3, :3])))
     chain = rig.chain
     reach = (np.linalg.norm(chain.offsets[1:], axis=1).sum() + np.linalg.norm(chain.tip_offset)) * scale
-    rounding = FLOAT32_FACTOR * FLOAT32_EPS * (len(rig.bone_names) + 2) * (
-        float(np.linalg.norm(tip_world)) + reach)
-    return max(spec.options.tolerance * scale, rounding)
+    rounding = FLOAT32_FACTOR * FLOAT32_EPS * (len(rig.bone_names) + 2) * (np.linalg.norm(tip_world, axis=1) + reach)
+    return np.maximum(spec.options.tolerance * scale, rounding)
 
 
 class BakedCheck:
     """Blender's evaluation of one chain's baked keys (already written), resumable frame by frame.
 
     ``rigs`` maps geometry keys to chains read at that geometry (read and added when missing);
-    ``flagged (N,)`` marks the frames the solve did not reach (always checked). :meth:`advance`
-    moves the scene's current frame: the caller puts it back once done (or on an error).
+    ``flagged (N,)`` marks the frames the solve did not reach. ``keys_alone``: nothing but the
+    baked keys can move the chain (:func:`keys_alone_move_the_chain`), so a sparse sample of frames
+    is asked (``SPARSE_LIMIT``); otherwise a dense one with every flagged frame (``DENSE_LIMIT``).
+    :meth:`advance` moves the scene's current frame: the caller puts it back once done (or on an
+    error). Each frame only reads Blender's evaluation; :meth:`result` compares them all at once.
     """
 
-    def __init__(self, scene, obj, spec, rigs: dict, solved, flagged: np.ndarray):
+    def __init__(self, scene, obj, spec, rigs: dict, solved, flagged: np.ndarray, *, keys_alone: bool = False):
         self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
-        self.rows = rows_to_check(len(solved.frames), flagged).tolist()
+        limit, flagged_limit = (SPARSE_LIMIT, SPARSE_LIMIT) if keys_alone else (DENSE_LIMIT, None)
+        self.rows = rows_to_check(len(solved.frames), flagged, limit, flagged_limit).tolist()
         self.done = 0
-        self._max_error, self._max_offset = 0.0, 0.0
-        self._mismatches: list[int] = []
+        self._fixed_geometry = next(iter(rigs)) if keys_alone else None
+        self._seen: list[tuple[int, bytes, np.ndarray, np.ndarray, np.ndarray]] = []
+        """(row, geometry key, root world (4, 4), evaluated tip (3,), evaluated target (3,)) per checked frame."""
 
     def advance(self, deadline: float | None = None) -> bool:
         """Check frames until all are checked (True) or past ``deadline`` (False: call again)."""
@@ -96,35 +137,36 @@ class BakedCheck:
                     return False
         return True
 
-    def result(self) -> Evaluation:
-        return Evaluation(frames_checked=self.done, max_error=max(self._max_error, 0.0),
-                          mismatch_frames=list(self._mismatches), max_offset=self._max_offset)
-
     def _check(self, row: int) -> None:
-        spec, obj, solved = self.spec, self.obj, self.solved
-        frame = int(solved.frames[row])
+        """Read Blender's evaluation of the chain at the baked frame ``row``."""
+        spec, obj = self.spec, self.obj
+        frame = int(self.solved.frames[row])
         self.scene.frame_set(frame)
-        key = geometry_key(obj, spec.rig)
+        key = self._fixed_geometry if self._fixed_geometry is not None else geometry_key(obj, spec.rig)
         rig = self.rigs.get(key)
         if rig is None:
             try:
                 rig = self.rigs[key] = spec.read_rig(obj)
             except IKSolversError as error:
                 raise error.about(spec.name, frame) from None
-        root = root_matrices_world(obj, rig)
-        local_tip = forward_kinematics(rig.chain, solved.q[row][None]).positions[0, -1]
-        solved_tip = root[:3, :3] @ local_tip + root[:3, 3]
         tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
         target = np.array(spec.target.matrix_world.translation, dtype=float)
-        self._max_error = max(self._max_error, float(np.linalg.norm(tip - target)) - float(solved.bound[row]))
-        offset = float(np.linalg.norm(tip - solved_tip))
-        self._max_offset = max(self._max_offset, offset)
-        if offset > _mismatch_threshold(spec, rig, root, tip):
-            self._mismatches.append(frame)
+        self._seen.append((row, key, root_matrices_world(obj, rig), tip, target))
 
-
-def evaluate_baked(scene, obj, spec, rigs: dict, solved, flagged: np.ndarray) -> Evaluation:
-    """:class:`BakedCheck` run to the end (the caller puts the current frame back)."""
-    check = BakedCheck(scene, obj, spec, rigs, solved, flagged)
-    check.advance()
-    return check.result()
+    def result(self) -> Evaluation:
+        """The comparison of every frame checked so far with the target and the solve."""
+        max_error, max_offset, mismatch_rows = 0.0, 0.0, []
+        for key in dict.fromkeys(seen[1] for seen in self._seen):
+            group = [seen for seen in self._seen if seen[1] == key]
+            rows = np.array([seen[0] for seen in group])
+            root, tip, target = (np.array([seen[k] for seen in group]) for k in (2, 3, 4))
+            rig = self.rigs[key]
+            local_tip = forward_kinematics(rig.chain, self.solved.q[rows]).positions[:, -1]
+            solved_tip = np.einsum("nij,nj->ni", root[:, :3, :3], local_tip) + root[:, :3, 3]
+            error = np.linalg.norm(tip - target, axis=1) - np.asarray(self.solved.bound)[rows]
+            offset = np.linalg.norm(tip - solved_tip, axis=1)
+            max_error = max(max_error, float(error.max()))
+            max_offset = max(max_offset, float(offset.max()))
+            mismatch_rows += rows[offset > _mismatch_thresholds(self.spec, rig, root, tip)].tolist()
+        frames = [int(self.solved.frames[row]) for row in sorted(mismatch_rows)]
+        return Evaluation(frames_checked=self.done, max_error=max_error, mismatch_frames=frames, max_offset=max_offset)

@@ -20,6 +20,7 @@ from ik_solvers.blender import bake, compat, operators, sampling
 from ik_solvers.blender.chains import capture_preferred_pose
 from ik_solvers.blender.errors import IKSolversError
 from ik_solvers.blender.frames import SolvedFrames
+from ik_solvers.blender.keyframes import values_at_keys
 from ik_solvers.blender.rig import read_chain
 from ik_solvers.blender.spec import chain_spec
 from ik_solvers.core import METHOD_FACTS, Method
@@ -421,6 +422,35 @@ def test_fcurve_sampling_equals_blenders_evaluation(baking):
     np.testing.assert_array_equal(sampled.target_world, evaluated.target_world)
     np.testing.assert_array_equal(sampled.pole_world, evaluated.pole_world)
     np.testing.assert_array_equal(sampled.root_world, evaluated.root_world)
+
+
+def test_a_target_keyed_at_every_frame_is_read_from_its_keys_as_blender_evaluates_it(baking):
+    """Keys at every sampled frame, of every interpolation and handle type: the bulk read of the
+    keys (keyframes.values_at_keys) gives Blender's evaluation exactly."""
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    frames = np.arange(1, 120)
+    circling_target(target, frames, radius=0.3, turns=2.0)
+    fcurves = list(compat.channelbag_for_assigned_slot(target.animation_data).fcurves)
+    interpolations = ["CONSTANT", "LINEAR", "BEZIER", "ELASTIC", "BOUNCE", "SINE", "BACK"]
+    handles = ["FREE", "ALIGNED", "VECTOR", "AUTO", "AUTO_CLAMPED"]
+    for k, fcurve in enumerate(fcurves):
+        for i, point in enumerate(fcurve.keyframe_points):
+            point.interpolation = interpolations[(i + k) % len(interpolations)]
+            point.handle_left_type = point.handle_right_type = handles[(2 * i + k) % len(handles)]
+            if point.handle_left_type == "FREE":
+                point.handle_left = (point.co[0] - 0.3, point.co[1] + 0.2 * math.sin(i))
+        fcurve.update()
+        keyed = values_at_keys(fcurve, frames.astype(float))
+        assert keyed is not None
+        np.testing.assert_array_equal(keyed, [fcurve.evaluate(float(frame)) for frame in frames])
+        assert values_at_keys(fcurve, np.array([1.5])) is None  # between keys: evaluated
+    chain = add_chain(obj, target)
+    rig_chain, evaluated = _evaluated_inputs(obj, chain, frames)
+    sampled = sampling.sample_fcurves(obj, chain_spec(obj, chain, rig_chain), rig_chain, frames)
+    np.testing.assert_array_equal(sampled.target_world, evaluated.target_world)
+    fcurves[0].modifiers.new("NOISE")
+    assert values_at_keys(fcurves[0], frames.astype(float)) is None
 
 
 @pytest.mark.parametrize(

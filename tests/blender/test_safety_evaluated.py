@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import RIG_BUILDERS, add_empty, build_arm, build_armature, evaluated_tip
 
+from ik_solvers.blender import compat, verify
 from ik_solvers.blender.report import BakeReport
 from ik_solvers.blender.verify import rows_to_check
 
@@ -82,6 +83,38 @@ def test_a_driver_on_a_chain_bones_rotation_is_reported(addon):
     assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=5) == {"FINISHED"}
     report = json.loads(chain.last_bake_report)
     assert report["evaluated_mismatch_frames"] == [1, 2, 3, 4, 5]
+
+
+def test_a_long_clean_bake_is_checked_at_a_sparse_sample_and_a_long_suspect_one_at_every_frame(addon):
+    """Where only the keys move the chain Blender is asked at about SPARSE_LIMIT frames; a curve
+    modifier on a baked channel (it changes Blender's evaluation of the keys) makes the check dense."""
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    key_circle(target, [1, 60, 120])
+    chain = arm_chain(obj, target)
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=120) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    sparse = rows_to_check(120, np.zeros(120, bool), verify.SPARSE_LIMIT, verify.SPARSE_LIMIT)
+    assert report["evaluated_frames_checked"] == sparse.size == 41  # every 3rd frame and the last
+    assert report["evaluated_mismatch_frames"] == []
+
+    fcurve = compat.channelbag_for_assigned_slot(obj.animation_data).fcurves.find(
+        'pose.bones["forearm"].rotation_quaternion', index=1)
+    noise = fcurve.modifiers.new("NOISE")
+    noise.strength = 2.0
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=120) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    assert report["evaluated_frames_checked"] == 120
+    assert len(report["evaluated_mismatch_frames"]) > 60
+
+
+def test_sparse_samples_spread_over_the_bake_and_its_unreached_frames():
+    flagged = np.zeros(5000, dtype=bool)
+    flagged[1000:3000] = True
+    rows = rows_to_check(5000, flagged, verify.SPARSE_LIMIT, verify.SPARSE_LIMIT)
+    assert rows.size <= 2 * verify.SPARSE_LIMIT + 2 and {0, 4999, 2999} <= set(rows.tolist())
+    assert np.count_nonzero(flagged[rows]) >= verify.SPARSE_LIMIT
+    assert np.diff(rows).max() <= 5000 // verify.SPARSE_LIMIT + 1
 
 
 def test_long_bakes_are_checked_densely_and_at_every_unreached_frame():
