@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -150,6 +150,8 @@ class SolvedFrames:
 def stitch(parts: list[SolvedFrames], n: int, rows_of: list[np.ndarray], frames: np.ndarray) -> SolvedFrames:
     """One record of ``n`` frames from parts solved at the given rows (one part per chain shape)."""
     first = parts[0]
+    if len(parts) == 1 and len(rows_of[0]) == n:  # one shape: the rows are every frame, in order
+        return replace(first, frames=np.asarray(frames))
     q = np.empty((n, first.q.shape[1]))
     status = np.empty(n, dtype=object)
     error, bound = np.empty(n), np.empty(n)

@@ -57,6 +57,14 @@ def write_keyframes(fcurve, keys: dict[str, np.ndarray]) -> None:
         points.foreach_set(name, keys[name].ravel())
 
 
+def key_coordinates(fcurve) -> np.ndarray:
+    """Frame and value of every key of ``fcurve``, ``(K, 2)`` float32 as Blender stores them."""
+    points = fcurve.keyframe_points
+    co = np.empty(2 * len(points), dtype=np.float32)
+    points.foreach_get("co", co)
+    return co.reshape(-1, 2)
+
+
 def values_at_keys(fcurve, frames: np.ndarray) -> np.ndarray | None:
     """``fcurve``'s values ``(N,)`` (float32) at ``frames (N,)`` read from its keys, or None unless
     every frame is a key's own frame of an unmodified curve.
@@ -65,25 +73,22 @@ def values_at_keys(fcurve, frames: np.ndarray) -> np.ndarray | None:
     handles (tests/blender/test_sampling.py checks it against ``FCurve.evaluate``), and one bulk
     read costs what a few ``evaluate`` calls do.
     """
-    points = fcurve.keyframe_points
-    if len(fcurve.modifiers) or len(points) == 0:
+    if len(fcurve.modifiers) or len(fcurve.keyframe_points) == 0:
         return None
-    co = np.empty(2 * len(points), dtype=np.float32)
-    points.foreach_get("co", co)
-    x, y = co[0::2], co[1::2]
+    x, y = key_coordinates(fcurve).T
     if np.any(np.diff(x) <= 0.0):
         return None
     index = np.minimum(np.searchsorted(x, frames), len(x) - 1)
     return y[index] if np.array_equal(x[index], frames) else None
 
 
-def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float) -> None:
+def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float,
+                          coordinates: np.ndarray | None = None) -> None:
     """Key ``values (N,)`` at ``frames (N,)`` with linear interpolation, dropping the curve's keys in
-    ``[start, end]`` and keeping every key outside it with all its data."""
+    ``[start, end]`` and keeping every key outside it with all its data. ``coordinates``: the
+    curve's :func:`key_coordinates` when already read."""
     points = fcurve.keyframe_points
-    x = np.empty(2 * len(points), dtype=np.float32)
-    points.foreach_get("co", x)
-    x = x[0::2]
+    x = (key_coordinates(fcurve) if coordinates is None else coordinates)[:, 0]
     before, after = x < start, x > end
     n_before, n_after, count = int(before.sum()), int(after.sum()), len(frames)
     old = read_keyframes(fcurve) if n_before or n_after else None
@@ -128,24 +133,22 @@ def rotation_data_path(pose_bone) -> str:
     return pose_bone.path_from_id(prop)
 
 
-def continue_from_previous_key(fcurves: list, values: np.ndarray, mode: str, start: float) -> np.ndarray:
-    """Shift baked channel values ``(N, k)`` so they continue the curve's last kept key before ``start``.
+def continue_from_previous_key(coordinates: list, values: np.ndarray, mode: str, start: float) -> np.ndarray:
+    """Shift baked channel values ``(N, k)`` so they continue the curves' last kept key before ``start``.
 
-    The values are already continuous among themselves; a quaternion block may still sit in the
+    ``coordinates``: per channel the curve's :func:`key_coordinates`, or None without a curve. The
+    values are already continuous among themselves; a quaternion block may still sit in the
     other hemisphere than the key before it, an Euler block a whole turn away: both evaluate to the
     same rotation but would make Blender interpolate the long way round at the boundary.
     """
     previous: list[float] | np.ndarray = []
-    for fcurve in fcurves:
-        if fcurve is None or len(fcurve.keyframe_points) == 0:
+    for keys in coordinates:
+        if keys is None or len(keys) == 0:
             return values
-        co = np.empty(2 * len(fcurve.keyframe_points), dtype=np.float32)
-        fcurve.keyframe_points.foreach_get("co", co)
-        x = co[0::2]
-        kept = np.flatnonzero(x < start)
+        kept = np.flatnonzero(keys[:, 0] < start)
         if kept.size == 0:
             return values
-        previous.append(float(co[2 * kept[-1] + 1]))
+        previous.append(float(keys[kept[-1], 1]))
     previous = np.array(previous)
     if mode == "QUATERNION":
         return -values if float(previous @ values[0]) < 0.0 else values
@@ -179,8 +182,9 @@ def key_rotations(action, obj, values: dict[str, np.ndarray], frames: np.ndarray
         for index in range(width):
             action.remember(channelbag, path, index, bone)
         fcurves = [channelbag.fcurves.find(path, index=index) for index in range(width)]
-        channel = continue_from_previous_key(fcurves, channel, pose_bone.rotation_mode, start)
+        coordinates = [None if fcurve is None else key_coordinates(fcurve) for fcurve in fcurves]
+        channel = continue_from_previous_key(coordinates, channel, pose_bone.rotation_mode, start)
         for index, fcurve in enumerate(fcurves):
             if fcurve is None:
                 fcurve = compat.new_fcurve(channelbag, path, index, bone)
-            replace_keys_in_range(fcurve, frames, channel[:, index], start, end)
+            replace_keys_in_range(fcurve, frames, channel[:, index], start, end, coordinates[index])

@@ -227,7 +227,12 @@ def world_to_root(points_world: np.ndarray, root_world: np.ndarray) -> np.ndarra
     The full inverse is used, so a uniformly scaled root maps world distances to armature units.
     """
     points = np.asarray(points_world, dtype=float)
-    inverse = np.linalg.inv(np.asarray(root_world, dtype=float))
+    root_world = np.asarray(root_world, dtype=float)
+    if root_world.ndim == 3 and len(root_world) > 1 and np.all(root_world == root_world[0]):
+        # One frame for the whole batch (F-curve sampling): inverted once, the same bits per row.
+        inverse = np.repeat(np.linalg.inv(root_world[0])[None], len(root_world), axis=0)
+    else:
+        inverse = np.linalg.inv(root_world)
     return np.einsum("...ij,...j->...i", inverse[..., :3, :3], points) + inverse[..., :3, 3]
 
 
