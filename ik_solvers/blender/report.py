@@ -53,7 +53,7 @@ class BakeReport:
         Checked frames where Blender's evaluated tip is not where the solve put it (more than the
         chain's tolerance away): a constraint, driver, NLA strip … changes the baked pose.
     evaluated_frames_checked : int
-        Frames evaluated: where only the keys move the chain, about 50 spread over the bake and
+        Frames evaluated: where only the keys move the chain, about 32 spread over the bake and
         as many of the unreached ones; else every keyed frame up to 500, beyond that a dense sample
         plus every unreached frame (:mod:`.verify`).
     evaluated_max_offset : float

@@ -21,11 +21,12 @@ DENSE_LIMIT = 500
 are checked at every frame; longer ones at every k-th frame (about this many) plus every frame the
 solve did not reach."""
 
-SPARSE_LIMIT = 50
+SPARSE_LIMIT = 32
 """Where nothing but the baked keys can move the chain (:func:`keys_alone_move_the_chain`), at most
-this many evenly spread frames plus at most this many of the unreached ones: there Blender's
+this many evenly spread frames plus at most this many of the unreached ones. There Blender's
 evaluation of a keyed frame is the key itself, and the sample checks the whole path from solve to
-evaluated pose (keying, channel conversion, rotation mode, the chain's read of the rig)."""
+evaluated pose (keying, channel conversion, rotation mode, the chain's read of the rig): a fault
+on one frame in ten shows in 32 frames with 97 % probability, a systematic one on the first."""
 
 FLOAT32_EPS = 2.0**-24
 """Unit roundoff of Blender's float32 storage (rest matrices, channels, object matrices)."""
