@@ -2,8 +2,9 @@
 
 For each chain length, one run bakes the same disconnected chain (``bench_bake.chain_specs``) over
 the same animated target with Blender's IK constraint + ``nla.bake`` and with ``ik_solvers.bake``
-for each method (SDLS also with the default ``reference_weight`` 0.1), plus the floor: our bake with
-the solve taken out (sampling the target and writing the keys alone). Ratios, not absolute times,
+for each method (SDLS also with ``reference_weight`` 0.1), the chain's default method marked, plus
+the floor: our bake of the default method with the solve taken out (sampling the target, writing
+the keys and checking them on Blender's evaluation). Ratios, not absolute times,
 are what carries over to other machines.
 
 Prints a table and writes ``DIR/bench_growth.csv``, ``DIR/bench_growth.json`` and ``DIR/bench_growth.png``.
@@ -22,7 +23,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from _cli import Parser, UsageError, import_bpy, run_main
-from bench_bake import RIGS, blender_bake, chain_rig, our_bake
+from bench_bake import RIGS, blender_bake, chain_rig, default_case, our_bake
 
 METHODS = [("HI", 0.0), ("ANALYTIC", 0.0), ("DLS", 0.0), ("SDLS", 0.0), ("SDLS", 0.1), ("CCD", 0.0), ("FABRIK", 0.0)]
 """(method, reference_weight); ANALYTIC only for two bones."""
@@ -51,14 +52,16 @@ def _main(argv: list[str] | None) -> int:
         for n in args.bones:
             name = f"chain ({n} bones)"
             RIGS[name] = chain_rig(n)
+            default_method, _, default_weight = default_case(name)
             blender = blender_bake(bpy, name, args.frames, args.repeats)
             found = [dict(blender, series="Blender IK + nla.bake")]
             for method, weight in METHODS:
                 if method == "ANALYTIC" and n != 2:
                     continue
                 row = our_bake(bpy, name, args.frames, args.repeats, method, False, weight)
-                found.append(dict(row, series=f"ours {label(method, weight)}"))
-            floor = our_bake(bpy, name, args.frames, args.repeats, "SDLS", False, 0.0, floor=True)
+                default = (method, weight) == (default_method, default_weight)
+                found.append(dict(row, series=f"ours {label(method, weight)}" + (" [default]" if default else "")))
+            floor = our_bake(bpy, name, args.frames, args.repeats, default_method, False, default_weight, floor=True)
             found.append(dict(floor, series="floor (sample + write keys, no solve)"))
             for row in found:
                 row.update(bones=n, frames=args.frames, us_per_frame=row["seconds"] / args.frames * 1e6,
@@ -91,7 +94,8 @@ def plot(path: Path, rows: list[dict], frames: int) -> None:
     for series in dict.fromkeys(row["series"] for row in rows):
         mine = sorted((row for row in rows if row["series"] == series), key=lambda row: row["bones"])
         style = {"color": "black", "linewidth": 2.5} if series.startswith("Blender") else \
-            {"color": "gray", "linestyle": "--"} if series.startswith("floor") else {}
+            {"color": "gray", "linestyle": "--"} if series.startswith("floor") else \
+            {"color": "tab:blue", "linewidth": 2.5} if series.endswith("[default]") else {}
         ax.plot([row["bones"] for row in mine], [row["us_per_frame"] for row in mine], marker="o", label=series,
                 **style)
     ax.set_xscale("log")
