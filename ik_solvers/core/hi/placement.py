@@ -30,8 +30,8 @@ def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: InPlane) -> tupl
     )
     # Q0 = G · Rot(n0, bend0) · Q0_pref with Q0_pref = F · (Fᵀ Q0_pref), F = [a0, n0, n0 × a0];
     # the local rotation is Pᵀ Q0 for the start joint's parent frame P (root · rest).
-    parent = pref.chain.root_rotation @ pref.chain.rest_rotations[0]  # constant (3, 3) matrices
-    if not np.array_equal(parent, np.eye(3)):
+    parent = pref.start_parent  # constant: None for the identity
+    if parent is not None:
         a, nrm, side = (tmatvec(parent, vectors) for vectors in (a, nrm, side))
     turn = bent.bends[:, 0] - bent.tip_turns
     c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]

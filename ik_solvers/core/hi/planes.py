@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -33,13 +34,19 @@ def per_frame(value: np.ndarray | float, n_frames: int, field: str) -> np.ndarra
         raise IKInputError(field, f"expected a number or shape ({n_frames},), got {value.shape}")
     if not np.all(np.isfinite(value)):
         raise IKInputError(field, "must be finite")
+    if value.size == n_frames:  # one value per frame already: no broadcast (~5 us on one frame)
+        return value.reshape(n_frames)
     return np.broadcast_to(value.reshape(-1), (n_frames,))
 
 
 # ------------------------------------------------------------ the sphere
 @dataclass(frozen=True, eq=False)
 class SolverPlanes:
-    """EE axes and normals of a batch, in the solving frame and in sphere coordinates."""
+    """EE axes and normals of a batch, in the solving frame and in sphere coordinates.
+
+    ``singular`` (the map's own singularity flags) is computed on first use: a live solve does not
+    read it, and it is the same computation whenever it runs.
+    """
 
     r: np.ndarray
     to_solving: np.ndarray
@@ -48,8 +55,14 @@ class SolverPlanes:
     zero_normals_sphere: np.ndarray
     normals: np.ndarray
     swivel: np.ndarray
-    singular: np.ndarray
     singular_directions: np.ndarray
+    zero_map: ZeroPlaneMap
+    map_data: dict
+
+    @cached_property
+    def singular(self) -> np.ndarray:
+        """True ``(N,)`` where the zero-plane map says it is singular."""
+        return map_singularities(self.zero_map, self.axes_sphere, **self.map_data)
 
 
 def solver_planes(
@@ -71,7 +84,7 @@ def solver_planes(
     if sphere_rotations is None:
         root = pref.chain.root_rotation
         to_solving = np.broadcast_to(root, (n_frames, 3, 3))
-        if np.array_equal(root, np.eye(3)):  # the common case, and exact: skip the products
+        if pref.root_is_identity:  # the common case, and exact: skip the products
             to_sphere_vectors = to_solving_vectors = lambda vectors: vectors
         else:
             to_sphere_vectors = lambda vectors: tmatvec(root, vectors)
@@ -80,9 +93,15 @@ def solver_planes(
         to_solving = check_rotations(sphere_rotations, n_frames)
         to_sphere_vectors = lambda vectors: tmatvec(to_solving, vectors)
         to_solving_vectors = lambda vectors: matvec(to_solving, vectors)
-    axes = offsets / np.where(at_centre, 1.0, r)[:, None]
-    axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
-    axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
+    if at_centre.any():
+        axes = offsets / np.where(at_centre, 1.0, r)[:, None]
+        axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
+        axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
+    else:  # the same values without the selections
+        axes = offsets / r[:, None]
+        axes_sphere = to_sphere_vectors(axes)
+        if axes_sphere is axes:  # two arrays, as the selections made them
+            axes_sphere = axes.copy()
     data = dict(map_data or {})
     if poles is not None:
         poles = np.asarray(poles, dtype=float)
@@ -102,8 +121,9 @@ def solver_planes(
         zero_normals_sphere=zero_normals,
         normals=normals,
         swivel=swivel,
-        singular=map_singularities(zero_map, axes_sphere, **data),
         singular_directions=map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data),
+        zero_map=zero_map,
+        map_data=data,
     )
 
 
