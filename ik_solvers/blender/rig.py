@@ -27,6 +27,7 @@ Conventions (they live here alone):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,11 +174,13 @@ def _quaternion_values(references: np.ndarray, quaternions: np.ndarray) -> np.nd
 
     ``references (B, 4)``: the channels' current values; ``quaternions (B, 4)``: unit (w, x, y, z).
     """
-    references = references.copy()
-    # Per row as _values_in_mode computes it (np.linalg.norm of a 1-D row: the same bits).
-    norms = np.array([np.linalg.norm(row) for row in references])
+    # Per row as _values_in_mode computes it: np.linalg.norm of a 1-D array is sqrt(x.dot(x)) (both
+    # square roots correctly rounded), so the same bits without its wrapper.
+    norms = np.array([math.sqrt(row.dot(row)) for row in references])
     empty = norms == 0.0
-    references[empty], norms[empty] = (1.0, 0.0, 0.0, 0.0), 1.0  # a zero quaternion reads as identity
+    if empty.any():  # a zero quaternion reads as identity
+        references = references.copy()
+        references[empty], norms[empty] = (1.0, 0.0, 0.0, 0.0), 1.0
     flips = np.einsum("ni,ni->n", quaternions, references) < 0.0
     return quaternions * np.where(flips, -1.0, 1.0)[:, None] * norms[:, None]
 

@@ -55,3 +55,15 @@ def test_mode_names_are_blenders_rotation_mode_values(scene):
         obj.pose.bones.foreach_get("rotation_mode", values)
         assert rig.MODE_NAMES[int(values[0])] == mode
 
+
+
+def test_quaternion_values_are_the_per_bone_values_in_float64():
+    rng = np.random.default_rng(9)
+    references = rng.normal(size=(500, 4)) * rng.uniform(1e-3, 1e3, (500, 1))
+    references[::50] = 0.0  # zero quaternions read as identity
+    quaternions = rng.normal(size=(500, 4))
+    quaternions /= np.linalg.norm(quaternions, axis=1, keepdims=True)
+    bulk = rig._quaternion_values(references, quaternions)
+    for row in range(500):
+        one = rig._values_in_mode("QUATERNION", references[row], quaternions[row:row + 1], keep_norm=True)[0]
+        assert one.tobytes() == bulk[row].tobytes(), row

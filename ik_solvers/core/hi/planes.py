@@ -79,7 +79,7 @@ def solver_planes(
     offsets = targets - pref.start
     r = norm(offsets)
     # A target on the start joint has no EE axis; the preferred one stands in (direction_unique is False there).
-    at_centre = r <= 1e-12 * pref.chain.reach
+    at_centre = r <= pref.centre_radius
     axes_local_default = pref.sphere.a0
     if sphere_rotations is None:
         root = pref.chain.root_rotation

@@ -154,7 +154,7 @@ def solve_hi(
         length_error=bone_length_errors(chain, pose),
         objective_increases=np.zeros(n_frames, dtype=int),
         sigma_min=np.full(n_frames, np.nan),
-        direction_unique=plane.r > 1e-12 * chain.reach,
+        direction_unique=plane.r > pref.centre_radius,
     )
     angles = pole_angles(plane.axes_sphere, plane.singular_directions)
     return HISolveResult(

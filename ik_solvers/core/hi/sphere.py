@@ -158,6 +158,11 @@ class PreferredPose:
         return float(self.in_plane_lengths.sum())
 
     @cached_property
+    def centre_radius(self) -> float:
+        """``1e-12 · reach``: targets this near the start joint have no EE axis of their own."""
+        return 1e-12 * self.chain.reach
+
+    @cached_property
     def _bound_ends(self) -> tuple[np.floating, float]:
         """``ΣL`` and the nearest distance ``inner`` of :meth:`lower_bounds` (as it computed them per call)."""
         lengths = self.in_plane_lengths
@@ -169,6 +174,19 @@ class PreferredPose:
         (then the placement skips the products: exact)."""
         parent = self.chain.root_rotation @ self.chain.rest_rotations[0]
         return None if np.array_equal(parent, np.eye(3)) else _read_only(parent)
+
+    @cached_property
+    def joint_layout(self) -> tuple[list[int], list[tuple[int, int, np.floating]]]:
+        """The ball joints, and per other joint ``(joint, its last variable, sign)``: the variable the
+        in-plane bend adds to, with the sign of its axis along the bend axis (placement.joint_variables)."""
+        chain = self.chain
+        balls = [j for j, kind in enumerate(chain.kinds) if kind is JointKind.BALL]
+        bent = []
+        for j, kind in enumerate(chain.kinds):
+            if kind is not JointKind.BALL:
+                last = int(chain.dof_start[j]) + kind.value - 1
+                bent.append((j, last, np.sign(chain.axes[last] @ self.bend_axes[j])))
+        return balls, bent
 
     @cached_property
     def root_is_identity(self) -> bool:
