@@ -44,12 +44,14 @@ def per_frame(value: np.ndarray | float, n_frames: int, field: str) -> np.ndarra
 class SolverPlanes:
     """EE axes and normals of a batch, in the solving frame and in sphere coordinates.
 
-    ``singular`` (the map's own singularity flags) is computed on first use: a live solve does not
-    read it, and it is the same computation whenever it runs.
+    ``singular`` (the map's own singularity flags) and ``to_solving`` (the sphere rotations per
+    frame) are computed on first use: a live solve reads neither, and they are the same computation
+    whenever it runs.
     """
 
     r: np.ndarray
-    to_solving: np.ndarray
+    sphere_rotations: np.ndarray | None  # checked (N, 3, 3), or None: the chain's root rotation
+    root_rotation: np.ndarray
     axes: np.ndarray
     axes_sphere: np.ndarray
     zero_normals_sphere: np.ndarray
@@ -58,6 +60,13 @@ class SolverPlanes:
     singular_directions: np.ndarray
     zero_map: ZeroPlaneMap
     map_data: dict
+
+    @cached_property
+    def to_solving(self) -> np.ndarray:
+        """Sphere → solving frame rotations ``(N, 3, 3)``."""
+        if self.sphere_rotations is not None:
+            return self.sphere_rotations
+        return np.broadcast_to(self.root_rotation, (self.r.shape[0], 3, 3))
 
     @cached_property
     def singular(self) -> np.ndarray:
@@ -81,9 +90,9 @@ def solver_planes(
     # A target on the start joint has no EE axis; the preferred one stands in (direction_unique is False there).
     at_centre = r <= pref.centre_radius
     axes_local_default = pref.sphere.a0
+    root = pref.chain.root_rotation
+    to_solving = None
     if sphere_rotations is None:
-        root = pref.chain.root_rotation
-        to_solving = np.broadcast_to(root, (n_frames, 3, 3))
         if pref.root_is_identity:  # the common case, and exact: skip the products
             to_sphere_vectors = to_solving_vectors = lambda vectors: vectors
         else:
@@ -115,7 +124,8 @@ def solver_planes(
     normals = to_solving_vectors(normals_sphere)
     return SolverPlanes(
         r=r,
-        to_solving=to_solving,
+        sphere_rotations=to_solving,
+        root_rotation=root,
         axes=axes,
         axes_sphere=axes_sphere,
         zero_normals_sphere=zero_normals,
