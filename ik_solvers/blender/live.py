@@ -328,12 +328,12 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 def _on_depsgraph_update(scene, depsgraph) -> None:
     if state.busy or state.loading or state.paused:
         return
-    moved = any(update.is_updated_transform and isinstance(update.id, bpy.types.Object)
-                for update in depsgraph.updates)
-    settings_changed = any(isinstance(update.id, bpy.types.Object) and update.id.type == "ARMATURE"
-                           for update in depsgraph.updates)
-    if moved or settings_changed:
-        update_live_chains(scene, depsgraph, force=False)
+    # One pass over the updates: an object moved, or an armature changed (its settings or pose).
+    for update in depsgraph.updates:
+        data = update.id
+        if isinstance(data, bpy.types.Object) and (update.is_updated_transform or data.type == "ARMATURE"):
+            update_live_chains(scene, depsgraph, force=False)
+            return
 
 
 @persistent
