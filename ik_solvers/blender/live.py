@@ -109,8 +109,6 @@ POSE_BONE_PROPS = (
 )
 BONE_PROPS = (("matrix_local", 16), ("length", 1), ("use_connect", 1), ("use_inherit_rotation", 1),
               ("use_local_location", 1))
-ROTATION_CHANNELS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
-"""The only values ``write_pose`` changes."""
 
 
 @dataclass
@@ -168,10 +166,10 @@ def _rig_values(obj, chain, key) -> RigValues:
     return rig
 
 
-def _after_write(obj, rig: RigValues) -> bytes:
-    """The rig key :func:`_rig_values` would read after our pose write: ``write_pose`` sets rotation
-    channels only, so only those are read again."""
-    for name in ROTATION_CHANNELS:
+def _after_write(obj, rig: RigValues, written: tuple[str, ...]) -> bytes:
+    """The rig key :func:`_rig_values` would read after our pose write: ``write_pose`` sets the
+    rotation ``written`` channels only, so only those are read again."""
+    for name in written:
         obj.pose.bones.foreach_get(name, rig.values[rig.slices[name]])
     return rig.key()
 
@@ -271,12 +269,12 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                         continue
                     prepared = prepare_solve(spec, inputs)
                     result = run_solve(prepared)
-                    write_pose(obj, spec.rig, result.q[0])
+                    written = write_pose(obj, spec.rig, result.q[0])
                 except Exception as error:  # never into Blender's handler loop
                     turn_off(obj, chain, error)
                     continue
                 state.signatures[key] = signature
-                state.rigs[key] = (_after_write(obj, rig_values), replace(spec.rig, q=result.q[0].copy()))
+                state.rigs[key] = (_after_write(obj, rig_values, written), replace(spec.rig, q=result.q[0].copy()))
                 solved += 1
                 store_solve_outcome(chain, result.status[0].value, "", result, prepared)
     finally:

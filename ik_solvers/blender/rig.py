@@ -204,8 +204,9 @@ def _bone_indices(obj, names) -> list[int]:
     return indices
 
 
-def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
-    """Set the joint bones' rotation channels to joint variables ``q (n_dof,)``.
+def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
+    """Set the joint bones' rotation channels to joint variables ``q (n_dof,)``; returns the channel
+    properties written (``rotation_quaternion`` …: the others kept every value).
 
     Everything is computed and checked before the first channel is touched: a non-finite ``q``
     or a bone that vanished raises ``IKSolversError`` and leaves the pose as it was. A quaternion or
@@ -251,6 +252,7 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
         pose_bones.foreach_set(name, values.reshape(-1))
     # foreach_set skips the properties' update callbacks, which tag the pose for re-evaluation.
     obj.update_tag(refresh={"DATA"})
+    return tuple(written)
 
 
 # --------------------------------------------------------------------------- reading

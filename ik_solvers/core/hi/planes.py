@@ -131,7 +131,7 @@ def solver_planes(
         zero_normals_sphere=zero_normals,
         normals=normals,
         swivel=swivel,
-        singular_directions=map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data),
+        singular_directions=_singular_directions(pref, zero_map, axes_sphere, data),
         zero_map=zero_map,
         map_data=data,
     )
@@ -150,6 +150,18 @@ def _zero_plane_map(pref: PreferredPose, name_or_factory: str | ZeroPlaneMapFact
     if zero_map is None:
         zero_map = pref.zero_plane_maps[factory] = build_zero_plane_map(name_or_factory, pref.sphere.a0, pref.sphere.n0)
     return zero_map
+
+
+def _singular_directions(pref: PreferredPose, zero_map: ZeroPlaneMap, axes_sphere: np.ndarray, data: dict) -> np.ndarray:
+    """``map_singular_directions`` for the batch; the default map's are its poles ``±n0`` whatever the
+    axes (``unit(n0)`` in every row, elementwise), so that row is computed once per PreferredPose."""
+    if type(zero_map) is not DefaultZeroPlaneMap:
+        return map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data)
+    row = pref.zero_plane_maps.get("default singular direction")
+    if row is None:
+        row = pref.zero_plane_maps["default singular direction"] = map_singular_directions(
+            zero_map, axes_sphere[:1], pref.sphere.n0)
+    return np.broadcast_to(row, axes_sphere.shape).copy()
 
 
 def pole_angles(axes_sphere: np.ndarray, poles: np.ndarray) -> np.ndarray:

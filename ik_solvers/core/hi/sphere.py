@@ -125,7 +125,8 @@ class PreferredPose:
     preferred_distance: float
     curled_distance: float
     zero_plane_maps: dict = field(default_factory=dict, repr=False)
-    """Zero-plane maps built for this pose's sphere frame, by factory (``planes.solver_planes``)."""
+    """Zero-plane maps built for this pose's sphere frame, by factory, and the default map's
+    singular direction row (``planes.solver_planes``)."""
 
     # Constants of every solve with this pose, computed once (a live chain solves one frame at a
     # time with the same PreferredPose): the same operations as computing them per solve.
