@@ -45,7 +45,9 @@ CURL_RANDOM_STARTS = 64
 CURL_TIE = 1e-9
 
 
-def plane_tips(lengths: np.ndarray, turns: np.ndarray, headings: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def plane_tips(
+    lengths: np.ndarray, turns: np.ndarray, headings: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Tip coordinates ``x, y (M,)`` of plane chains with relative ``turns (M, n − 1)``.
 
     ``headings``: an ``(M, n)`` array whose first column is zero, to fill instead of a new one

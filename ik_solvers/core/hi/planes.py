@@ -152,7 +152,9 @@ def _zero_plane_map(pref: PreferredPose, name_or_factory: str | ZeroPlaneMapFact
     return zero_map
 
 
-def _singular_directions(pref: PreferredPose, zero_map: ZeroPlaneMap, axes_sphere: np.ndarray, data: dict) -> np.ndarray:
+def _singular_directions(
+    pref: PreferredPose, zero_map: ZeroPlaneMap, axes_sphere: np.ndarray, data: dict
+) -> np.ndarray:
     """``map_singular_directions`` for the batch; the default map's are its poles ``±n0`` whatever the
     axes (``unit(n0)`` in every row, elementwise), so that row is computed once per PreferredPose."""
     if type(zero_map) is not DefaultZeroPlaneMap:

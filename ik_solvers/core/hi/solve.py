@@ -50,6 +50,9 @@ class HISolveResult:
     map_singular : ndarray of bool, shape (N,)
         Where the zero-plane map itself says it is singular.
     sphere : SphereFrame
+    planes : SolverPlanes
+        The batch's solver planes (``zero_plane_normals`` and ``map_singular`` are computed from
+        them on first use).
     singular_directions : ndarray, shape (N, 3), or None
         Per frame, the unit direction (sphere coordinates) whose ends are the map's
         singular points; None means the sphere's poles ``±n0``.
@@ -63,9 +66,8 @@ class HISolveResult:
     pole_angles: np.ndarray
     pole_warnings: np.ndarray
     sphere: SphereFrame
+    planes: SolverPlanes = field(repr=False)
     singular_directions: np.ndarray | None = None
-    planes: SolverPlanes | None = field(default=None, repr=False)
-    """The solver planes the lazily computed fields come from."""
 
     # Diagnostics a live solve does not read, computed on first use from the solver planes (the
     # same operations, so the same bits, whenever they run).
