@@ -39,7 +39,7 @@ class LiveState:
     signatures : dict
         (armature ``session_uid``, chain name) → bytes of the inputs of its last live solve.
     rigs : dict
-        Same keys → (bytes of everything the rig reader reads, the chain read then, posed as written).
+        Same keys → (bytes of everything the rig reader reads, after our pose write; the chain read).
     specs : dict
         Same keys → (:func:`_spec_key` of the settings, the chain spec built from them, the
         spec's ``signature()``).
@@ -274,7 +274,9 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     turn_off(obj, chain, error)
                     continue
                 state.signatures[key] = signature
-                state.rigs[key] = (_after_write(obj, rig_values, written), replace(spec.rig, q=result.q[0].copy()))
+                # The chain as read (its q the pose at read time; nothing in a live solve reads q): the
+                # same object as the spec's, so the next update reuses the spec without a copy.
+                state.rigs[key] = (_after_write(obj, rig_values, written), spec.rig)
                 solved += 1
                 store_solve_outcome(chain, result.status[0].value, "", result, prepared)
     finally:

@@ -234,25 +234,31 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
         if name not in channels:
             channels[name] = np.empty((count, width), dtype=np.float64)
             pose_bones.foreach_get(name, channels[name].reshape(-1))
-    written = {name: values.copy() for name, values in channels.items()}
+    # The joint bones' rows of these (our own copies) are replaced; nothing reaches Blender before
+    # every value is computed and checked.
     quaternion_joints = [joint for joint, mode in enumerate(modes) if mode == "QUATERNION"]
     if quaternion_joints:
         rows = [indices[joint] for joint in quaternion_joints]
-        written["rotation_quaternion"][rows] = _quaternion_values(channels["rotation_quaternion"][rows],
-                                                                  rotations[0, quaternion_joints])
+        values = _quaternion_values(channels["rotation_quaternion"][rows], rotations[0, quaternion_joints])
+        _check_finite(values)
+        channels["rotation_quaternion"][rows] = values
     for joint, (index, mode) in enumerate(zip(indices, modes)):
         if mode == "QUATERNION":
             continue
         name = CHANNELS.get(mode, _EULER_CHANNEL)[0]
-        written[name][index] = _values_in_mode(mode, channels[name][index], rotations[:, joint], keep_norm=True)[0]
-    for values in written.values():
-        if not np.all(np.isfinite(values[indices])):
-            raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
-    for name, values in written.items():
+        value = _values_in_mode(mode, channels[name][index], rotations[:, joint], keep_norm=True)[0]
+        _check_finite(value)
+        channels[name][index] = value
+    for name, values in channels.items():
         pose_bones.foreach_set(name, values.reshape(-1))
     # foreach_set skips the properties' update callbacks, which tag the pose for re-evaluation.
     obj.update_tag(refresh={"DATA"})
-    return tuple(written)
+    return tuple(channels)
+
+
+def _check_finite(values: np.ndarray) -> None:
+    if not np.all(np.isfinite(values)):
+        raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
 
 
 # --------------------------------------------------------------------------- reading
