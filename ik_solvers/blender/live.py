@@ -108,7 +108,7 @@ POSE_BONE_PROPS = (
     ("ik_max_y", 1), ("ik_max_z", 1), ("ik_stiffness_x", 1), ("ik_stiffness_y", 1), ("ik_stiffness_z", 1),
 )
 BONE_PROPS = (("matrix_local", 16), ("length", 1), ("use_connect", 1), ("use_inherit_rotation", 1),
-              ("use_local_location", 1))
+              ("use_local_location", 1), ("inherit_scale", 1))
 
 
 @dataclass
