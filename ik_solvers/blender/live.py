@@ -39,9 +39,12 @@ class LiveState:
     signatures : dict
         (armature ``session_uid``, chain name) → bytes of the inputs of its last live solve.
     rigs : dict
-        Same keys → (bytes of everything the rig reader reads, the chain read then, posed as written).
+        Same keys → (bytes of everything the rig reader reads, after our pose write; the chain read).
     specs : dict
-        Same keys → (:func:`_spec_key` of the settings, the chain spec built from them).
+        Same keys → (:func:`_spec_key` of the settings, the chain spec built from them, the
+        spec's ``signature()``).
+    buffers : dict
+        Same keys → the :class:`RigValues` last read (its buffer is reused).
     busy : bool
         Set while live mode itself writes, so handlers fired by those writes return at once.
     loading : bool
@@ -53,6 +56,7 @@ class LiveState:
     signatures: dict = field(default_factory=dict)
     rigs: dict = field(default_factory=dict)
     specs: dict = field(default_factory=dict)
+    buffers: dict = field(default_factory=dict)
     busy: bool = False
     loading: bool = False
     paused: int = 0
@@ -61,6 +65,7 @@ class LiveState:
         self.signatures.clear()
         self.rigs.clear()
         self.specs.clear()
+        self.buffers.clear()
         self.busy = False
         self.loading = False
         self.paused = 0
@@ -75,6 +80,7 @@ def forget(obj, chain_name: str) -> None:
     state.signatures.pop(key, None)
     state.rigs.pop(key, None)
     state.specs.pop(key, None)
+    state.buffers.pop(key, None)
 
 
 @contextmanager
@@ -88,10 +94,11 @@ def paused() -> Iterator[None]:
         state.paused = max(state.paused - 1, 0)
 
 
-def _inputs_signature(spec, inputs: FrameInputs) -> bytes:
+def _inputs_signature(spec_signature: bytes, inputs: FrameInputs) -> bytes:
+    """Bytes of everything a live solve reads: the sampled inputs and the spec's ``signature()``."""
     arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world,
               inputs.swivel_angle)
-    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + spec.signature()
+    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + spec_signature
 
 
 POSE_BONE_PROPS = (
@@ -101,50 +108,75 @@ POSE_BONE_PROPS = (
     ("ik_max_y", 1), ("ik_max_z", 1), ("ik_stiffness_x", 1), ("ik_stiffness_y", 1), ("ik_stiffness_z", 1),
 )
 BONE_PROPS = (("matrix_local", 16), ("length", 1), ("use_connect", 1), ("use_inherit_rotation", 1),
-              ("use_local_location", 1))
+              ("use_local_location", 1), ("inherit_scale", 1))
 
 
-def _rig_inputs(obj, chain) -> list[bytes]:
-    """Every armature value the rig reader can depend on, for all bones at once (bulk reads).
+@dataclass
+class RigValues:
+    """Every armature value the rig reader can depend on, all bones at once, in one float64 buffer.
+
+    Attributes
+    ----------
+    values : ndarray, shape (M,)
+        :data:`POSE_BONE_PROPS` of every pose bone, then :data:`BONE_PROPS` of every bone, one
+        ``foreach_get`` each into its slice (reused between updates: no allocation per property).
+    slices : dict
+        Property name → its slice of ``values``.
+    counts : tuple of int
+        Pose bones and bones when the layout was made (another count: a new buffer).
+    names : bytes
+        The chain's tip and length and the bone names from the tip up to the start's parent.
+    """
+
+    values: np.ndarray
+    slices: dict
+    counts: tuple[int, int]
+    names: bytes = b""
+
+    def key(self) -> bytes:
+        return self.names + self.values.tobytes()
+
+
+def _rig_values(obj, chain, key) -> RigValues:
+    """Read :class:`RigValues` (bulk reads; the buffer of ``key``'s last read is reused).
 
     Reading the chain costs several times more than this; a live chain whose bones, pose and IK
-    settings are as we left them reuses the chain read before. Joined, the parts are the key
-    (:func:`_after_write` refreshes the rotation parts once the pose is written).
+    settings are as we left them reuses the chain read before (:func:`_read_rig`).
     """
-    parts = [repr((chain.tip_bone, chain.chain_length)).encode()]
-    for collection, props in ((obj.pose.bones, POSE_BONE_PROPS), (obj.data.bones, BONE_PROPS)):
-        count = len(collection)
-        for name, width in props:
-            values = np.empty(count * width, dtype=np.float64)
-            collection.foreach_get(name, values)
-            parts.append(values.tobytes())
-    bone = obj.data.bones.get(chain.tip_bone)
-    while bone is not None:  # the hierarchy above the tip
-        parts.append(bone.name.encode())
+    pose_bones, bones = obj.pose.bones, obj.data.bones
+    counts = (len(pose_bones), len(bones))
+    rig = state.buffers.get(key)
+    if rig is None or rig.counts != counts:
+        layout, offset = {}, 0
+        for count, props in zip(counts, (POSE_BONE_PROPS, BONE_PROPS)):
+            for name, width in props:
+                layout[name] = slice(offset, offset + count * width)
+                offset += count * width
+        rig = state.buffers[key] = RigValues(np.empty(offset), layout, counts)
+    values, slices = rig.values, rig.slices
+    for collection, props in ((pose_bones, POSE_BONE_PROPS), (bones, BONE_PROPS)):
+        for name, _ in props:
+            collection.foreach_get(name, values[slices[name]])
+    names = [repr((chain.tip_bone, chain.chain_length))]
+    bone = bones.get(chain.tip_bone)
+    while bone is not None and len(names) <= chain.chain_length + 1:  # the chain and the start's parent
+        names.append(bone.name)
         bone = bone.parent
-    return parts
+    rig.names = "\0".join(names).encode()
+    return rig
 
 
-ROTATION_PARTS = tuple(1 + index for index, (name, _) in enumerate(POSE_BONE_PROPS) if name.startswith("rotation_")
-                       and name != "rotation_mode")
-"""Indices in :func:`_rig_inputs` of the rotation channels, the only values ``write_pose`` changes."""
+def _after_write(obj, rig: RigValues, written: tuple[str, ...]) -> bytes:
+    """The rig key :func:`_rig_values` would read after our pose write: ``write_pose`` sets the
+    rotation ``written`` channels only, so only those are read again."""
+    for name in written:
+        obj.pose.bones.foreach_get(name, rig.values[rig.slices[name]])
+    return rig.key()
 
 
-def _after_write(obj, parts: list[bytes]) -> bytes:
-    """The rig key :func:`_rig_inputs` would read after our pose write: ``write_pose`` sets rotation
-    channels only, so only those are read again."""
-    count = len(obj.pose.bones)
-    for index in ROTATION_PARTS:
-        name, width = POSE_BONE_PROPS[index - 1]
-        values = np.empty(count * width, dtype=np.float64)
-        obj.pose.bones.foreach_get(name, values)
-        parts[index] = values.tobytes()
-    return b"\0".join(parts)
-
-
-def _read_rig(obj, chain, key, parts: list[bytes]):
+def _read_rig(obj, chain, key, rig_key: bytes):
     cached = state.rigs.get(key)
-    if cached is not None and cached[0] == b"\0".join(parts):
+    if cached is not None and cached[0] == rig_key:
         return cached[1]
     try:
         return read_chain(obj, chain.tip_bone, chain.chain_length)
@@ -183,7 +215,7 @@ def _live_spec(obj, chain, rig, key):
     cached = state.specs.get(key)
     if cached is None or chain.target is None or cached[0] != _spec_key(obj, chain, rig):
         spec = chain_spec(obj, chain, rig)
-        state.specs[key] = (_spec_key(obj, chain, spec.rig), spec)
+        state.specs[key] = (_spec_key(obj, chain, spec.rig), spec, spec.signature())
         return spec
     try:
         check_editable(obj)
@@ -229,20 +261,22 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
             for chain in chains:
                 key = (obj.session_uid, chain.name)
                 try:
-                    parts = _rig_inputs(obj, chain)
-                    spec = _live_spec(obj, chain, _read_rig(obj, chain, key, parts), key)
+                    rig_values = _rig_values(obj, chain, key)
+                    spec = _live_spec(obj, chain, _read_rig(obj, chain, key, rig_values.key()), key)
                     inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
-                    signature = _inputs_signature(spec, inputs)
+                    signature = _inputs_signature(state.specs[key][2], inputs)
                     if not force and state.signatures.get(key) == signature:
                         continue
                     prepared = prepare_solve(spec, inputs)
                     result = run_solve(prepared)
-                    write_pose(obj, spec.rig, result.q[0])
+                    written = write_pose(obj, spec.rig, result.q[0])
                 except Exception as error:  # never into Blender's handler loop
                     turn_off(obj, chain, error)
                     continue
                 state.signatures[key] = signature
-                state.rigs[key] = (_after_write(obj, parts), replace(spec.rig, q=result.q[0].copy()))
+                # The chain as read (its q the pose at read time; nothing in a live solve reads q): the
+                # same object as the spec's, so the next update reuses the spec without a copy.
+                state.rigs[key] = (_after_write(obj, rig_values, written), spec.rig)
                 solved += 1
                 store_solve_outcome(chain, result.status[0].value, "", result, prepared)
     finally:
@@ -294,12 +328,12 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 def _on_depsgraph_update(scene, depsgraph) -> None:
     if state.busy or state.loading or state.paused:
         return
-    moved = any(update.is_updated_transform and isinstance(update.id, bpy.types.Object)
-                for update in depsgraph.updates)
-    settings_changed = any(isinstance(update.id, bpy.types.Object) and update.id.type == "ARMATURE"
-                           for update in depsgraph.updates)
-    if moved or settings_changed:
-        update_live_chains(scene, depsgraph, force=False)
+    # One pass over the updates: an object moved, or an armature changed (its settings or pose).
+    for update in depsgraph.updates:
+        data = update.id
+        if isinstance(data, bpy.types.Object) and (update.is_updated_transform or data.type == "ARMATURE"):
+            update_live_chains(scene, depsgraph, force=False)
+            return
 
 
 @persistent

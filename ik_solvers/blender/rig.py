@@ -27,6 +27,7 @@ Conventions (they live here alone):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,8 +125,12 @@ def basis_quaternion(pose_bone) -> np.ndarray:
 def _channel_values(pose_bone, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
     """Channel values ``(N, 3|4)`` for rotations given as quaternions ``(N, 4)`` in the bone's
     mode, continuous from the channel's current value."""
-    mode = pose_bone.rotation_mode
-    reference = _current_channels(pose_bone)
+    return _values_in_mode(pose_bone.rotation_mode, _current_channels(pose_bone), quaternions, keep_norm)
+
+
+def _values_in_mode(mode: str, reference: np.ndarray, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
+    """Channel values ``(N, 3|4)`` in rotation mode ``mode`` for quaternions ``(N, 4)``, continuous
+    from ``reference`` (the channel's current value, float64 ``(4,)`` or ``(3,)``)."""
     if mode == "QUATERNION":
         norm: np.floating | float = np.linalg.norm(reference)
         if norm == 0.0:
@@ -161,12 +166,55 @@ def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.n
     }
 
 
-def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
-    """Set the joint bones' rotation channels to joint variables ``q (n_dof,)``.
+def _quaternion_values(references: np.ndarray, quaternions: np.ndarray) -> np.ndarray:
+    """Quaternion channel values ``(B, 4)`` of B bones, each one frame: what ``_values_in_mode``
+    gives per bone with ``keep_norm`` (``continuous_quaternions`` for a single frame flips the
+    quaternion into the reference's hemisphere, then it takes the reference's length), for all
+    bones in a few array calls instead of ~10 per bone.
+
+    ``references (B, 4)``: the channels' current values; ``quaternions (B, 4)``: unit (w, x, y, z).
+    """
+    # Per row as _values_in_mode computes it: np.linalg.norm of a 1-D array is sqrt(x.dot(x)) (both
+    # square roots correctly rounded), so the same bits without its wrapper.
+    norms = np.array([math.sqrt(row.dot(row)) for row in references])
+    empty = norms == 0.0
+    if empty.any():  # a zero quaternion reads as identity
+        references = references.copy()
+        references[empty], norms[empty] = (1.0, 0.0, 0.0, 0.0), 1.0
+    flips = np.einsum("ni,ni->n", quaternions, references) < 0.0
+    return quaternions * np.where(flips, -1.0, 1.0)[:, None] * norms[:, None]
+
+
+MODE_NAMES = {0: "QUATERNION", -1: "AXIS_ANGLE", **{k + 1: order for k, order in enumerate(EULER_ORDERS)}}
+"""``rotation_mode`` as ``foreach_get`` reads it (Blender's ``ROT_MODE_*`` values) → its name."""
+
+CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
+"""Rotation mode → (channel property, width); every Euler order uses ``("rotation_euler", 3)``."""
+_EULER_CHANNEL = ("rotation_euler", 3)
+
+
+def _bone_indices(obj, names) -> list[int]:
+    """Indices of pose bones ``names`` in ``obj.pose.bones``; IKSolversError for a missing one."""
+    if obj is None or obj.type != "ARMATURE" or obj.pose is None:
+        raise IKSolversError("The object is not an armature.")
+    indices = [obj.pose.bones.find(name) for name in names]
+    if -1 in indices:
+        name = names[indices.index(-1)]
+        raise IKSolversError(f"Bone '{name}' no longer exists in armature '{obj.name}'.")
+    return indices
+
+
+def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
+    """Set the joint bones' rotation channels to joint variables ``q (n_dof,)``; returns the channel
+    properties written (``rotation_quaternion`` …: the others kept every value).
 
     Everything is computed and checked before the first channel is touched: a non-finite ``q``
     or a bone that vanished raises ``IKSolversError`` and leaves the pose as it was. A quaternion or
     axis keeps the length it had, so writing back the values just read changes nothing.
+
+    Channels are read and written in bulk (``foreach_get`` / ``foreach_set`` over all pose bones,
+    one call per channel kind in use): per-bone property access cost more than the arithmetic. The
+    other bones get back exactly what was read (float32 → float64 → float32 is exact).
     """
     q = np.asarray(q, dtype=float).reshape(-1)
     if q.shape != (rig.chain.n_dof,):
@@ -174,18 +222,43 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> None:
     if not np.all(np.isfinite(q)):
         raise IKSolversError("The solve produced non-finite joint values; the pose was not changed.")
     rotations = local_quaternions(rig.chain, q[None])
-    bones = _pose_bones(obj, rig.joint_bones)
-    values = [_channel_values(b, rotations[:, j], keep_norm=True)[0] for j, b in enumerate(bones)]
-    if not all(np.all(np.isfinite(v)) for v in values):
-        raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
-    for pose_bone, value in zip(bones, values):
-        mode = pose_bone.rotation_mode
+    indices = _bone_indices(obj, rig.joint_bones)
+    pose_bones = obj.pose.bones
+    count = len(pose_bones)
+    mode_ids = np.empty(count, dtype=np.int32)
+    pose_bones.foreach_get("rotation_mode", mode_ids)
+    modes = [MODE_NAMES[int(mode_ids[index])] for index in indices]
+    channels: dict[str, np.ndarray] = {}  # property → all bones' values, (count, width) float64
+    for mode in modes:
+        name, width = CHANNELS.get(mode, _EULER_CHANNEL)
+        if name not in channels:
+            channels[name] = np.empty((count, width), dtype=np.float64)
+            pose_bones.foreach_get(name, channels[name].reshape(-1))
+    # The joint bones' rows of these (our own copies) are replaced; nothing reaches Blender before
+    # every value is computed and checked.
+    quaternion_joints = [joint for joint, mode in enumerate(modes) if mode == "QUATERNION"]
+    if quaternion_joints:
+        rows = [indices[joint] for joint in quaternion_joints]
+        values = _quaternion_values(channels["rotation_quaternion"][rows], rotations[0, quaternion_joints])
+        _check_finite(values)
+        channels["rotation_quaternion"][rows] = values
+    for joint, (index, mode) in enumerate(zip(indices, modes)):
         if mode == "QUATERNION":
-            pose_bone.rotation_quaternion = value
-        elif mode == "AXIS_ANGLE":
-            pose_bone.rotation_axis_angle = value
-        else:
-            pose_bone.rotation_euler = value
+            continue
+        name = CHANNELS.get(mode, _EULER_CHANNEL)[0]
+        value = _values_in_mode(mode, channels[name][index], rotations[:, joint], keep_norm=True)[0]
+        _check_finite(value)
+        channels[name][index] = value
+    for name, values in channels.items():
+        pose_bones.foreach_set(name, values.reshape(-1))
+    # foreach_set skips the properties' update callbacks, which tag the pose for re-evaluation.
+    obj.update_tag(refresh={"DATA"})
+    return tuple(channels)
+
+
+def _check_finite(values: np.ndarray) -> None:
+    if not np.all(np.isfinite(values)):
+        raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
 
 
 # --------------------------------------------------------------------------- reading

@@ -15,6 +15,7 @@ import numpy as np
 
 _NEXT = np.array([1, 2, 0])
 _AFTER_NEXT = np.array([2, 0, 1])
+_CYCLE = np.array([1, 2, 0, 1])  # [:3] is _NEXT, [1:] is _AFTER_NEXT: one gather per operand
 
 
 def unit_stride(a: np.ndarray) -> np.ndarray:
@@ -33,11 +34,25 @@ def unit_stride(a: np.ndarray) -> np.ndarray:
 # the same bits as the term-by-term loop) instead of a Python loop of array operations.
 _ACCUMULATE_TERMS = 6
 
+# Up to this many elements per operand the accumulation wins for any number of terms: a loop of
+# per-term slices costs ~5 array calls more, and on one target (live mode) the call overhead is
+# all there is; on large batches accumulating along a short strided axis is the slower one.
+_ACCUMULATE_SMALL = 96
+
+
+def _small(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are small enough for the accumulated form at any number of terms."""
+    return a.size <= _ACCUMULATE_SMALL and b.size <= _ACCUMULATE_SMALL
+
 
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``Σ_k a[..., k] b[..., k]`` summed in index order."""
     if a.shape[-1] >= _ACCUMULATE_TERMS:
         return np.add.accumulate(a * b, axis=-1)[..., -1]
+    if _small(a, b):
+        # A fresh contiguous array as the loop below returns: the last column of the
+        # accumulation is strided, and transcendental ufuncs round strided operands differently.
+        return np.add.accumulate(a * b, axis=-1)[..., -1].copy()
     total = a[..., 0] * b[..., 0]
     for k in range(1, a.shape[-1]):
         total = total + a[..., k] * b[..., k]
@@ -58,7 +73,8 @@ _CROSS_BY_COMPONENTS = 3000
 def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cross products of ``(..., 3)`` arrays."""
     if max(a.size, b.size) < _CROSS_BY_COMPONENTS:
-        return a[..., _NEXT] * b[..., _AFTER_NEXT] - a[..., _AFTER_NEXT] * b[..., _NEXT]
+        a4, b4 = a[..., _CYCLE], b[..., _CYCLE]  # a[..., _NEXT] is a4[..., :3], a[..., _AFTER_NEXT] a4[..., 1:]
+        return a4[..., :3] * b4[..., 1:] - a4[..., 1:] * b4[..., :3]
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
     out = np.empty(np.broadcast_shapes(a.shape, b.shape))
@@ -72,6 +88,8 @@ def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``m @ v`` for ``m (..., r, c)`` and ``v (..., c)`` → ``(..., r)``."""
     if m.shape[-1] >= _ACCUMULATE_TERMS:
         return np.add.accumulate(m * v[..., None, :], axis=-1)[..., -1]
+    if _small(m, v):  # contiguous, as the loop's result (see dot)
+        return np.add.accumulate(m * v[..., None, :], axis=-1)[..., -1].copy()
     total = m[..., :, 0] * v[..., None, 0]
     for k in range(1, m.shape[-1]):
         total = total + m[..., :, k] * v[..., None, k]
@@ -82,6 +100,8 @@ def tmatvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``mᵀ @ v`` for ``m (..., r, c)`` and ``v (..., r)`` → ``(..., c)``."""
     if m.shape[-2] >= _ACCUMULATE_TERMS:
         return np.add.accumulate(m * v[..., :, None], axis=-2)[..., -1, :]
+    if _small(m, v):  # contiguous, as the loop's result (see dot)
+        return np.add.accumulate(m * v[..., :, None], axis=-2)[..., -1, :].copy()
     total = m[..., 0, :] * v[..., 0, None]
     for k in range(1, m.shape[-2]):
         total = total + m[..., k, :] * v[..., k, None]

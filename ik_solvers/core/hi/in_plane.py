@@ -43,7 +43,8 @@ def plane_basis(pref: PreferredPose) -> np.ndarray:
 def two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
     """Closed-form bends putting the tip at distance ``r`` along ``a0``, bending as the preferred pose."""
     lengths = pref.chain.segment_lengths
-    planar = np.stack([r, np.zeros_like(r)], -1)
+    planar = np.zeros((r.size, 2))  # (r, 0) rows, as np.stack([r, zeros]) built them, in two calls
+    planar[:, 0] = r
     angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
     coordinates = np.zeros((r.size, 3, 3))
     heading = angles[:, 0] + angles[:, 1]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..chain import JointKind
 from ..rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
 from ..vectors import cross, matmul, tmatvec
 from .in_plane import InPlane
@@ -23,19 +22,21 @@ def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: InPlane) -> tupl
     a, nrm = plane.axes, plane.normals
     side = cross(nrm, a)
     c, s = np.cos(bent.tip_turns)[:, None], np.sin(bent.tip_turns)[:, None]
-    x, h, y = np.moveaxis(bent.coordinates, -1, 0)
+    coordinates = bent.coordinates
+    x, h, y = coordinates[..., 0], coordinates[..., 1], coordinates[..., 2]
     along, across = c * x + s * y, c * y - s * x
     positions = (
         along[..., None] * a[:, None] + h[..., None] * nrm[:, None] + across[..., None] * side[:, None] + pref.start
     )
     # Q0 = G · Rot(n0, bend0) · Q0_pref with Q0_pref = F · (Fᵀ Q0_pref), F = [a0, n0, n0 × a0];
     # the local rotation is Pᵀ Q0 for the start joint's parent frame P (root · rest).
-    parent = pref.chain.root_rotation @ pref.chain.rest_rotations[0]  # constant (3, 3) matrices
-    if not np.array_equal(parent, np.eye(3)):
+    parent = pref.start_parent  # constant: None for the identity
+    if parent is not None:
         a, nrm, side = (tmatvec(parent, vectors) for vectors in (a, nrm, side))
     turn = bent.bends[:, 0] - bent.tip_turns
     c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
-    columns = np.stack([c * a + s * side, nrm, c * side - s * a], -1)
+    columns = np.empty(a.shape + (3,))  # the C-ordered stack of the three columns, filled in place
+    columns[..., 0], columns[..., 1], columns[..., 2] = c * a + s * side, nrm, c * side - s * a
     return matmul(columns, pref.start_basis), positions
 
 
@@ -51,7 +52,8 @@ def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: n
     if n > 1:
         pref_quats = pref.local_quaternions
         half = 0.5 * bends[:, 1:]
-        bend_quats = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * pref.bend_axes[1:]], -1)
+        bend_quats = np.empty((n_frames, n - 1, 4))  # (cos, sin · axis), filled in place
+        bend_quats[..., 0], bend_quats[..., 1:] = np.cos(half), np.sin(half)[..., None] * pref.bend_axes[1:]
         quats[:, 1:] = canonical_quaternions(quaternion_products(pref_quats[1:], bend_quats))
     return quats
 
@@ -59,15 +61,14 @@ def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: n
 def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:
     """Joint variables ``(N, n_dof)``: ball joints from their quaternions, hinge-like joints by adding the bend."""
     chain = pref.chain
-    q = np.broadcast_to(pref.q, (quats.shape[0], chain.n_dof)).copy()
-    balls = [j for j, kind in enumerate(chain.kinds) if kind is JointKind.BALL]
+    q = np.empty((quats.shape[0], chain.n_dof))
+    q[:] = pref.q
+    balls, bent_dofs = pref.joint_layout
     # Every ball joint in one call: rotvecs_from_quaternions is elementwise (its transcendental
     # inputs copied to unit stride), so the same bits as joint by joint.
     rotvecs = rotvecs_from_quaternions(quats[:, balls])
     for k, j in enumerate(balls):
         q[:, chain.dof_start[j] : chain.dof_start[j] + 3] = rotvecs[:, k]
-    for j, kind in enumerate(chain.kinds):
-        if kind is not JointKind.BALL:
-            last = chain.dof_start[j] + kind.value - 1
-            q[:, last] += np.sign(chain.axes[last] @ pref.bend_axes[j]) * bends[:, j]
+    for j, last, sign in bent_dofs:
+        q[:, last] += sign * bends[:, j]
     return q

@@ -45,18 +45,26 @@ CURL_RANDOM_STARTS = 64
 CURL_TIE = 1e-9
 
 
-def plane_tips(lengths: np.ndarray, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Tip coordinates ``x, y (M,)`` of plane chains with relative ``turns (M, n − 1)``."""
-    headings = np.zeros((turns.shape[0], lengths.size))
+def plane_tips(
+    lengths: np.ndarray, turns: np.ndarray, headings: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tip coordinates ``x, y (M,)`` of plane chains with relative ``turns (M, n − 1)``.
+
+    ``headings``: an ``(M, n)`` array whose first column is zero, to fill instead of a new one
+    (a root finder calling this every step keeps one).
+    """
+    if headings is None:
+        headings = np.zeros((turns.shape[0], lengths.size))
     np.add.accumulate(turns, axis=1, out=headings[:, 1:])  # sequential: the same bits in any batch
     x = np.add.accumulate(lengths * np.cos(headings), axis=1)[:, -1]
     y = np.add.accumulate(lengths * np.sin(headings), axis=1)[:, -1]
     return x, y
 
 
-def plane_distances(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
-    """Root-to-tip distances ``(M,)`` of plane chains with relative ``turns (M, n − 1)``."""
-    x, y = plane_tips(lengths, turns)
+def plane_distances(lengths: np.ndarray, turns: np.ndarray, headings: np.ndarray | None = None) -> np.ndarray:
+    """Root-to-tip distances ``(M,)`` of plane chains with relative ``turns (M, n − 1)`` (``headings``:
+    see :func:`plane_tips`)."""
+    x, y = plane_tips(lengths, turns, headings)
     return np.hypot(x, y)
 
 
@@ -187,8 +195,9 @@ def _solve_path_parameter_one(
     distance_tolerance = DISTANCE_TOLERANCE * scale
     target = float(r[0])
     lo, hi = 0.0, 1.0
-    f_lo = float(plane_distances(lengths, bases)[0]) - target
-    f_hi = float(plane_distances(lengths, bases + directions)[0]) - target
+    headings = np.zeros((1, lengths.size))  # column 0 stays zero; each distance refills the rest
+    f_lo = float(plane_distances(lengths, bases, headings)[0]) - target
+    f_hi = float(plane_distances(lengths, bases + directions, headings)[0]) - target
     w_lo, w_hi = f_lo, f_hi
     last_lo, steps = False, 0
     active = bool(f_lo > distance_tolerance) and bool(f_hi < -distance_tolerance)
@@ -203,7 +212,8 @@ def _solve_path_parameter_one(
             c = a + wa * (b - a) / denominator if denominator != 0.0 else float("nan")
             if not (c > a and c < b):
                 c = 0.5 * (a + b)
-        fc = float(plane_distances(lengths, bases + np.array([c])[:, None] * directions)[0]) - target
+        # c · directions with c a Python float: the same IEEE products as a one-element array's.
+        fc = float(plane_distances(lengths, bases + c * directions, headings)[0]) - target
         up = fc > 0.0
         was_lo = last_lo
         if up:

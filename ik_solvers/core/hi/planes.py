@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -33,23 +34,44 @@ def per_frame(value: np.ndarray | float, n_frames: int, field: str) -> np.ndarra
         raise IKInputError(field, f"expected a number or shape ({n_frames},), got {value.shape}")
     if not np.all(np.isfinite(value)):
         raise IKInputError(field, "must be finite")
+    if value.size == n_frames:  # one value per frame already: no broadcast (~5 us on one frame)
+        return value.reshape(n_frames)
     return np.broadcast_to(value.reshape(-1), (n_frames,))
 
 
 # ------------------------------------------------------------ the sphere
 @dataclass(frozen=True, eq=False)
 class SolverPlanes:
-    """EE axes and normals of a batch, in the solving frame and in sphere coordinates."""
+    """EE axes and normals of a batch, in the solving frame and in sphere coordinates.
+
+    ``singular`` (the map's own singularity flags) and ``to_solving`` (the sphere rotations per
+    frame) are computed on first use: a live solve reads neither, and they are the same computation
+    whenever it runs.
+    """
 
     r: np.ndarray
-    to_solving: np.ndarray
+    sphere_rotations: np.ndarray | None  # checked (N, 3, 3), or None: the chain's root rotation
+    root_rotation: np.ndarray
     axes: np.ndarray
     axes_sphere: np.ndarray
     zero_normals_sphere: np.ndarray
     normals: np.ndarray
     swivel: np.ndarray
-    singular: np.ndarray
     singular_directions: np.ndarray
+    zero_map: ZeroPlaneMap
+    map_data: dict
+
+    @cached_property
+    def to_solving(self) -> np.ndarray:
+        """Sphere → solving frame rotations ``(N, 3, 3)``."""
+        if self.sphere_rotations is not None:
+            return self.sphere_rotations
+        return np.broadcast_to(self.root_rotation, (self.r.shape[0], 3, 3))
+
+    @cached_property
+    def singular(self) -> np.ndarray:
+        """True ``(N,)`` where the zero-plane map says it is singular."""
+        return map_singularities(self.zero_map, self.axes_sphere, **self.map_data)
 
 
 def solver_planes(
@@ -66,12 +88,12 @@ def solver_planes(
     offsets = targets - pref.start
     r = norm(offsets)
     # A target on the start joint has no EE axis; the preferred one stands in (direction_unique is False there).
-    at_centre = r <= 1e-12 * pref.chain.reach
+    at_centre = r <= pref.centre_radius
     axes_local_default = pref.sphere.a0
+    root = pref.chain.root_rotation
+    to_solving = None
     if sphere_rotations is None:
-        root = pref.chain.root_rotation
-        to_solving = np.broadcast_to(root, (n_frames, 3, 3))
-        if np.array_equal(root, np.eye(3)):  # the common case, and exact: skip the products
+        if pref.root_is_identity:  # the common case, and exact: skip the products
             to_sphere_vectors = to_solving_vectors = lambda vectors: vectors
         else:
             to_sphere_vectors = lambda vectors: tmatvec(root, vectors)
@@ -80,9 +102,15 @@ def solver_planes(
         to_solving = check_rotations(sphere_rotations, n_frames)
         to_sphere_vectors = lambda vectors: tmatvec(to_solving, vectors)
         to_solving_vectors = lambda vectors: matvec(to_solving, vectors)
-    axes = offsets / np.where(at_centre, 1.0, r)[:, None]
-    axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
-    axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
+    if at_centre.any():
+        axes = offsets / np.where(at_centre, 1.0, r)[:, None]
+        axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
+        axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
+    else:  # the same values without the selections
+        axes = offsets / r[:, None]
+        axes_sphere = to_sphere_vectors(axes)
+        if axes_sphere is axes:  # two arrays, as the selections made them
+            axes_sphere = axes.copy()
     data = dict(map_data or {})
     if poles is not None:
         poles = np.asarray(poles, dtype=float)
@@ -96,14 +124,16 @@ def solver_planes(
     normals = to_solving_vectors(normals_sphere)
     return SolverPlanes(
         r=r,
-        to_solving=to_solving,
+        sphere_rotations=to_solving,
+        root_rotation=root,
         axes=axes,
         axes_sphere=axes_sphere,
         zero_normals_sphere=zero_normals,
         normals=normals,
         swivel=swivel,
-        singular=map_singularities(zero_map, axes_sphere, **data),
-        singular_directions=map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data),
+        singular_directions=_singular_directions(pref, zero_map, axes_sphere, data),
+        zero_map=zero_map,
+        map_data=data,
     )
 
 
@@ -120,6 +150,20 @@ def _zero_plane_map(pref: PreferredPose, name_or_factory: str | ZeroPlaneMapFact
     if zero_map is None:
         zero_map = pref.zero_plane_maps[factory] = build_zero_plane_map(name_or_factory, pref.sphere.a0, pref.sphere.n0)
     return zero_map
+
+
+def _singular_directions(
+    pref: PreferredPose, zero_map: ZeroPlaneMap, axes_sphere: np.ndarray, data: dict
+) -> np.ndarray:
+    """``map_singular_directions`` for the batch; the default map's are its poles ``±n0`` whatever the
+    axes (``unit(n0)`` in every row, elementwise), so that row is computed once per PreferredPose."""
+    if type(zero_map) is not DefaultZeroPlaneMap:
+        return map_singular_directions(zero_map, axes_sphere, pref.sphere.n0, **data)
+    row = pref.zero_plane_maps.get("default singular direction")
+    if row is None:
+        row = pref.zero_plane_maps["default singular direction"] = map_singular_directions(
+            zero_map, axes_sphere[:1], pref.sphere.n0)
+    return np.broadcast_to(row, axes_sphere.shape).copy()
 
 
 def pole_angles(axes_sphere: np.ndarray, poles: np.ndarray) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..vectors import matvec, norm
 from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
 from .in_plane import chain_in_plane, two_bone_in_plane
 from .placement import joint_quaternions, joint_variables, placed_pose
-from .planes import DEFAULT_WARNING_ANGLE, pole_angles, solver_planes
+from .planes import DEFAULT_WARNING_ANGLE, SolverPlanes, pole_angles, solver_planes
 from .sphere import PreferredPose, SphereFrame, preferred_pose
 
 
@@ -35,7 +36,7 @@ class HISolveResult:
     ee_axes_sphere : ndarray, shape (N, 3)
         The same in the sphere's coordinates (where the zero-plane map works).
     zero_plane_normals : ndarray, shape (N, 3)
-        Zero-plane normals in the solving frame.
+        Zero-plane normals in the solving frame (computed on first use, as ``map_singular``).
     solver_normals : ndarray, shape (N, 3)
         Solver-plane normals in the solving frame (the zero plane turned by the swivel).
     swivel : ndarray, shape (N,)
@@ -49,6 +50,9 @@ class HISolveResult:
     map_singular : ndarray of bool, shape (N,)
         Where the zero-plane map itself says it is singular.
     sphere : SphereFrame
+    planes : SolverPlanes
+        The batch's solver planes (``zero_plane_normals`` and ``map_singular`` are computed from
+        them on first use).
     singular_directions : ndarray, shape (N, 3), or None
         Per frame, the unit direction (sphere coordinates) whose ends are the map's
         singular points; None means the sphere's poles ``±n0``.
@@ -57,14 +61,23 @@ class HISolveResult:
     result: SolveResult
     ee_axes: np.ndarray
     ee_axes_sphere: np.ndarray
-    zero_plane_normals: np.ndarray
     solver_normals: np.ndarray
     swivel: np.ndarray
     pole_angles: np.ndarray
     pole_warnings: np.ndarray
-    map_singular: np.ndarray
     sphere: SphereFrame
+    planes: SolverPlanes = field(repr=False)
     singular_directions: np.ndarray | None = None
+
+    # Diagnostics a live solve does not read, computed on first use from the solver planes (the
+    # same operations, so the same bits, whenever they run).
+    @cached_property
+    def zero_plane_normals(self) -> np.ndarray:
+        return matvec(self.planes.to_solving, self.planes.zero_normals_sphere)
+
+    @cached_property
+    def map_singular(self) -> np.ndarray:
+        return self.planes.singular
 
 
 def solve_hi(
@@ -143,21 +156,20 @@ def solve_hi(
         length_error=bone_length_errors(chain, pose),
         objective_increases=np.zeros(n_frames, dtype=int),
         sigma_min=np.full(n_frames, np.nan),
-        direction_unique=plane.r > 1e-12 * chain.reach,
+        direction_unique=plane.r > pref.centre_radius,
     )
     angles = pole_angles(plane.axes_sphere, plane.singular_directions)
     return HISolveResult(
         result=result,
         ee_axes=plane.axes,
         ee_axes_sphere=plane.axes_sphere,
-        zero_plane_normals=matvec(plane.to_solving, plane.zero_normals_sphere),
         solver_normals=plane.normals,
         swivel=plane.swivel,
         pole_angles=angles,
         pole_warnings=angles < warning_angle,
-        map_singular=plane.singular,
         sphere=pref.sphere,
         singular_directions=plane.singular_directions,
+        planes=plane,
     )
 
 
@@ -175,7 +187,7 @@ def _solve_hi_registered(
     The result carries the HI diagnostics in ``result.hi``. ``reference`` is ignored:
     the preferred pose already decides every bend.
     """
-    if np.any(q0 != q0[:1]):
+    if q0.shape[0] > 1 and np.any(q0 != q0[:1]):
         raise IKInputError("initial", "the HI solver takes one preferred pose for the whole batch (all rows equal)")
     solved = solve_hi(chain, targets, q0[0], options=options, **hi_args)
     return replace(solved.result, hi=solved)

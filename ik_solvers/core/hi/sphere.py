@@ -125,7 +125,8 @@ class PreferredPose:
     preferred_distance: float
     curled_distance: float
     zero_plane_maps: dict = field(default_factory=dict, repr=False)
-    """Zero-plane maps built for this pose's sphere frame, by factory (``planes.solver_planes``)."""
+    """Zero-plane maps built for this pose's sphere frame, by factory, and the default map's
+    singular direction row (``planes.solver_planes``)."""
 
     # Constants of every solve with this pose, computed once (a live chain solves one frame at a
     # time with the same PreferredPose): the same operations as computing them per solve.
@@ -152,10 +153,46 @@ class PreferredPose:
         """The preferred pose's local joint rotations ``(n, 4)`` ``(w, x, y, z)`` (read-only)."""
         return _read_only(local_quaternions(self.chain, self.q[None])[0])
 
-    @property
+    @cached_property
     def in_plane_reach(self) -> float:
         """Farthest the tip gets from the start joint with every joint turning about ``n0`` alone."""
         return float(self.in_plane_lengths.sum())
+
+    @cached_property
+    def centre_radius(self) -> float:
+        """``1e-12 · reach``: targets this near the start joint have no EE axis of their own."""
+        return 1e-12 * self.chain.reach
+
+    @cached_property
+    def _bound_ends(self) -> tuple[np.floating, float]:
+        """``ΣL`` and the nearest distance ``inner`` of :meth:`lower_bounds` (as it computed them per call)."""
+        lengths = self.in_plane_lengths
+        return lengths.sum(), max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
+
+    @cached_property
+    def start_parent(self) -> np.ndarray | None:
+        """The start joint's parent frame ``root · rest₀`` ``(3, 3)``, None when it is the identity
+        (then the placement skips the products: exact)."""
+        parent = self.chain.root_rotation @ self.chain.rest_rotations[0]
+        return None if np.array_equal(parent, np.eye(3)) else _read_only(parent)
+
+    @cached_property
+    def joint_layout(self) -> tuple[list[int], list[tuple[int, int, np.floating]]]:
+        """The ball joints, and per other joint ``(joint, its last variable, sign)``: the variable the
+        in-plane bend adds to, with the sign of its axis along the bend axis (placement.joint_variables)."""
+        chain = self.chain
+        balls = [j for j, kind in enumerate(chain.kinds) if kind is JointKind.BALL]
+        bent = []
+        for j, kind in enumerate(chain.kinds):
+            if kind is not JointKind.BALL:
+                last = int(chain.dof_start[j]) + kind.value - 1
+                bent.append((j, last, np.sign(chain.axes[last] @ self.bend_axes[j])))
+        return balls, bent
+
+    @cached_property
+    def root_is_identity(self) -> bool:
+        """Whether the chain's root rotation is exactly the identity (the solver planes skip its products)."""
+        return bool(np.array_equal(self.chain.root_rotation, np.eye(3)))
 
     def lower_bounds(self, r: np.ndarray) -> np.ndarray:
         """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
@@ -166,9 +203,8 @@ class PreferredPose:
         the core's free-joint bound (SPEC §3.3) when the chain is planar and may fold
         freely, tighter when it is not (bones out of the plane, bend senses kept).
         """
-        lengths = self.in_plane_lengths
-        inner = max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
-        return np.maximum(0.0, np.maximum(r - lengths.sum(), inner - r))
+        total, inner = self._bound_ends
+        return np.maximum(0.0, np.maximum(r - total, inner - r))
 
     @property
     def start(self) -> np.ndarray:
