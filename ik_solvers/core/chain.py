@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 import numpy as np
@@ -122,6 +122,13 @@ class Chain:
             segment = int(short[0]) if short.size else 0
             name = "tip_offset" if segment == n - 1 else "offsets"
             raise IKInputError(name, f"segment {segment} has zero or too small length {lengths[segment]:.3g}")
+
+    @cached_property
+    def content_key(self) -> bytes:
+        """Every field's value as bytes: chains with equal keys are the same chain (for caches of
+        what is derived from a chain, such as the HI preferred pose, across re-reads of one rig)."""
+        arrays = (getattr(self, f.name) for f in fields(self) if f.name != "kinds")
+        return bytes(k.value for k in self.kinds) + b"".join(a.tobytes() for a in arrays)
 
     # ----------------------------------------------------------------- sizes
     @property

@@ -69,6 +69,25 @@ def _heights(positions: np.ndarray, normals: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------ preferred pose
+def test_a_chain_read_again_reuses_the_derived_preferred_pose_and_solves_alike():
+    """Each bake reads the rig again (an equal, new Chain): the preferred pose is derived once,
+    handed back holding the new chain, and every solve's bits are unchanged."""
+    chain, preferred = _crooked_arm(5)
+    again, _ = _crooked_arm(5)
+    first = preferred_pose(chain, preferred)
+    reused = preferred_pose(again, preferred)
+    assert reused.chain is again and reused.curled_turns is first.curled_turns  # not derived again
+    assert preferred_pose(again, preferred) is reused
+    targets = np.random.default_rng(3).normal(size=(20, 3))
+    fresh = solve_hi(chain, targets, first).result
+    cached = solve_hi(again, targets, reused).result
+    assert fresh.q.tobytes() == cached.q.tobytes() and fresh.error.tobytes() == cached.error.tobytes()
+    other = Chain(**{**{f: getattr(chain, f) for f in ("kinds", "offsets", "rest_rotations", "axes", "lower",
+                                                         "upper", "weights", "root_position", "root_rotation")},
+                     "tip_offset": chain.tip_offset * 1.01})
+    assert preferred_pose(other, preferred).curled_turns is not first.curled_turns  # another chain: derived
+
+
 def test_straight_preferred_pose_is_refused_with_a_request_to_bend_it():
     chain = Chain.straight([1.0, 0.8], JointKind.BALL)
     with pytest.raises(IKInputError, match="preferred pose is straight.*bend the chain") as info:
