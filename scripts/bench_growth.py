@@ -95,9 +95,9 @@ def plot(path: Path, rows: list[dict], frames: int) -> None:
         mine = sorted((row for row in rows if row["series"] == series), key=lambda row: row["bones"])
         style = {"color": "black", "linewidth": 2.5} if series.startswith("Blender") else \
             {"color": "gray", "linestyle": "--"} if series.startswith("floor") else \
-            {"color": "tab:blue", "linewidth": 2.5} if series.endswith("[default]") else {}
-        ax.plot([row["bones"] for row in mine], [row["us_per_frame"] for row in mine], marker="o", label=series,
-                **style)
+            {"color": "navy", "linewidth": 2.5, "marker": "s"} if series.endswith("[default]") else {}
+        ax.plot([row["bones"] for row in mine], [row["us_per_frame"] for row in mine], label=series,
+                **{"marker": "o", **style})
     ax.set_xscale("log")
     ax.set_yscale("log")
     bones = sorted({row["bones"] for row in rows})
