@@ -53,8 +53,12 @@ class TwoBoneSolution:
     direction_unique: np.ndarray
 
 
-def two_bone_planar(l1: float, l2: float, targets: np.ndarray) -> TwoBoneSolution:
-    """Closed-form angles of a planar two-bone chain (shoulder at the origin) for ``targets (N, 2)``."""
+def two_bone_planar(l1: float, l2: float, targets: np.ndarray, *, first_branch_only: bool = False) -> TwoBoneSolution:
+    """Closed-form angles of a planar two-bone chain (shoulder at the origin) for ``targets (N, 2)``.
+
+    ``first_branch_only``: ``branches`` holds branch 0 alone, shape ``(N, 1, 2)`` (the same values;
+    the HI solve bends one way only, and the other branch is half the work).
+    """
     targets = np.atleast_2d(np.asarray(targets, dtype=float))
     if targets.shape[-1] != 2:
         raise IKInputError("targets", f"expected shape (N, 2), got {targets.shape}")
@@ -72,15 +76,17 @@ def two_bone_planar(l1: float, l2: float, targets: np.ndarray) -> TwoBoneSolutio
     reach = np.clip(r, inner, outer)
     cos2 = np.clip((reach**2 - l1**2 - l2**2) / (2.0 * l1 * l2), -1.0, 1.0)
     heading = np.arctan2(y, x)  # atan2(0, 0) = 0: the representative direction
-    branches = np.empty((targets.shape[0], 2, 2))
-    for k, sign in enumerate((1.0, -1.0)):
+    signs = (1.0,) if first_branch_only else (1.0, -1.0)
+    branches = np.empty((targets.shape[0], len(signs), 2))
+    for k, sign in enumerate(signs):
         theta2 = sign * np.arccos(cos2)
         theta1 = heading - np.arctan2(l2 * np.sin(theta2), l1 + l2 * np.cos(theta2))
         branches[:, k, 0] = np.angle(np.exp(1j * theta1))  # wrapped to (−π, π]
         branches[:, k, 1] = theta2
     merged = np.abs(cos2) >= 1.0
     # θ2 = ±π are one pose: report the merged branch once, identically.
-    branches[:, 1] = np.where(merged[:, None], branches[:, 0], branches[:, 1])
+    if not first_branch_only:
+        branches[:, 1] = np.where(merged[:, None], branches[:, 0], branches[:, 1])
     return TwoBoneSolution(
         branches=branches,
         reachable=(r >= inner) & (r <= outer),

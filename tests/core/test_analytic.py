@@ -51,6 +51,15 @@ def test_unequal_bones_reachability_and_residual_is_distance_to_annulus(target, 
         assert np.linalg.norm(tip - target) == pytest.approx(residual, abs=1e-12)
 
 
+def test_the_first_branch_alone_has_the_same_bits():
+    targets = np.random.default_rng(4).uniform(-2.0, 2.0, (200, 2))
+    both = two_bone_planar(1.0, 0.7, targets)
+    first = two_bone_planar(1.0, 0.7, targets, first_branch_only=True)
+    assert first.branches.shape == (200, 1, 2)
+    assert first.branches[:, 0].tobytes() == both.branches[:, 0].tobytes()
+    assert first.residual.tobytes() == both.residual.tobytes()
+
+
 def test_branches_merge_on_the_annulus_boundary():
     result = two_bone_planar(1.0, 0.5, [[1.5, 0.0], [0.5, 0.0]])
     assert list(result.branch_count) == [1, 1]

@@ -45,7 +45,8 @@ def two_bone_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
     lengths = pref.chain.segment_lengths
     planar = np.zeros((r.size, 2))  # (r, 0) rows, as np.stack([r, zeros]) built them, in two calls
     planar[:, 0] = r
-    angles = two_bone_planar(lengths[0], lengths[1], planar).branches[:, 0]  # θ2 ≥ 0 bends as preferred (elbow > 0)
+    # Branch 0 (θ2 ≥ 0) bends as the preferred pose (elbow > 0).
+    angles = two_bone_planar(lengths[0], lengths[1], planar, first_branch_only=True).branches[:, 0]
     coordinates = np.zeros((r.size, 3, 3))
     heading = angles[:, 0] + angles[:, 1]
     shoulder_angles = unit_stride(angles[:, 0])
