@@ -163,7 +163,8 @@ def fcurve_sampling_blockers(scene, obj, rig: RigChain, spec: ChainSpec) -> list
     F-curves, and the chain's root frame and geometry cannot change over time: the armature has
     no parent, constraints, drivers or NLA, and its action keys neither the object transform, nor
     the chain's ancestor bones, nor anything but rotation on the chain's bones, nor the chain
-    settings (e.g. an animated swivel angle). Anything else is sampled by evaluating each frame.
+    settings (e.g. an animated swivel angle), nor a locked chain bone's rotation. Anything else is
+    sampled by evaluating each frame.
     """
     reasons = []
     render = scene.render
@@ -196,7 +197,9 @@ def fcurve_sampling_blockers(scene, obj, rig: RigChain, spec: ChainSpec) -> list
         path = fcurve.data_path
         in_chain, prop = _bone_of_path(chain_prefixes, path)
         if in_chain is not None:
-            moves = prop not in rotations  # rotations are what the bake replaces; never read per frame
+            # A joint bone's rotation is what the bake replaces (never read per frame); a locked
+            # bone's is held as read, so animating it moves the chain.
+            moves = prop not in rotations or in_chain not in rig.joint_bones
         else:
             # Other bones' channels, custom properties and other chains' settings cannot reach this
             # chain without a driver or a constraint, both refused above.
@@ -204,7 +207,7 @@ def fcurve_sampling_blockers(scene, obj, rig: RigChain, spec: ChainSpec) -> list
                      or path == "delta_location" or path.startswith(settings_prefix))
         if moves:
             reasons.append(f"the armature animates {path}")
-    return reasons
+    return list(dict.fromkeys(reasons))  # one line per path, not per channel
 
 
 def sample_point_fcurves(point, frames: np.ndarray) -> np.ndarray:
@@ -239,12 +242,17 @@ def sample_fcurves(obj, spec: ChainSpec, rig: RigChain, frames: np.ndarray) -> F
 
 
 def geometry_key(obj, rig: RigChain) -> bytes:
-    """The pose values besides rotation that shape the chain (location, scale of its bones)."""
-    values = []
+    """The pose values the solve does not set that shape the chain: location and scale of its joint
+    bones, the whole basis of its locked bones (held as read)."""
+    values: list[float] = []
+    joints = set(rig.joint_bones)
     for name in rig.bone_names:
         pose_bone = obj.pose.bones[name]
-        values.extend(pose_bone.location)
-        values.extend(pose_bone.scale)
+        if name in joints:
+            values.extend(pose_bone.location)
+            values.extend(pose_bone.scale)
+        else:
+            values.extend(value for row in pose_bone.matrix_basis for value in row)
     return np.array(values, dtype=np.float32).tobytes()
 
 

@@ -486,6 +486,33 @@ def test_fcurve_sampling_is_refused_where_it_would_differ(baking, change, reason
     assert any(r.startswith(reason) for r in reasons), reasons
 
 
+def test_an_animated_locked_bone_is_sampled_per_frame_and_baked_as_blender_shows_it(baking):
+    """A fully locked chain bone is held as read; animating its rotation moves the chain, so the
+    inputs are evaluated frame by frame and the chain is read again where it changes."""
+    obj = build_armature([
+        {"name": "a", "head": (0.0, 0.0, 1.0), "tail": (0.3, 0.0, 1.0)},
+        {"name": "b", "head": (0.3, 0.0, 1.0), "tail": (0.5, 0.05, 1.0), "parent": "a"},
+        {"name": "c", "head": (0.5, 0.05, 1.0), "tail": (0.75, 0.1, 1.0), "parent": "b"},
+    ])
+    locked = obj.pose.bones["b"]
+    locked.lock_ik_x = locked.lock_ik_y = locked.lock_ik_z = True
+    locked.rotation_mode = "XYZ"
+    for frame, angle in ((1, 0.0), (30, 0.8)):
+        locked.rotation_euler = (0.0, 0.0, angle)
+        locked.keyframe_insert("rotation_euler", frame=frame)
+    target = add_empty(location=(0.45, 0.2, 1.05))
+    chain = add_chain(obj, target, tip="c", length=3, method="SDLS")
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30) == {"FINISHED"}
+    report = json.loads(chain.last_bake_report)
+    assert report["sampling"] == "evaluated"
+    assert report["sampling_reasons"] == ['the armature animates pose.bones["b"].rotation_euler']
+    assert report["evaluated_frames_checked"] == 30 and report["evaluated_mismatch_frames"] == []
+    assert report["status_counts"]["CONVERGED"] == 30
+    baking.frame_set(30)
+    assert np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones["c"].tail)
+                          - np.array(target.matrix_world.translation)) < 1e-5
+
+
 # --------------------------------------------------------------------------- re-bakes
 @pytest.mark.parametrize("method", [method.value for method in METHOD_FACTS])
 @pytest.mark.parametrize("rotation_mode", ["QUATERNION", "XZY"])
