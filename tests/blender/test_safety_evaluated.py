@@ -34,13 +34,18 @@ def key_circle(target, frames):
         target.keyframe_insert("location", frame=frame)
 
 
-def test_a_short_clean_bake_is_checked_at_every_frame_and_matches(addon):
+def clean_arm_bake(frames: int):
+    """The arm baked over ``frames`` frames toward a circling target: (armature, chain, report)."""
     obj = build_arm()
     target = add_empty(location=(0.4, 0.1, 1.3))
-    key_circle(target, [1, 15, 30])
+    key_circle(target, [1, frames // 2, frames])
     chain = arm_chain(obj, target)
-    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30) == {"FINISHED"}
-    report = json.loads(chain.last_bake_report)
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=frames) == {"FINISHED"}
+    return obj, chain, json.loads(chain.last_bake_report)
+
+
+def test_a_short_clean_bake_is_checked_at_every_frame_and_matches(addon):
+    _, chain, report = clean_arm_bake(30)
     assert report["evaluated_frames_checked"] == 30
     assert report["evaluated_mismatch_frames"] == []
     assert report["evaluated_max_error"] <= report["max_excess"] + 1e-5
@@ -88,12 +93,7 @@ def test_a_driver_on_a_chain_bones_rotation_is_reported(addon):
 def test_a_long_clean_bake_is_checked_at_a_sparse_sample_and_a_long_suspect_one_at_every_frame(addon):
     """Where only the keys move the chain Blender is asked at about SPARSE_LIMIT frames; a curve
     modifier on a baked channel (it changes Blender's evaluation of the keys) makes the check dense."""
-    obj = build_arm()
-    target = add_empty(location=(0.4, 0.1, 1.3))
-    key_circle(target, [1, 60, 120])
-    chain = arm_chain(obj, target)
-    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=120) == {"FINISHED"}
-    report = json.loads(chain.last_bake_report)
+    obj, chain, report = clean_arm_bake(120)
     sparse = rows_to_check(120, np.zeros(120, bool), verify.SPARSE_LIMIT, verify.SPARSE_LIMIT)
     assert report["evaluated_frames_checked"] == sparse.size == 31  # every 4th frame and the last
     assert report["evaluated_mismatch_frames"] == []
