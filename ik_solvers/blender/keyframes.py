@@ -70,7 +70,7 @@ def values_at_keys(fcurve, frames: np.ndarray) -> np.ndarray | None:
     every frame is a key's own frame of an unmodified curve.
 
     At a key's own frame Blender's evaluation is that key's value, whatever the interpolation and
-    handles (tests/blender/test_sampling.py checks it against ``FCurve.evaluate``), and one bulk
+    handles (tests/blender/test_bake.py checks it against ``FCurve.evaluate``), and one bulk
     read costs what a few ``evaluate`` calls do.
     """
     if len(fcurve.modifiers) or len(fcurve.keyframe_points) == 0:
