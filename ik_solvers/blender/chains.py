@@ -109,17 +109,28 @@ def set_up_new_chain(obj, chain_settings, scene) -> None:
 
 
 def store_solve_outcome(chain_settings, status: str, message: str, result=None, prepared=None) -> None:
-    """Keep a solve's outcome on the chain's settings, writing only what changed (each write is an update).
+    """Keep a solve's outcome on the chain's settings (:func:`store_outcome`).
 
     HI chains also get the pole distance, so the panel's flip warning follows the live pose.
     """
+    if result is None:
+        store_outcome(chain_settings, status, message)
+        return
+    error, lower_bound = world_errors(prepared, result)
+    store_outcome(chain_settings, status, message, float(error[0]), float(lower_bound[0]), int(result.iterations[0]),
+                  None if result.hi is None else float(result.hi.pole_angles[0]))
+
+
+def store_outcome(chain_settings, status: str, message: str, error: float | None = None,
+                  lower_bound: float | None = None, iterations: int | None = None,
+                  pole_distance: float | None = None) -> None:
+    """Keep a solve's status, message and (scene-unit) error, lower bound, iterations and HI pole
+    distance on the chain's settings, writing only what changed (each write is an update)."""
     values: dict[str, str | float | int] = {"last_status": status, "last_message": message}
-    if result is not None:
-        error, lower_bound = world_errors(prepared, result)
-        values.update(last_error=float(error[0]), last_lower_bound=float(lower_bound[0]),
-                      last_iterations=int(result.iterations[0]))
-        if result.hi is not None:
-            values["last_pole_distance"] = float(result.hi.pole_angles[0])
+    if error is not None and lower_bound is not None and iterations is not None:
+        values.update(last_error=error, last_lower_bound=lower_bound, last_iterations=iterations)
+    if pole_distance is not None:
+        values["last_pole_distance"] = pole_distance
     for name, value in values.items():
         if getattr(chain_settings, name) != value:
             setattr(chain_settings, name, value)

@@ -19,14 +19,16 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from .chains import store_solve_outcome
+from ..core import Method, PreferredPose, preferred_pose
+from ..core.kinematics import local_quaternions
+from .chains import store_outcome, store_solve_outcome
 from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, failure_sentence
 from .identity import check_bones, follow_renamed_tip
-from .rig import read_chain, write_pose
+from .rig import read_chain, write_pose, write_quaternion_joints
 from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
-from .spec import chain_spec
+from .spec import ChainSpec, chain_spec
 
 
 @dataclass
@@ -45,6 +47,11 @@ class LiveState:
         spec's ``signature()``).
     buffers : dict
         Same keys → the :class:`RigValues` last read (its buffer is reused).
+    quick : dict
+        Same keys → :class:`QuickChain`: the live chains a target move may re-solve without the
+        full update's checks (:func:`_quick_update`), as the last full update left them.
+    quick_scene : int or None
+        ``session_uid`` of the scene whose full update made ``quick``.
     busy : bool
         Set while live mode itself writes, so handlers fired by those writes return at once.
     loading : bool
@@ -57,6 +64,8 @@ class LiveState:
     rigs: dict = field(default_factory=dict)
     specs: dict = field(default_factory=dict)
     buffers: dict = field(default_factory=dict)
+    quick: dict = field(default_factory=dict)
+    quick_scene: int | None = None
     busy: bool = False
     loading: bool = False
     paused: int = 0
@@ -66,6 +75,7 @@ class LiveState:
         self.rigs.clear()
         self.specs.clear()
         self.buffers.clear()
+        self.quick.clear()
         self.busy = False
         self.loading = False
         self.paused = 0
@@ -81,6 +91,13 @@ def forget(obj, chain_name: str) -> None:
     state.rigs.pop(key, None)
     state.specs.pop(key, None)
     state.buffers.pop(key, None)
+    state.quick.clear()
+
+
+def forget_quick(*_args) -> None:
+    """The next update runs in full (an undo, a redo, live mode turned on or off for a chain): the
+    quick path only trusts what the last full update checked."""
+    state.quick.clear()
 
 
 @contextmanager
@@ -88,6 +105,7 @@ def paused() -> Iterator[None]:
     """Live mode holds still inside this block: a bake stepping through frames must read the
     scene as its keys make it, not re-solve (and rewrite) live chains at every frame."""
     state.paused += 1
+    state.quick.clear()  # the bake changes the armature while the handlers look away
     try:
         yield
     finally:
@@ -250,14 +268,18 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
 
     Returns how many chains were solved. A chain that cannot be solved (no target, a bone gone, a
     solver failure) keeps its pose, turns live mode off and shows the reason in its status
-    (:func:`turn_off`); nothing is raised into Blender's handler loop.
+    (:func:`turn_off`); nothing is raised into Blender's handler loop. Every chain is checked in full;
+    what the checks found is offered to the next target moves (:func:`_quick_update`).
     """
     if state.busy or state.loading or state.paused:
         return 0
     state.busy = True
-    solved = 0
+    state.quick.clear()
+    state.quick_scene = None
+    solved, every_chain_quick = 0, True
     try:
         for obj, chains in live_chains(scene):
+            checked = []
             for chain in chains:
                 key = (obj.session_uid, chain.name)
                 try:
@@ -266,6 +288,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
                     signature = _inputs_signature(state.specs[key][2], inputs)
                     if not force and state.signatures.get(key) == signature:
+                        checked.append((key, spec))
                         continue
                     prepared = prepare_solve(spec, inputs)
                     result = run_solve(prepared)
@@ -279,9 +302,108 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                 state.rigs[key] = (_after_write(obj, rig_values, written), spec.rig)
                 solved += 1
                 store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+                checked.append((key, spec))
+            every_chain_quick &= _offer_quick(obj, checked)
     finally:
         state.busy = False
+    if every_chain_quick and state.quick and depsgraph is not None:
+        state.quick_scene = scene.session_uid
     return solved
+
+
+# --------------------------------------------------------------------------- quick path
+QUICK_ZERO_PLANE_MAPS = ("DEFAULT", "POLE_OBJECT")
+
+
+@dataclass(frozen=True, eq=False)
+class QuickChain:
+    """What a target move needs to re-solve a live chain the last full update checked.
+
+    Attributes
+    ----------
+    object_name : str
+        The armature's name (looked up again at every move: no reference to scene data is kept).
+    preferred : PreferredPose
+        The spec's HI preferred pose, derived once.
+    """
+
+    object_name: str
+    preferred: PreferredPose
+
+
+def _offer_quick(obj, checked: list[tuple[tuple, ChainSpec]]) -> bool:
+    """Offer the quick path to the chains of ``obj`` just checked; False if one of them cannot take it.
+
+    A chain can when a move of other objects changes nothing but its target and pole: its solve is
+    HI with a built-in zero-plane map and the sphere riding with the start joint's parent (so with
+    the chain's root, which only an update of the armature moves), and no other live chain of the
+    armature moves a bone its root hangs from (each chain's write would move the next one's root).
+    """
+    bones = obj.data.bones
+    offered = True
+    for key, spec in checked:
+        others = {name for other_key, other in checked if other_key != key for name in other.rig.joint_bones}
+        root = bones.get(spec.rig.parent_bone) if spec.rig.parent_bone else None
+        above = set() if root is None else {root.name, *(bone.name for bone in root.parent_recursive)}
+        if (spec.method is not Method.HI or spec.zero_plane_map not in QUICK_ZERO_PLANE_MAPS
+                or spec.parent_space != "START_JOINT" or above & others):
+            offered = False
+            continue
+        state.quick[key] = QuickChain(obj.name, preferred_pose(spec.rig.chain, spec.reference))
+    return offered
+
+
+def _quick_update(scene, depsgraph) -> bool:
+    """Re-solve every live chain of ``scene`` after a move of objects other than armatures, without
+    the full update's checks of the armature: the last full update checked it, and only an update of
+    the armature (which this handler would see) changes what they checked. The chain's settings, its
+    target's independence and every input are read again as the full update reads them.
+
+    Returns False, having done nothing, when a chain is not as the last full update left it (then
+    the full update runs).
+    """
+    if not state.quick or state.quick_scene != scene.session_uid:
+        return False
+    chains = []
+    for key, quick in state.quick.items():
+        obj = scene.objects.get(quick.object_name)
+        if obj is None or obj.session_uid != key[0] or key not in state.specs:
+            return False
+        chain = obj.ik_solvers.chains.get(key[1])
+        spec_key, spec, spec_signature = state.specs[key]
+        if chain is None or not chain.use_live or chain.target is None or _spec_key(obj, chain, spec.rig) != spec_key:
+            return False
+        chains.append((obj, chain, key, quick, spec, spec_signature))
+    state.busy = True
+    try:
+        for obj, chain, key, quick, spec, spec_signature in chains:
+            try:
+                _quick_solve(obj, chain, key, quick, spec, spec_signature, depsgraph)
+            except Exception as error:  # never into Blender's handler loop
+                turn_off(obj, chain, error)
+    finally:
+        state.busy = False
+    return True
+
+
+def _quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, spec_signature: bytes, depsgraph) -> None:
+    try:
+        for what, point in (("the target", chain.target), ("the pole target", chain.pole_target)):
+            check_target_independent(obj, spec.rig.bone_names[0], point, what)
+    except IKSolversError as error:
+        raise error.about(chain.name) from None
+    inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+    signature = _inputs_signature(spec_signature, inputs)
+    if state.signatures.get(key) == signature:
+        return
+    prepared = prepare_solve(spec, inputs)
+    result = run_solve(prepared)
+    written = write_quaternion_joints(obj, spec.rig, local_quaternions(spec.rig.chain, result.q)[0])
+    if written is None:
+        written = write_pose(obj, spec.rig, result.q[0])
+    state.signatures[key] = signature
+    state.rigs[key] = (_after_write(obj, state.buffers[key], written), spec.rig)
+    store_solve_outcome(chain, result.status[0].value, "", result, prepared)
 
 
 # --------------------------------------------------------------------------- failures
@@ -329,11 +451,18 @@ def _on_depsgraph_update(scene, depsgraph) -> None:
     if state.busy or state.loading or state.paused:
         return
     # One pass over the updates: an object moved, or an armature changed (its settings or pose).
+    moved, only_objects_moved = False, True
     for update in depsgraph.updates:
         data = update.id
-        if isinstance(data, bpy.types.Object) and (update.is_updated_transform or data.type == "ARMATURE"):
-            update_live_chains(scene, depsgraph, force=False)
-            return
+        if not isinstance(data, bpy.types.Object):
+            only_objects_moved = False
+        elif data.type == "ARMATURE":
+            moved, only_objects_moved = True, False
+            break
+        elif update.is_updated_transform:
+            moved = True
+    if moved and not (only_objects_moved and _quick_update(scene, depsgraph)):
+        update_live_chains(scene, depsgraph, force=False)
 
 
 @persistent
@@ -347,12 +476,19 @@ def on_load_post(*_args) -> None:
     state.loading = False
 
 
+@persistent
+def on_undo_redo(*_args) -> None:
+    forget_quick()
+
+
 HANDLERS = (
     ("frame_change_post", on_frame_change),
     ("depsgraph_update_post", on_depsgraph_update),
     ("load_pre", on_load_pre),
     ("load_post", on_load_post),
     ("load_post_fail", on_load_post),
+    ("undo_pre", on_undo_redo),
+    ("redo_pre", on_undo_redo),
 )
 
 

@@ -326,7 +326,9 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
             return {"CANCELLED"}
         chain.use_live = True
         chain.last_message = ""
-        live.update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=True)
+        # Setting use_live is an update of the armature: the depsgraph handler may have solved the chain
+        # already while the depsgraph was evaluated, and then this call finds nothing new to solve.
+        live.update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=False)
         if not chain.use_live:  # the first live solve failed and turned it off again
             self.report({"ERROR"}, chain.last_message)
             return {"CANCELLED"}

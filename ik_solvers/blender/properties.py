@@ -18,6 +18,7 @@ from bpy.props import (
 )
 
 from ..core import METHOD_FACTS, Method
+from . import live
 
 METHOD_ITEMS = tuple((method.value, facts.label, facts.description) for method, facts in METHOD_FACTS.items())
 """Enum items from ``core.METHOD_FACTS``; identifiers are ``ik_solvers.core.Method`` values."""
@@ -38,6 +39,10 @@ ITERATIVE_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.ite
 
 def _is_empty(_self, obj: bpy.types.Object) -> bool:
     return obj.type == "EMPTY"
+
+
+def _live_toggled(_chain, _context) -> None:
+    live.forget_quick()  # the next update checks every live chain in full, this one included
 
 
 class IK_SOLVERS_PG_preferred_bone(bpy.types.PropertyGroup):
@@ -123,6 +128,7 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     chain_bones: StringProperty(name="Chain Bones", description="The chain's bones, start to tip, as remembered (JSON)")
     use_live: BoolProperty(
         name="Live", description="Re-solve when the target moves or the frame changes", default=False,
+        update=_live_toggled,
     )
 
     # The preferred pose: per-bone rotations at capture time (the HI solver's and every method's reference).

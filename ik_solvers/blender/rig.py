@@ -28,6 +28,7 @@ Conventions (they live here alone):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,6 +257,27 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     return tuple(channels)
 
 
+def write_quaternion_joints(obj, rig: RigChain, rotations) -> tuple[str, ...] | None:
+    """:func:`write_pose` for a chain whose joint bones are all in quaternion mode, from their local
+    rotations ``(n, 4)`` ``(w, x, y, z)`` (``local_quaternions(rig.chain, q)`` for the ``q`` written):
+    the same channel values, set bone by bone. None, with nothing written, when a joint bone is in
+    another rotation mode (:func:`write_pose` handles every mode).
+
+    Live mode writes a pose per target move: for a few bones, setting each bone's channel costs
+    less than the bulk reads and writes of every bone plus re-evaluating the whole armature's data.
+    """
+    pose_bones = obj.pose.bones
+    bones = [pose_bones[index] for index in _bone_indices(obj, rig.joint_bones)]
+    if any(bone.rotation_mode != "QUATERNION" for bone in bones):
+        return None
+    references = np.array([bone.rotation_quaternion for bone in bones], dtype=float)
+    values = _quaternion_values(references, np.asarray(rotations, dtype=float))
+    _check_finite(values)
+    for bone, value in zip(bones, values.tolist()):
+        bone.rotation_quaternion = value
+    return ("rotation_quaternion",)
+
+
 def _check_finite(values: np.ndarray) -> None:
     if not np.all(np.isfinite(values)):
         raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
@@ -304,9 +326,38 @@ def world_to_root(points_world: np.ndarray, root_world: np.ndarray) -> np.ndarra
     if root_world.ndim == 3 and len(root_world) > 1 and np.all(root_world == root_world[0]):
         # One frame for the whole batch (F-curve sampling): inverted once, the same bits per row.
         inverse = np.repeat(np.linalg.inv(root_world[0])[None], len(root_world), axis=0)
+    elif root_world.shape[:-2] in ((), (1,)):
+        inverse = _single_inverse(root_world)
     else:
         inverse = np.linalg.inv(root_world)
     return np.einsum("...ij,...j->...i", inverse[..., :3, :3], points) + inverse[..., :3, 3]
+
+
+class KeptResults:
+    """A function of one array, with its results for the last few distinct arguments kept (read-only).
+
+    Live mode maps every target move through the same root frame: inverting or checking it again
+    costs more than the rest of preparing the solve. A call that raises keeps nothing.
+    """
+
+    def __init__(self, compute: Callable[[np.ndarray], np.ndarray], size: int = 16) -> None:
+        self.compute, self.size = compute, size
+        self.kept: dict[bytes, np.ndarray] = {}
+
+    def __call__(self, argument: np.ndarray) -> np.ndarray:
+        key = repr(argument.shape).encode() + np.ascontiguousarray(argument).tobytes()
+        result = self.kept.get(key)
+        if result is None:
+            result = np.asarray(self.compute(argument))
+            result.setflags(write=False)
+            if len(self.kept) >= self.size:
+                self.kept.clear()
+            self.kept[key] = result
+        return result
+
+
+_single_inverse = KeptResults(np.linalg.inv)
+"""``np.linalg.inv`` of one root frame ``(4, 4)`` or ``(1, 4, 4)``: the same bits, kept."""
 
 
 def uniform_scale(matrix: np.ndarray) -> float:

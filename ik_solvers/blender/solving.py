@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core import IKInputError, Method, SolveResult, solve, sphere_rotations_for_parent_space
 from .errors import IKSolversError
-from .rig import RigChain, uniform_scale, world_to_root
+from .rig import KeptResults, RigChain, uniform_scale, world_to_root
 from .sampling import FrameInputs
 from .spec import ChainSpec
 
@@ -87,12 +87,20 @@ def _batch_uniform_scale(root_world: np.ndarray) -> np.ndarray:
     """Uniform scale ``(N,)`` of N root frames; IKSolversError if any is non-uniform or mirrored."""
     if len(root_world) > 1 and np.all(root_world == root_world[0]):  # one frame for the whole batch, as F-curve sampling gives
         return np.broadcast_to(_batch_uniform_scale(root_world[:1]), root_world.shape[:1])
+    return _single_uniform_scale(root_world) if len(root_world) == 1 else _uniform_scales(root_world)
+
+
+def _uniform_scales(root_world: np.ndarray) -> np.ndarray:
     singular = np.linalg.svd(root_world[:, :3, :3], compute_uv=False)
     det = np.linalg.det(root_world[:, :3, :3])
     bad = (det <= 0.0) | (singular[:, 0] - singular[:, -1] > 1e-4 * singular[:, 0])
     if np.any(bad):
         uniform_scale(root_world[int(np.flatnonzero(bad)[0])])  # raises with the user-facing message
     return np.cbrt(det)
+
+
+_single_uniform_scale = KeptResults(_uniform_scales)
+""":func:`_uniform_scales` of one root frame ``(1, 4, 4)`` (a live update): the same bits, kept."""
 
 
 def _joint0_root(rig: RigChain) -> np.ndarray:
