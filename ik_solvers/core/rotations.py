@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
 from .vectors import cross, dot, matvec, norm, unit_stride
@@ -150,6 +153,37 @@ def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
     return canonical_quaternions(row / norm(row)[..., None])
 
 
+# quaternions_from_matrices' K entries as (constant, ((gather, sign) × 3)): the scalar form's table.
+_SHEPPERD_ENTRIES = tuple(
+    (float(_SHEPPERD_CONSTANT[e]), tuple((int(_SHEPPERD_GATHER[t, e]), float(_SHEPPERD_SIGNS[t, e])) for t in range(3)))
+    for e in range(16)
+)
+
+
+def quaternion_from_matrix(matrix: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:
+    """:func:`quaternions_from_matrices` for one rotation matrix (rows of Python floats), with its bits.
+
+    The same K entries, each ``constant + Σ entry · sign`` added in the same order (a zero sign
+    reads an appended 0.0, as the batch's padding), the first largest diagonal entry's row, its
+    length summed in index order (``vectors.norm``), and the sign flip to ``w ≥ 0``.
+    """
+    flat = (*matrix[0], *matrix[1], *matrix[2], 0.0)
+
+    def entry(e: int) -> float:
+        constant, ((g0, s0), (g1, s1), (g2, s2)) = _SHEPPERD_ENTRIES[e]
+        return constant + flat[g0] * s0 + flat[g1] * s1 + flat[g2] * s2
+
+    diagonal = [entry(5 * i) for i in range(4)]
+    choice = 0
+    for i in (1, 2, 3):  # np.argmax: the first of equal maxima
+        if diagonal[i] > diagonal[choice]:
+            choice = i
+    w, x, y, z = (entry(4 * choice + j) for j in range(4))
+    length = math.sqrt(w * w + x * x + y * y + z * z)  # correctly rounded, as np.sqrt
+    w, x, y, z = w / length, x / length, y / length, z / length
+    return (-w, -x, -y, -z) if w < 0.0 else (w, x, y, z)
+
+
 def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(..., 3, 3)`` from quaternions ``(..., 4)`` ``(w, x, y, z)`` (normalised here).
 
@@ -242,6 +276,24 @@ def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             total = total + term if signs[k] > 0 else total - term
         out[..., row] = total
     return out
+
+
+def quaternion_product(
+    a: Sequence[float], b: Sequence[float]
+) -> tuple[float, float, float, float]:
+    """:func:`quaternion_products` for one pair of Python-float quaternions ``(w, x, y, z)``, with its bits.
+
+    Row ``i`` of ``L(a) b`` summed in index order; a negative sign as a subtraction (``x − y`` is
+    ``x + (−y)`` in IEEE arithmetic, and negation is exact).
+    """
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (
+        aw * bw - ax * bx - ay * by - az * bz,
+        ax * bw + aw * bx - az * by + ay * bz,
+        ay * bw + az * bx + aw * by - ax * bz,
+        az * bw - ay * bx + ax * by + aw * bz,
+    )
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:
