@@ -177,7 +177,7 @@ def solve_hi_one(
         status = Status.UNREACHABLE
     if error <= tolerance:
         status = Status.CONVERGED
-    return OneTargetHI(q, _local_quaternions(k, q), error, lower, status, iterations, pole_angle)
+    return OneTargetHI(tuple(q), _local_quaternions(k, q), error, lower, status, iterations, pole_angle)
 
 
 # ------------------------------------------------------- per-pose constants
