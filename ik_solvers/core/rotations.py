@@ -153,32 +153,28 @@ def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
     return canonical_quaternions(row / norm(row)[..., None])
 
 
-# quaternions_from_matrices' K entries as (constant, ((gather, sign) × 3)): the scalar form's table.
-_SHEPPERD_ENTRIES = tuple(
-    (float(_SHEPPERD_CONSTANT[e]), tuple((int(_SHEPPERD_GATHER[t, e]), float(_SHEPPERD_SIGNS[t, e])) for t in range(3)))
-    for e in range(16)
-)
-
-
 def quaternion_from_matrix(matrix: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:
     """:func:`quaternions_from_matrices` for one rotation matrix (rows of Python floats), with its bits.
 
-    The same K entries, each ``constant + Σ entry · sign`` added in the same order (a zero sign
-    reads an appended 0.0, as the batch's padding), the first largest diagonal entry's row, its
-    length summed in index order (``vectors.norm``), and the sign flip to ``w ≥ 0``.
+    Each K entry is its constant plus its signed terms added in the batch's order (a trailing
+    ``+ 0.0`` is the batch's zero padding times a zero sign: it turns −0.0 into +0.0 there too);
+    the row of the first largest diagonal entry (``np.argmax``), its length summed in index order
+    (``vectors.norm``), and the sign flip to ``w ≥ 0``.
     """
-    flat = (*matrix[0], *matrix[1], *matrix[2], 0.0)
-
-    def entry(e: int) -> float:
-        constant, ((g0, s0), (g1, s1), (g2, s2)) = _SHEPPERD_ENTRIES[e]
-        return constant + flat[g0] * s0 + flat[g1] * s1 + flat[g2] * s2
-
-    diagonal = [entry(5 * i) for i in range(4)]
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = matrix
+    diagonal = (1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22, 1.0 + m11 - m00 - m22, 1.0 + m22 - m00 - m11)
     choice = 0
-    for i in (1, 2, 3):  # np.argmax: the first of equal maxima
+    for i in (1, 2, 3):
         if diagonal[i] > diagonal[choice]:
             choice = i
-    w, x, y, z = (entry(4 * choice + j) for j in range(4))
+    if choice == 0:
+        w, x, y, z = diagonal[0], 0.0 + m21 - m12 + 0.0, 0.0 + m02 - m20 + 0.0, 0.0 + m10 - m01 + 0.0
+    elif choice == 1:
+        w, x, y, z = 0.0 + m21 - m12 + 0.0, diagonal[1], 0.0 + m01 + m10 + 0.0, 0.0 + m02 + m20 + 0.0
+    elif choice == 2:
+        w, x, y, z = 0.0 + m02 - m20 + 0.0, 0.0 + m01 + m10 + 0.0, diagonal[2], 0.0 + m12 + m21 + 0.0
+    else:
+        w, x, y, z = 0.0 + m10 - m01 + 0.0, 0.0 + m02 + m20 + 0.0, 0.0 + m12 + m21 + 0.0, diagonal[3]
     length = math.sqrt(w * w + x * x + y * y + z * z)  # correctly rounded, as np.sqrt
     w, x, y, z = w / length, x / length, y / length, z / length
     return (-w, -x, -y, -z) if w < 0.0 else (w, x, y, z)

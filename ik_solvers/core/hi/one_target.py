@@ -1,15 +1,12 @@
 """One target's HI solve on Python floats (live mode, issue 12): ``solve_hi``'s bits for N = 1.
 
-``solve_hi`` is batch code: on one target its ~300 numpy calls on one-row arrays cost ~1 µs
-each, far over live mode's budget. Here every step of the batch path runs on Python floats
-in the same operations and the same order: +, −, ×, ÷ and ``math.sqrt`` are correctly
-rounded IEEE operations in both, so each value has the batch's bits (signed zeros included:
-``0.0 + x`` is kept where the batch adds to a zero). Transcendental functions are not: numpy's
-SIMD ``cos``, ``arctan2``, ``hypot`` … round differently from ``math``'s, so they are numpy's
-ufuncs, called on a Python float or on one contiguous array where the batch calls them on a
-row (elementwise, so the same bits; tests/core/test_hi_one_target.py checks it all). The one
-3×3 product (``vectors.matmul``) is BLAS's, which fuses multiply-adds on this machine, so it is
-numpy's own call too.
+On one target ``solve_hi``'s ~300 numpy calls on one-row arrays cost ~1 µs each. Here each step
+runs on Python floats in the batch's operations and order: +, −, ×, ÷ and sqrt are correctly
+rounded IEEE operations in both, so the bits agree (signed zeros too: ``0.0 + x`` is kept where
+the batch adds to a zero). numpy's SIMD transcendental functions round differently from
+``math``'s, so those are numpy's ufuncs, on a Python float or on one contiguous array where the
+batch has a row (elementwise: the same bits), and the one 3×3 product stays numpy's (BLAS fuses
+multiply-adds). tests/core/test_hi_one_target.py checks every field.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import math
 import weakref
 from dataclasses import dataclass
 from functools import reduce
-from operator import add, mul
+from operator import add, mul, sub
 from typing import Any
 
 import numpy as np
@@ -28,6 +25,7 @@ from ..chain import JointKind
 from ..iteration import DISTANCE_ROUNDING, OBJECTIVE_RISE
 from ..result import SolveOptions, Status
 from ..rotations import _SMALL_ANGLE, quaternion_from_matrix, quaternion_product
+from ..vectors import Rows3, Vec3, cross3, dot3, matvec3, norm3, tmatvec3, unit3
 from ..zero_plane import (
     DEGENERATE,
     NORMAL_TOLERANCE,
@@ -40,11 +38,6 @@ from ..zero_plane import (
 from .parent_space import ROTATION_TOLERANCE
 from .plane_chain import DISTANCE_TOLERANCE, path_parameter, plane_distance
 from .sphere import PreferredPose
-
-Vec = tuple[float, float, float]
-Rows = tuple[Vec, Vec, Vec]
-
-_DEFAULT_TOLERANCE = SolveOptions().tolerance
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +78,13 @@ def solve_hi_one(
     zero_plane_map: Any = "DEFAULT",
     pole: Any = None,
     sphere_rotation: Any = None,
-    tolerance: float = _DEFAULT_TOLERANCE,
+    tolerance: float = SolveOptions().tolerance,
 ) -> OneTargetHI | None:
     """``solve_hi(pref.chain, [target], pref, ...)`` for one target, on Python floats, with its bits.
 
     Parameters
     ----------
-    pref : PreferredPose
-        From :func:`preferred_pose`; its chain is solved.
+    pref : PreferredPose (its chain is solved)
     target, pole : three floats
         Tip target and pole-target position in the solving frame (chain units), as one row of
         ``solve_hi``'s ``targets`` and ``poles``.
@@ -113,36 +105,39 @@ def solve_hi_one(
     ``sphere_rotation`` not clearly a proper rotation, a map normal its check rejects) —
     ``solve_hi`` then raises its ``IKInputError`` or decides the borderline case.
 
-    Thread safety: the per-pose constants are built on first use and kept in a weak
-    dictionary; two threads may both build them (same values). Nothing else is shared.
+    The per-pose constants are built on first use, kept while ``pref`` lives (weakly); threads
+    may race to build them (the same values), nothing else is shared.
     """
     factory = ZERO_PLANE_MAPS.get(zero_plane_map) if isinstance(zero_plane_map, str) else None
     if factory is not DefaultZeroPlaneMap and factory is not PoleObjectZeroPlaneMap:
         return None
-    tx, ty, tz = (float(v) for v in target)
-    swivel = float(swivel)
+    tx, ty, tz, swivel = float(target[0]), float(target[1]), float(target[2]), float(swivel)
     if not (math.isfinite(tx) and math.isfinite(ty) and math.isfinite(tz) and math.isfinite(swivel)):
         return None
-    k = _constants(pref)
-    rotation = k.root if sphere_rotation is None else _checked_rotation(sphere_rotation)
-    if sphere_rotation is not None and rotation is None:
-        return None
+    k = _CONSTANTS.get(pref)
+    if k is None:
+        k = _CONSTANTS[pref] = _derive_constants(pref)
+    rotation = k.root
+    if sphere_rotation is not None:
+        rotation = _checked_rotation(sphere_rotation)
+        if rotation is None:
+            return None
+    # planes.solver_planes: the EE axis, in the solving frame and in the sphere's coordinates.
     sx, sy, sz = k.start
-    offset = (tx - sx, ty - sy, tz - sz)
-    r = math.sqrt(_dot(offset, offset))
-    if r <= k.centre_radius:  # no EE axis of its own: the preferred one (planes.solver_planes)
+    ox, oy, oz = tx - sx, ty - sy, tz - sz
+    r = math.sqrt(ox * ox + oy * oy + oz * oz)
+    if r <= k.centre_radius:  # no EE axis of its own: the preferred one
         axis_sphere = k.a0
-        axis = k.a0 if rotation is None else _matvec(rotation, k.a0)
+        axis = k.a0 if rotation is None else matvec3(rotation, k.a0)
     else:
-        axis = (offset[0] / r, offset[1] / r, offset[2] / r)
-        axis_sphere = axis if rotation is None else _tmatvec(rotation, axis)
+        axis = (ox / r, oy / r, oz / r)
+        axis_sphere = axis if rotation is None else tmatvec3(rotation, axis)
     pole_sphere = None
     if pole is not None:
-        px, py, pz = (float(v) for v in pole)
+        px, py, pz = float(pole[0]) - sx, float(pole[1]) - sy, float(pole[2]) - sz
         if not (math.isfinite(px) and math.isfinite(py) and math.isfinite(pz)):
             return None
-        pole_sphere = (px - sx, py - sy, pz - sz)
-        pole_sphere = pole_sphere if rotation is None else _tmatvec(rotation, pole_sphere)
+        pole_sphere = (px, py, pz) if rotation is None else tmatvec3(rotation, (px, py, pz))
     if factory is PoleObjectZeroPlaneMap:
         if pole_sphere is None:
             return None
@@ -150,24 +145,24 @@ def solve_hi_one(
     else:
         normal, singular_direction = _default_map(k, axis_sphere), k.n0_unit
     # zero_plane.zero_plane_normals: the map's normal checked, then made exactly unit and ⟂ the axis.
-    along = _dot(normal, axis_sphere)
-    if not (abs(math.sqrt(_dot(normal, normal)) - 1.0) <= NORMAL_TOLERANCE and abs(along) <= NORMAL_TOLERANCE):
+    ax, ay, az = axis_sphere
+    nx, ny, nz = normal
+    along = nx * ax + ny * ay + nz * az
+    if not (abs(math.sqrt(nx * nx + ny * ny + nz * nz) - 1.0) <= NORMAL_TOLERANCE and abs(along) <= NORMAL_TOLERANCE):
         return None
-    zero_normal = _unit(tuple(n - along * a for n, a in zip(normal, axis_sphere)))
-    turned = _cross(axis_sphere, zero_normal)
-    c, s = float(np.cos(swivel)), float(np.sin(swivel))
-    normal_sphere = tuple(c * n + s * t for n, t in zip(zero_normal, turned))
-    plane_normal = normal_sphere if rotation is None else _matvec(rotation, normal_sphere)
-    pole_angle = float(np.arctan2(_norm(_cross(axis_sphere, singular_direction)), abs(_dot(axis_sphere, singular_direction))))
+    zx, zy, zz = unit3((nx - along * ax, ny - along * ay, nz - along * az))
+    c, s = float(np.cos(swivel)), float(np.sin(swivel))  # zero_plane.swivel_normals
+    plane_normal = (c * zx + s * (ay * zz - az * zy), c * zy + s * (az * zx - ax * zz), c * zz + s * (ax * zy - ay * zx))
+    if rotation is not None:
+        plane_normal = matvec3(rotation, plane_normal)
+    dx, dy, dz = singular_direction  # planes.pole_angles
+    across = norm3((ay * dz - az * dy, az * dx - ax * dz, ax * dy - ay * dx))
+    pole_angle = float(np.arctan2(across, abs(ax * dx + ay * dy + az * dz)))
 
-    if k.two_bone is not None:
-        bends, (x, h, y), tip_turn, iterations = _two_bone(k, r)
-    else:
-        bends, (x, h, y), tip_turn, iterations = _chain(k, r)
-    tip, start_rotation = _placed(k, axis, plane_normal, bends[0], x, h, y, tip_turn)
-    quats = _joint_quaternions(k, start_rotation, bends)
-    q = _joint_variables(k, quats, bends)
-    error = _norm((tip[0] - tx, tip[1] - ty, tip[2] - tz))
+    bends, tip_coordinates, tip_turn, iterations = (_two_bone if k.two_bone else _chain)(k, r)
+    tip, start_rotation = _placed(k, axis, plane_normal, bends[0], tip_coordinates, tip_turn)
+    q = _joint_variables(k, _joint_quaternions(k, start_rotation, bends), bends)
+    error = norm3((tip[0] - tx, tip[1] - ty, tip[2] - tz))
     lower = max(0.0, max(r - k.bound_total, k.bound_inner - r))
     # iteration.classify with the start error equal to the error and nothing stalled.
     status = Status.BUDGET_EXHAUSTED
@@ -185,40 +180,33 @@ def solve_hi_one(
 class _Constants:
     """What every one-target solve with a PreferredPose reads, as Python floats (computed as the batch does)."""
 
-    start: Vec
+    start: Vec3
     centre_radius: float
-    a0: Vec
-    n0: Vec
-    n0_unit: Vec  # the default map's singular direction, unit(n0) as map_singular_directions gives it
-    root: Rows | None  # the chain's root rotation; None for the identity (the batch skips its products)
-    start_parent: Rows | None
+    a0: Vec3
+    n0: Vec3
+    n0_unit: Vec3  # the default map's singular direction, unit(n0) as map_singular_directions gives it
+    root: Rows3 | None  # the chain's root rotation; None for the identity (the batch skips its products)
+    start_parent: Rows3 | None
     start_basis: np.ndarray  # (3, 3) for numpy's matmul
-    two_bone: tuple[float, ...] | None  # l1, l2, l1², l2², 2·l1·l2, |l1 − l2|, l1 + l2, the two preferred angles
+    two_bone: tuple[float, ...]  # () for longer chains; l1, l2, l1², l2², 2·l1·l2, |l1 − l2|, l1 + l2, the two preferred angles
     lengths: tuple[float, ...]  # in-plane lengths (longer chains)
     turns: tuple[float, ...]  # preferred relative turns
     branches: tuple[tuple[Any, ...], tuple[Any, ...]]  # (bases, directions, distance ends) outside / inside
-    distances: Vec  # curled, preferred distance, in-plane reach
+    distances: Vec3  # curled, preferred distance, in-plane reach
     tip_height: float
     first_bend: float
     distance_tolerance: float
     pref_quats: tuple[tuple[float, float, float, float], ...]
-    bend_axes: tuple[Vec, ...]
+    bend_axes: tuple[Vec3, ...]
     q: tuple[float, ...]
     balls: tuple[tuple[int, int], ...]  # (joint, first variable)
     bent: tuple[tuple[int, int, float], ...]  # (joint, last variable, sign): placement.joint_variables
-    angled: tuple[tuple[int, int, Vec, Vec | None], ...]  # hinge / universal: (joint, first, axis, second axis)
+    angled: tuple[tuple[int, int, Vec3, Vec3 | None], ...]  # hinge / universal: (joint, first, axis, second axis)
     bound_total: float
     bound_inner: float
 
 
 _CONSTANTS: weakref.WeakKeyDictionary[PreferredPose, _Constants] = weakref.WeakKeyDictionary()
-
-
-def _constants(pref: PreferredPose) -> _Constants:
-    known = _CONSTANTS.get(pref)
-    if known is None:
-        known = _CONSTANTS[pref] = _derive_constants(pref)
-    return known
 
 
 def _derive_constants(pref: PreferredPose) -> _Constants:
@@ -231,7 +219,7 @@ def _derive_constants(pref: PreferredPose) -> _Constants:
     for bases, directions in ((np.zeros_like(preferred), preferred), (preferred, curled - preferred)):
         ends = (plane_distance(lengths.tolist(), bases.tolist()), plane_distance(lengths.tolist(), (bases + directions).tolist()))
         branches.append((tuple(bases.tolist()), tuple(directions.tolist()), ends))
-    two_bone = None
+    two_bone: tuple[float, ...] = ()
     if chain.n_joints == 2:
         l1, l2 = chain.segment_lengths[0], chain.segment_lengths[1]  # numpy scalars, as two_bone_planar gets them
         two_bone = tuple(float(v) for v in (l1, l2, l1**2, l2**2, 2.0 * l1 * l2, abs(l1 - l2), l1 + l2, *pref.two_bone_angles))
@@ -249,8 +237,8 @@ def _derive_constants(pref: PreferredPose) -> _Constants:
         a0=_vec(a0),
         n0=_vec(n0),
         n0_unit=_vec(n0_unit),
-        root=None if pref.root_is_identity else _rows(chain.root_rotation),
-        start_parent=None if pref.start_parent is None else _rows(pref.start_parent),
+        root=None if pref.root_is_identity else _rows3(chain.root_rotation),
+        start_parent=None if pref.start_parent is None else _rows3(pref.start_parent),
         start_basis=pref.start_basis,
         two_bone=two_bone,
         lengths=tuple(lengths.tolist()),
@@ -272,45 +260,44 @@ def _derive_constants(pref: PreferredPose) -> _Constants:
 
 
 # ------------------------------------------------------------- the steps
-def _default_map(k: _Constants, axis: Vec) -> Vec:
+def _default_map(k: _Constants, axis: Vec3) -> Vec3:
     """``DefaultZeroPlaneMap`` for one axis (sphere coordinates)."""
-    sin_lat = _dot(axis, k.n0)
-    horizontal = tuple(a - sin_lat * n for a, n in zip(axis, k.n0))
-    cos_lat = _norm(horizontal)
-    meridian = k.a0 if cos_lat <= DEGENERATE else tuple(v / cos_lat for v in horizontal)
-    return tuple(cos_lat * n - sin_lat * m for n, m in zip(k.n0, meridian))  # type: ignore[return-value]
+    ax, ay, az = axis
+    n0x, n0y, n0z = k.n0
+    sin_lat = ax * n0x + ay * n0y + az * n0z
+    hx, hy, hz = ax - sin_lat * n0x, ay - sin_lat * n0y, az - sin_lat * n0z
+    cos_lat = math.sqrt(hx * hx + hy * hy + hz * hz)
+    mx, my, mz = k.a0 if cos_lat <= DEGENERATE else (hx / cos_lat, hy / cos_lat, hz / cos_lat)
+    return (cos_lat * n0x - sin_lat * mx, cos_lat * n0y - sin_lat * my, cos_lat * n0z - sin_lat * mz)
 
 
-def _pole_map(k: _Constants, axis: Vec, pole: Vec) -> tuple[Vec, Vec]:
+def _pole_map(k: _Constants, axis: Vec3, pole: Vec3) -> tuple[Vec3, Vec3]:
     """``PoleObjectZeroPlaneMap``'s normal and singular direction (``unit`` of it) for one axis and pole."""
-    normal = _cross(pole, axis)
-    length, scale = _norm(normal), _norm(pole)
-    if length <= DEGENERATE * max(scale, 1e-300):
-        normal = _default_map(k, axis)
-    else:
-        normal = (normal[0] / length, normal[1] / length, normal[2] / length)
-    direction = tuple(p / max(scale, 1e-300) for p in pole) if scale > 0.0 else k.n0
-    return normal, _unit(direction)  # type: ignore[arg-type]
+    nx, ny, nz = cross3(pole, axis)
+    length, scale = math.sqrt(nx * nx + ny * ny + nz * nz), norm3(pole)
+    normal = _default_map(k, axis) if length <= DEGENERATE * max(scale, 1e-300) else (nx / length, ny / length, nz / length)
+    if scale > 0.0:
+        bounded = max(scale, 1e-300)
+        return normal, unit3((pole[0] / bounded, pole[1] / bounded, pole[2] / bounded))
+    return normal, unit3(k.n0)
 
 
-def _two_bone(k: _Constants, r: float) -> tuple[list[float], Vec, float, int]:
+def _two_bone(k: _Constants, r: float) -> tuple[list[float], Vec3, float, int]:
     """``in_plane.two_bone_in_plane`` (``analytic.two_bone_planar``, branch 0) for one distance:
     bends, tip coordinates ``(x, h, y)`` in the plane basis, tip turn, steps."""
-    l1, l2, l1_sq, l2_sq, twice, inner, outer, shoulder0, elbow0 = k.two_bone  # type: ignore[misc]
+    l1, l2, l1_sq, l2_sq, twice, inner, outer, shoulder0, elbow0 = k.two_bone
     # hypot(r, 0) = r and atan2(+0, r ≥ 0) = +0 exactly (C99 Annex F): the target (r, 0)'s length and heading.
     reach = min(max(r, inner), outer)
-    cos2 = min(max((reach * reach - l1_sq - l2_sq) / twice, -1.0), 1.0)
-    elbow = float(np.arccos(cos2))
+    elbow = float(np.arccos(min(max((reach * reach - l1_sq - l2_sq) / twice, -1.0), 1.0)))
     shoulder = 0.0 - float(np.arctan2(l2 * float(np.sin(elbow)), l1 + l2 * float(np.cos(elbow))))
     wrapped = complex(np.exp(1j * shoulder))  # np.angle(np.exp(1j θ)): wrapped to (−π, π]
     shoulder = float(np.arctan2(wrapped.imag, wrapped.real))
-    heading = shoulder + elbow
-    x1, y1 = l1 * float(np.cos(shoulder)), l1 * float(np.sin(shoulder))
-    tip = (x1 + l2 * float(np.cos(heading)), 0.0, y1 + l2 * float(np.sin(heading)))
+    (c1, c2), (s1, s2) = np.cos(angles := np.array((shoulder, shoulder + elbow))).tolist(), np.sin(angles).tolist()
+    tip = (l1 * c1 + l2 * c2, 0.0, l1 * s1 + l2 * s2)
     return [shoulder - shoulder0, elbow - elbow0], tip, 0.0, 1
 
 
-def _chain(k: _Constants, r: float) -> tuple[list[float], Vec, float, int]:
+def _chain(k: _Constants, r: float) -> tuple[list[float], Vec3, float, int]:
     """``in_plane.chain_in_plane`` for one distance (see :func:`_two_bone` for the outputs)."""
     curled, preferred_distance, reach = k.distances
     wanted = min(max(r, curled), reach)
@@ -320,49 +307,49 @@ def _chain(k: _Constants, r: float) -> tuple[list[float], Vec, float, int]:
     headings = np.array((0.0, *itertools.accumulate(turns)))
     x = reduce(add, map(mul, k.lengths, np.cos(headings).tolist()))
     y = reduce(add, map(mul, k.lengths, np.sin(headings).tolist()))
-    tip_turn = float(np.arctan2(y, x))
-    return [k.first_bend, *(a - p for a, p in zip(turns, k.turns))], (x, k.tip_height, y), tip_turn, steps
+    bends = [k.first_bend, *map(sub, turns, k.turns)]
+    return bends, (x, k.tip_height, y), float(np.arctan2(y, x)), steps
 
 
-def _placed(
-    k: _Constants, axis: Vec, normal: Vec, first_bend: float, x: float, h: float, y: float, tip_turn: float
-) -> tuple[Vec, list[list[float]]]:
+def _placed(k: _Constants, axis: Vec3, normal: Vec3, first_bend: float, coordinates: Vec3, tip_turn: float) -> tuple[Vec3, Any]:
     """``placement.placed_pose`` for one target: the tip position and the start joint's local rotation rows."""
-    side = _cross(normal, axis)
+    (ax, ay, az), (nx, ny, nz), (x, h, y) = axis, normal, coordinates
+    dx, dy, dz = ny * az - nz * ay, nz * ax - nx * az, nx * ay - ny * ax  # the side n × a
     # cos 0 = 1 and sin(+0) = +0 exactly: a two-bone chain's tip does not turn.
-    c, s = (1.0, 0.0) if k.two_bone is not None else (float(np.cos(tip_turn)), float(np.sin(tip_turn)))
+    c, s = (1.0, 0.0) if k.two_bone else (float(np.cos(tip_turn)), float(np.sin(tip_turn)))
     along, across = c * x + s * y, c * y - s * x
-    tip = tuple(along * a + h * n + across * d + p for a, n, d, p in zip(axis, normal, side, k.start))
+    sx, sy, sz = k.start
+    tip = (along * ax + h * nx + across * dx + sx, along * ay + h * ny + across * dy + sy, along * az + h * nz + across * dz + sz)
     if k.start_parent is not None:
-        axis, normal, side = (_tmatvec(k.start_parent, v) for v in (axis, normal, side))
+        (ax, ay, az), (nx, ny, nz), (dx, dy, dz) = (tmatvec3(k.start_parent, v) for v in (axis, normal, (dx, dy, dz)))
     turn = first_bend - tip_turn
     c, s = float(np.cos(turn)), float(np.sin(turn))
-    columns = [[c * a + s * d, n, c * d - s * a] for a, n, d in zip(axis, normal, side)]
-    # vectors.matmul is BLAS (fused multiply-adds on AVX2 / AVX-512): numpy's call, for its bits.
-    return tip, np.matmul(np.array(columns), k.start_basis).tolist()  # type: ignore[return-value]
+    columns = ((c * ax + s * dx, nx, c * dx - s * ax), (c * ay + s * dy, ny, c * dy - s * ay), (c * az + s * dz, nz, c * dz - s * az))
+    # vectors.matmul is BLAS (fused multiply-adds with AVX2 / AVX-512 kernels): numpy's call, for its bits.
+    return tip, np.matmul(np.array(columns), k.start_basis).tolist()
 
 
-def _joint_quaternions(k: _Constants, start_rotation: list[list[float]], bends: list[float]) -> list[tuple[float, ...]]:
+def _joint_quaternions(k: _Constants, start_rotation: Any, bends: list[float]) -> list[tuple[float, float, float, float]]:
     """``placement.joint_quaternions``: local rotations ``(w, x, y, z)``, ``w ≥ 0``."""
-    quats: list[tuple[float, ...]] = [quaternion_from_matrix(start_rotation)]
+    quats = [quaternion_from_matrix(start_rotation)]
     if len(bends) > 1:
         half = np.array([0.5 * b for b in bends[1:]])
-        for j, (c, s) in enumerate(zip(np.cos(half).tolist(), np.sin(half).tolist()), start=1):
-            ax, ay, az = k.bend_axes[j]
-            w, x, y, z = quaternion_product(k.pref_quats[j], (c, s * ax, s * ay, s * az))
+        for pref_quat, (ax, ay, az), c, s in zip(k.pref_quats[1:], k.bend_axes[1:], np.cos(half).tolist(), np.sin(half).tolist()):
+            w, x, y, z = quaternion_product(pref_quat, (c, s * ax, s * ay, s * az))
             quats.append((-w, -x, -y, -z) if w < 0.0 else (w, x, y, z))
     return quats
 
 
-def _joint_variables(k: _Constants, quats: list[tuple[float, ...]], bends: list[float]) -> list[float]:
+def _joint_variables(k: _Constants, quats: list[tuple[float, float, float, float]], bends: list[float]) -> list[float]:
     """``placement.joint_variables``: ball joints' rotation vectors, the bend added to the others' last variable."""
     q = list(k.q)
-    parts = [(_norm(quats[j][1:]), quats[j]) for j, _ in k.balls]
-    # rotations.rotvecs_from_quaternions: every ball's arctan2 in one call, as the batch's row.
-    angles = (2.0 * np.arctan2(np.array([s for s, _ in parts]), np.array([w[0] for _, w in parts]))).tolist()
-    for (_, start), (s, (w, x, y, z)), angle in zip(k.balls, parts, angles):
-        factor = 2.0 / max(w, 1e-300) if s < _SMALL_ANGLE else angle / s
-        q[start : start + 3] = (x * factor, y * factor, z * factor)
+    balls = [quats[j] for j, _ in k.balls]
+    lengths = [math.sqrt(x * x + y * y + z * z) for _, x, y, z in balls]
+    # rotations.rotvecs_from_quaternions, every ball's arctan2 in one call as the batch's row.
+    halves = np.arctan2(np.array(lengths), np.array([w for w, _, _, _ in balls])).tolist()
+    for (_, start), (w, x, y, z), s, half in zip(k.balls, balls, lengths, halves):
+        factor = 2.0 / max(w, 1e-300) if s < _SMALL_ANGLE else 2.0 * half / s
+        q[start], q[start + 1], q[start + 2] = x * factor, y * factor, z * factor
     for j, last, sign in k.bent:
         q[last] = q[last] + sign * bends[j]
     return q
@@ -381,9 +368,9 @@ def _local_quaternions(k: _Constants, q: list[float]) -> tuple[tuple[float, floa
             for (j, _, (ax, ay, az)), c, s in zip(universal, np.cos(half).tolist(), np.sin(half).tolist()):
                 out[j] = quaternion_product(out[j], (c, s * ax, s * ay, s * az))
     if k.balls:
-        vectors = [q[start : start + 3] for _, start in k.balls]
+        vectors = [(q[start], q[start + 1], q[start + 2]) for _, start in k.balls]
         angles = [math.sqrt(x * x + y * y + z * z) for x, y, z in vectors]
-        halves = np.array(angles) / 2.0
+        halves = np.array([angle / 2.0 for angle in angles])
         for (j, _), (x, y, z), angle, c, s in zip(k.balls, vectors, angles, np.cos(halves).tolist(), np.sin(halves).tolist()):
             # rotations.quaternions_from_rotvecs: the Taylor form below its small angle.
             half_sinc = 0.5 - angle * angle / 48.0 if angle < _SMALL_ANGLE else s / angle
@@ -391,51 +378,22 @@ def _local_quaternions(k: _Constants, q: list[float]) -> tuple[tuple[float, floa
     return tuple(out)
 
 
-def _checked_rotation(rotation: Any) -> Rows | None:
+def _checked_rotation(rotation: Any) -> Rows3 | None:
     """``rotation``'s rows when ``parent_space.check_rotations`` surely accepts it (half its tolerance), else None."""
     m = np.asarray(rotation, dtype=float)
     if m.shape != (3, 3):
         return None
-    rows = _rows(m)
+    rows = _rows3(m)
     if not all(math.isfinite(v) for row in rows for v in row):
         return None
-    for i in range(3):
-        for j in range(3):
-            if abs(_dot(rows[i], rows[j]) - (1.0 if i == j else 0.0)) > 0.5 * ROTATION_TOLERANCE:
-                return None
-    return rows if _dot(rows[0], _cross(rows[1], rows[2])) > 0.0 else None
+    if max(abs(dot3(a, b) - (i == j)) for i, a in enumerate(rows) for j, b in enumerate(rows)) > 0.5 * ROTATION_TOLERANCE:
+        return None
+    return rows if dot3(rows[0], cross3(rows[1], rows[2])) > 0.0 else None
 
 
-# ------------------------------------------------- 3-vectors, vectors.* order
-def _vec(v: Any) -> Vec:
-    x, y, z = (float(c) for c in v)
-    return (x, y, z)
-
-
-def _rows(m: Any) -> Rows:
+def _rows3(m: Any) -> Rows3:
     return (_vec(m[0]), _vec(m[1]), _vec(m[2]))
 
 
-def _dot(a: Any, b: Any) -> float:
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-def _norm(a: Any) -> float:
-    return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
-
-
-def _unit(a: Any) -> Vec:
-    length = _norm(a)
-    return (a[0] / length, a[1] / length, a[2] / length)
-
-
-def _cross(a: Any, b: Any) -> Vec:
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
-def _matvec(m: Rows, v: Any) -> Vec:
-    return (_dot(m[0], v), _dot(m[1], v), _dot(m[2], v))
-
-
-def _tmatvec(m: Rows, v: Any) -> Vec:
-    return tuple(m[0][c] * v[0] + m[1][c] * v[1] + m[2][c] * v[2] for c in range(3))  # type: ignore[return-value]
+def _vec(v: Any) -> Vec3:
+    return (float(v[0]), float(v[1]), float(v[2]))
