@@ -161,6 +161,16 @@ Vec3 = tuple[float, float, float]
 Rows3 = tuple[Vec3, Vec3, Vec3]
 
 
+def vec3(v: Sequence[float] | np.ndarray) -> Vec3:
+    """Three Python floats (from an array row or a sequence)."""
+    return (float(v[0]), float(v[1]), float(v[2]))
+
+
+def rows3(m: Sequence[Sequence[float]] | np.ndarray) -> Rows3:
+    """A 3×3 matrix as rows of Python floats."""
+    return (vec3(m[0]), vec3(m[1]), vec3(m[2]))
+
+
 def dot3(a: Sequence[float], b: Sequence[float]) -> float:
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 

@@ -25,7 +25,7 @@ from ..chain import JointKind
 from ..iteration import DISTANCE_ROUNDING, OBJECTIVE_RISE
 from ..result import SolveOptions, Status
 from ..rotations import _SMALL_ANGLE, quaternion_from_matrix, quaternion_product
-from ..vectors import Rows3, Vec3, cross3, dot3, matvec3, norm3, tmatvec3, unit3
+from ..vectors import Rows3, Vec3, cross3, matvec3, norm3, rows3, tmatvec3, unit3, vec3
 from ..zero_plane import (
     DEGENERATE,
     NORMAL_TOLERANCE,
@@ -35,7 +35,7 @@ from ..zero_plane import (
     build_zero_plane_map,
     map_singular_directions,
 )
-from .parent_space import ROTATION_TOLERANCE
+from .parent_space import rotation_rows
 from .plane_chain import DISTANCE_TOLERANCE, path_parameter, plane_distance
 from .sphere import PreferredPose
 
@@ -119,7 +119,7 @@ def solve_hi_one(
         k = _CONSTANTS[pref] = _derive_constants(pref)
     rotation = k.root
     if sphere_rotation is not None:
-        rotation = _checked_rotation(sphere_rotation)
+        rotation = rotation_rows(sphere_rotation)
         if rotation is None:
             return None
     # planes.solver_planes: the EE axis, in the solving frame and in the sphere's coordinates.
@@ -151,7 +151,8 @@ def solve_hi_one(
     if not (abs(math.sqrt(nx * nx + ny * ny + nz * nz) - 1.0) <= NORMAL_TOLERANCE and abs(along) <= NORMAL_TOLERANCE):
         return None
     zx, zy, zz = unit3((nx - along * ax, ny - along * ay, nz - along * az))
-    c, s = float(np.cos(swivel)), float(np.sin(swivel))  # zero_plane.swivel_normals
+    bent = (_two_bone if k.two_bone else _chain)(k, r, swivel)  # the in-plane pose first: it takes the swivel's cos, sin
+    bends, iterations, (c, s) = bent[0], bent[6], bent[4]  # zero_plane.swivel_normals
     plane_normal = (c * zx + s * (ay * zz - az * zy), c * zy + s * (az * zx - ax * zz), c * zz + s * (ax * zy - ay * zx))
     if rotation is not None:
         plane_normal = matvec3(rotation, plane_normal)
@@ -159,9 +160,8 @@ def solve_hi_one(
     across = norm3((ay * dz - az * dy, az * dx - ax * dz, ax * dy - ay * dx))
     pole_angle = float(np.arctan2(across, abs(ax * dx + ay * dy + az * dz)))
 
-    bends, tip_coordinates, tip_turn, iterations = (_two_bone if k.two_bone else _chain)(k, r)
-    tip, start_rotation = _placed(k, axis, plane_normal, bends[0], tip_coordinates, tip_turn)
-    q = _joint_variables(k, _joint_quaternions(k, start_rotation, bends), bends)
+    tip, start_rotation = _placed(k, axis, plane_normal, bent)
+    q = _joint_variables(k, _joint_quaternions(k, start_rotation, bent[5]), bends)
     error = norm3((tip[0] - tx, tip[1] - ty, tip[2] - tz))
     lower = max(0.0, max(r - k.bound_total, k.bound_inner - r))
     # iteration.classify with the start error equal to the error and nothing stalled.
@@ -196,8 +196,7 @@ class _Constants:
     tip_height: float
     first_bend: float
     distance_tolerance: float
-    pref_quats: tuple[tuple[float, float, float, float], ...]
-    bend_axes: tuple[Vec3, ...]
+    bend_factors: tuple[tuple[float, ...], ...]  # per later joint: its preferred quaternion, its bend axis
     q: tuple[float, ...]
     balls: tuple[tuple[int, int], ...]  # (joint, first variable)
     bent: tuple[tuple[int, int, float], ...]  # (joint, last variable, sign): placement.joint_variables
@@ -228,17 +227,17 @@ def _derive_constants(pref: PreferredPose) -> _Constants:
     for j, kind in enumerate(chain.kinds):
         if kind is not JointKind.BALL:
             first = int(chain.dof_start[j])
-            second = _vec(chain.axes[first + 1]) if kind is JointKind.UNIVERSAL else None
-            angled.append((j, first, _vec(chain.axes[first]), second))
+            second = vec3(chain.axes[first + 1]) if kind is JointKind.UNIVERSAL else None
+            angled.append((j, first, vec3(chain.axes[first]), second))
     total, inner = pref._bound_ends
     return _Constants(
-        start=_vec(pref.start),
+        start=vec3(pref.start),
         centre_radius=pref.centre_radius,
-        a0=_vec(a0),
-        n0=_vec(n0),
-        n0_unit=_vec(n0_unit),
-        root=None if pref.root_is_identity else _rows3(chain.root_rotation),
-        start_parent=None if pref.start_parent is None else _rows3(pref.start_parent),
+        a0=vec3(a0),
+        n0=vec3(n0),
+        n0_unit=vec3(n0_unit),
+        root=None if pref.root_is_identity else rows3(chain.root_rotation),
+        start_parent=None if pref.start_parent is None else rows3(pref.start_parent),
         start_basis=pref.start_basis,
         two_bone=two_bone,
         lengths=tuple(lengths.tolist()),
@@ -248,8 +247,7 @@ def _derive_constants(pref: PreferredPose) -> _Constants:
         tip_height=float(np.add.accumulate(pref.bone_heights)[-1]),
         first_bend=float(-pref.bone_headings[0]),
         distance_tolerance=float(DISTANCE_TOLERANCE * lengths.sum()),  # np.sum's order, as the root finder's
-        pref_quats=tuple((w, x, y, z) for w, x, y, z in pref.local_quaternions.tolist()),
-        bend_axes=tuple(_vec(v) for v in pref.bend_axes),
+        bend_factors=tuple((*a, *b) for a, b in zip(pref.local_quaternions[1:].tolist(), pref.bend_axes[1:].tolist())),
         q=tuple(pref.q.tolist()),
         balls=tuple((j, int(chain.dof_start[j])) for j in balls),
         bent=tuple((j, last, float(sign)) for j, last, sign in bent),
@@ -282,61 +280,74 @@ def _pole_map(k: _Constants, axis: Vec3, pole: Vec3) -> tuple[Vec3, Vec3]:
     return normal, unit3(k.n0)
 
 
-def _two_bone(k: _Constants, r: float) -> tuple[list[float], Vec3, float, int]:
-    """``in_plane.two_bone_in_plane`` (``analytic.two_bone_planar``, branch 0) for one distance:
-    bends, tip coordinates ``(x, h, y)`` in the plane basis, tip turn, steps."""
+# The in-plane solves: bends (n,), tip (x, h, y) in the plane basis, (cos, sin) of the tip turn, of
+# the start joint's turn (bend − tip turn), of the swivel, of each later bend's half, and the steps.
+# Each numpy call (~0.5 µs) takes every angle known by then (elementwise: each keeps its bits).
+InPlane = tuple[list[float], Vec3, tuple[float, float], tuple[float, float], tuple[float, float], Any, int]
+
+
+def _two_bone(k: _Constants, r: float, swivel: float) -> InPlane:
+    """``in_plane.two_bone_in_plane`` (``analytic.two_bone_planar``, branch 0) for one distance."""
     l1, l2, l1_sq, l2_sq, twice, inner, outer, shoulder0, elbow0 = k.two_bone
     # hypot(r, 0) = r and atan2(+0, r ≥ 0) = +0 exactly (C99 Annex F): the target (r, 0)'s length and heading.
     reach = min(max(r, inner), outer)
     elbow = float(np.arccos(min(max((reach * reach - l1_sq - l2_sq) / twice, -1.0), 1.0)))
-    shoulder = 0.0 - float(np.arctan2(l2 * float(np.sin(elbow)), l1 + l2 * float(np.cos(elbow))))
+    angles = np.array((elbow, swivel, 0.5 * (elbow - elbow0)))
+    (c_elbow, c_swivel, c_half), (s_elbow, s_swivel, s_half) = np.cos(angles).tolist(), np.sin(angles).tolist()
+    shoulder = 0.0 - float(np.arctan2(l2 * s_elbow, l1 + l2 * c_elbow))
     wrapped = complex(np.exp(1j * shoulder))  # np.angle(np.exp(1j θ)): wrapped to (−π, π]
     shoulder = float(np.arctan2(wrapped.imag, wrapped.real))
-    (c1, c2), (s1, s2) = np.cos(angles := np.array((shoulder, shoulder + elbow))).tolist(), np.sin(angles).tolist()
+    bend = shoulder - shoulder0
+    angles = np.array((shoulder, shoulder + elbow, bend - 0.0))  # the last: the bend less the tip turn 0
+    (c1, c2, c_turn), (s1, s2, s_turn) = np.cos(angles).tolist(), np.sin(angles).tolist()
     tip = (l1 * c1 + l2 * c2, 0.0, l1 * s1 + l2 * s2)
-    return [shoulder - shoulder0, elbow - elbow0], tip, 0.0, 1
+    # cos 0 = 1 and sin(+0) = +0 exactly: a two-bone chain's tip does not turn.
+    return [bend, elbow - elbow0], tip, (1.0, 0.0), (c_turn, s_turn), (c_swivel, s_swivel), [(c_half, s_half)], 1
 
 
-def _chain(k: _Constants, r: float) -> tuple[list[float], Vec3, float, int]:
-    """``in_plane.chain_in_plane`` for one distance (see :func:`_two_bone` for the outputs)."""
+def _chain(k: _Constants, r: float, swivel: float) -> InPlane:
+    """``in_plane.chain_in_plane`` for one distance."""
     curled, preferred_distance, reach = k.distances
     wanted = min(max(r, curled), reach)
     bases, directions, (d_lo, d_hi) = k.branches[0 if wanted >= preferred_distance else 1]
     t, steps = path_parameter(k.lengths, bases, directions, wanted, d_lo - wanted, d_hi - wanted, k.distance_tolerance)
     turns = [0.0] * len(bases) if r >= reach else [b + t * d for b, d in zip(bases, directions)]
-    headings = np.array((0.0, *itertools.accumulate(turns)))
-    x = reduce(add, map(mul, k.lengths, np.cos(headings).tolist()))
-    y = reduce(add, map(mul, k.lengths, np.sin(headings).tolist()))
     bends = [k.first_bend, *map(sub, turns, k.turns)]
-    return bends, (x, k.tip_height, y), float(np.arctan2(y, x)), steps
+    angles = np.array((0.0, *itertools.accumulate(turns), swivel, *[0.5 * b for b in bends[1:]]))
+    cos, sin = np.cos(angles).tolist(), np.sin(angles).tolist()
+    x = reduce(add, map(mul, k.lengths, cos))  # the headings' terms: map stops at the last length
+    y = reduce(add, map(mul, k.lengths, sin))
+    n = len(k.lengths)
+    tip_turn = float(np.arctan2(y, x))
+    angles = np.array((tip_turn, k.first_bend - tip_turn))
+    (c_tip, c_turn), (s_tip, s_turn) = np.cos(angles).tolist(), np.sin(angles).tolist()
+    halves = zip(cos[n + 1 :], sin[n + 1 :])
+    return bends, (x, k.tip_height, y), (c_tip, s_tip), (c_turn, s_turn), (cos[n], sin[n]), halves, steps
 
 
-def _placed(k: _Constants, axis: Vec3, normal: Vec3, first_bend: float, coordinates: Vec3, tip_turn: float) -> tuple[Vec3, Any]:
+def _placed(k: _Constants, axis: Vec3, normal: Vec3, bent: InPlane) -> tuple[Vec3, Any]:
     """``placement.placed_pose`` for one target: the tip position and the start joint's local rotation rows."""
-    (ax, ay, az), (nx, ny, nz), (x, h, y) = axis, normal, coordinates
+    (ax, ay, az), (nx, ny, nz), (x, h, y) = axis, normal, bent[1]
     dx, dy, dz = ny * az - nz * ay, nz * ax - nx * az, nx * ay - ny * ax  # the side n × a
-    # cos 0 = 1 and sin(+0) = +0 exactly: a two-bone chain's tip does not turn.
-    c, s = (1.0, 0.0) if k.two_bone else (float(np.cos(tip_turn)), float(np.sin(tip_turn)))
+    (c, s), sx, sy, sz = bent[2], *k.start
     along, across = c * x + s * y, c * y - s * x
-    sx, sy, sz = k.start
     tip = (along * ax + h * nx + across * dx + sx, along * ay + h * ny + across * dy + sy, along * az + h * nz + across * dz + sz)
     if k.start_parent is not None:
         (ax, ay, az), (nx, ny, nz), (dx, dy, dz) = (tmatvec3(k.start_parent, v) for v in (axis, normal, (dx, dy, dz)))
-    turn = first_bend - tip_turn
-    c, s = float(np.cos(turn)), float(np.sin(turn))
+    c, s = bent[3]
     columns = ((c * ax + s * dx, nx, c * dx - s * ax), (c * ay + s * dy, ny, c * dy - s * ay), (c * az + s * dz, nz, c * dz - s * az))
     # vectors.matmul is BLAS (fused multiply-adds with AVX2 / AVX-512 kernels): numpy's call, for its bits.
     return tip, np.matmul(np.array(columns), k.start_basis).tolist()
 
 
-def _joint_quaternions(k: _Constants, start_rotation: Any, bends: list[float]) -> list[tuple[float, float, float, float]]:
-    """``placement.joint_quaternions``: local rotations ``(w, x, y, z)``, ``w ≥ 0``."""
+def _joint_quaternions(k: _Constants, start_rotation: Any, halves: Any) -> list[tuple[float, float, float, float]]:
+    """``placement.joint_quaternions``: local rotations ``(w, x, y, z)``, ``w ≥ 0``, from the half bends' cos and sin."""
     quats = [quaternion_from_matrix(start_rotation)]
-    if len(bends) > 1:
-        half = np.array([0.5 * b for b in bends[1:]])
-        for pref_quat, (ax, ay, az), c, s in zip(k.pref_quats[1:], k.bend_axes[1:], np.cos(half).tolist(), np.sin(half).tolist()):
-            w, x, y, z = quaternion_product(pref_quat, (c, s * ax, s * ay, s * az))
-            quats.append((-w, -x, -y, -z) if w < 0.0 else (w, x, y, z))
+    for (aw, ax, ay, az, ex, ey, ez), (bw, s) in zip(k.bend_factors, halves):
+        bx, by, bz = s * ex, s * ey, s * ez  # rotations.quaternion_product, inline
+        w, x, y, z = (aw * bw - ax * bx - ay * by - az * bz, ax * bw + aw * bx - az * by + ay * bz,
+                      ay * bw + az * bx + aw * by - ax * bz, az * bw - ay * bx + ax * by + aw * bz)
+        quats.append((-w, -x, -y, -z) if w < 0.0 else (w, x, y, z))
     return quats
 
 
@@ -376,24 +387,3 @@ def _local_quaternions(k: _Constants, q: list[float]) -> tuple[tuple[float, floa
             half_sinc = 0.5 - angle * angle / 48.0 if angle < _SMALL_ANGLE else s / angle
             out[j] = (c, x * half_sinc, y * half_sinc, z * half_sinc)
     return tuple(out)
-
-
-def _checked_rotation(rotation: Any) -> Rows3 | None:
-    """``rotation``'s rows when ``parent_space.check_rotations`` surely accepts it (half its tolerance), else None."""
-    m = np.asarray(rotation, dtype=float)
-    if m.shape != (3, 3):
-        return None
-    rows = _rows3(m)
-    if not all(math.isfinite(v) for row in rows for v in row):
-        return None
-    if max(abs(dot3(a, b) - (i == j)) for i, a in enumerate(rows) for j, b in enumerate(rows)) > 0.5 * ROTATION_TOLERANCE:
-        return None
-    return rows if dot3(rows[0], cross3(rows[1], rows[2])) > 0.0 else None
-
-
-def _rows3(m: Any) -> Rows3:
-    return (_vec(m[0]), _vec(m[1]), _vec(m[2]))
-
-
-def _vec(v: Any) -> Vec3:
-    return (float(v[0]), float(v[1]), float(v[2]))
