@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ik_solvers.core import Chain, IKInputError, JointKind, SolveOptions, Status, preferred_pose, solve_hi
+from ik_solvers.core import Chain, IKInputError, JointKind, SolveOptions, Status, preferred_pose, rotations, solve_hi
 from ik_solvers.core.hi.one_target import OneTargetHI, solve_hi_one
 from ik_solvers.core.kinematics import local_quaternions
 from ik_solvers.core.zero_plane import DefaultZeroPlaneMap, register_zero_plane_map
@@ -202,3 +202,21 @@ def test_custom_maps_and_missing_or_bad_inputs_are_left_to_solve_hi():
             batch["sphere_rotations"] = args["sphere_rotation"]
         with pytest.raises(IKInputError):
             solve_hi(pref.chain, np.array([args["target"]]), pref, **batch)
+
+
+def test_one_quaternion_from_a_matrix_and_one_product_give_the_batch_bits():
+    """The Python-float Shepperd conversion and Hamilton product (rotations) against their batch versions,
+    with zero entries (signed zeros: the batch adds its zero padding) and every Shepperd branch."""
+    rng = np.random.default_rng(21)
+    quats = rng.normal(size=(4000, 4))
+    quats[::3, rng.integers(4)] = 0.0
+    quats[1::7, 1:] = 0.0  # the identity and half turns about the axes
+    quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+    matrices = rotations.matrices_from_quaternions(quats)
+    matrices[::5] = np.round(matrices[::5], 1)  # exact zeros and ties among the diagonal entries
+    expected = rotations.quaternions_from_matrices(matrices)
+    mine = np.array([rotations.quaternion_from_matrix(m) for m in matrices.tolist()])
+    assert mine.tobytes() == expected.tobytes()
+    a, b = quats, np.roll(quats, 1, axis=0) * np.where(rng.random((4000, 1)) < 0.5, -1.0, 1.0)
+    products = np.array([rotations.quaternion_product(x, y) for x, y in zip(a.tolist(), b.tolist())])
+    assert products.tobytes() == rotations.quaternion_products(a, b).tobytes()

@@ -161,7 +161,7 @@ def solve_hi_one(
     pole_angle = float(np.arctan2(across, abs(ax * dx + ay * dy + az * dz)))
 
     tip, start_rotation = _placed(k, axis, plane_normal, bent)
-    q = _joint_variables(k, _joint_quaternions(k, start_rotation, bent[5]), bends)
+    q, rotvecs = _joint_variables(k, _joint_quaternions(k, start_rotation, bent[5]), bends)
     error = norm3((tip[0] - tx, tip[1] - ty, tip[2] - tz))
     lower = max(0.0, max(r - k.bound_total, k.bound_inner - r))
     # iteration.classify with the start error equal to the error and nothing stalled.
@@ -172,7 +172,7 @@ def solve_hi_one(
         status = Status.UNREACHABLE
     if error <= tolerance:
         status = Status.CONVERGED
-    return OneTargetHI(tuple(q), _local_quaternions(k, q), error, lower, status, iterations, pole_angle)
+    return OneTargetHI(tuple(q), _local_quaternions(k, q, rotvecs), error, lower, status, iterations, pole_angle)
 
 
 # ------------------------------------------------------- per-pose constants
@@ -351,23 +351,29 @@ def _joint_quaternions(k: _Constants, start_rotation: Any, halves: Any) -> list[
     return quats
 
 
-def _joint_variables(k: _Constants, quats: list[tuple[float, float, float, float]], bends: list[float]) -> list[float]:
-    """``placement.joint_variables``: ball joints' rotation vectors, the bend added to the others' last variable."""
+def _joint_variables(k: _Constants, quats: list[tuple[float, float, float, float]], bends: list[float]) -> tuple[list[float], Any]:
+    """``placement.joint_variables``: ball joints' rotation vectors, the bend added to the others' last
+    variable; and the rotation vectors, with their lengths, for :func:`_local_quaternions`."""
     q = list(k.q)
     balls = [quats[j] for j, _ in k.balls]
     lengths = [math.sqrt(x * x + y * y + z * z) for _, x, y, z in balls]
     # rotations.rotvecs_from_quaternions, every ball's arctan2 in one call as the batch's row.
     halves = np.arctan2(np.array(lengths), np.array([w for w, _, _, _ in balls])).tolist()
+    rotvecs = []
     for (_, start), (w, x, y, z), s, half in zip(k.balls, balls, lengths, halves):
         factor = 2.0 / max(w, 1e-300) if s < _SMALL_ANGLE else 2.0 * half / s
-        q[start], q[start + 1], q[start + 2] = x * factor, y * factor, z * factor
+        q[start] = x = x * factor
+        q[start + 1] = y = y * factor
+        q[start + 2] = z = z * factor
+        rotvecs.append((x, y, z, math.sqrt(x * x + y * y + z * z)))
     for j, last, sign in k.bent:
         q[last] = q[last] + sign * bends[j]
-    return q
+    return q, rotvecs
 
 
-def _local_quaternions(k: _Constants, q: list[float]) -> tuple[tuple[float, float, float, float], ...]:
-    """``kinematics.local_quaternions(chain, q)`` for one pose: each kind's cosines and sines in one call."""
+def _local_quaternions(k: _Constants, q: list[float], rotvecs: Any) -> tuple[tuple[float, float, float, float], ...]:
+    """``kinematics.local_quaternions(chain, q)`` for one pose (``rotvecs``: the ball joints' part of ``q``
+    with each length): each kind's cosines and sines in one call."""
     out: list[Any] = [None] * (len(k.balls) + len(k.angled))
     if k.angled:
         half = np.array([0.5 * q[first] for _, first, _, _ in k.angled])
@@ -378,12 +384,9 @@ def _local_quaternions(k: _Constants, q: list[float]) -> tuple[tuple[float, floa
             half = np.array([0.5 * q[first + 1] for _, first, _ in universal])
             for (j, _, (ax, ay, az)), c, s in zip(universal, np.cos(half).tolist(), np.sin(half).tolist()):
                 out[j] = quaternion_product(out[j], (c, s * ax, s * ay, s * az))
-    if k.balls:
-        vectors = [(q[start], q[start + 1], q[start + 2]) for _, start in k.balls]
-        angles = [math.sqrt(x * x + y * y + z * z) for x, y, z in vectors]
-        halves = np.array([angle / 2.0 for angle in angles])
-        for (j, _), (x, y, z), angle, c, s in zip(k.balls, vectors, angles, np.cos(halves).tolist(), np.sin(halves).tolist()):
-            # rotations.quaternions_from_rotvecs: the Taylor form below its small angle.
-            half_sinc = 0.5 - angle * angle / 48.0 if angle < _SMALL_ANGLE else s / angle
-            out[j] = (c, x * half_sinc, y * half_sinc, z * half_sinc)
+    halves = np.array([angle / 2.0 for _, _, _, angle in rotvecs])
+    for (j, _), (x, y, z, angle), c, s in zip(k.balls, rotvecs, np.cos(halves).tolist(), np.sin(halves).tolist()):
+        # rotations.quaternions_from_rotvecs: the Taylor form below its small angle.
+        half_sinc = 0.5 - angle * angle / 48.0 if angle < _SMALL_ANGLE else s / angle
+        out[j] = (c, x * half_sinc, y * half_sinc, z * half_sinc)
     return tuple(out)
