@@ -6,6 +6,7 @@ from .errors import IKInputError
 from .hi import (  # importing hi registers Method.HI
     FlipReport,
     HISolveResult,
+    OneTargetHI,
     ParentSpace,
     PreferredPose,
     SphereFrame,
@@ -14,6 +15,7 @@ from .hi import (  # importing hi registers Method.HI
     pose_plane_normals,
     preferred_pose,
     solve_hi,
+    solve_hi_one,
     sphere_rotations_for_parent_space,
     swivel_for_plane,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "METHOD_FACTS",
     "Method",
     "MethodFacts",
+    "OneTargetHI",
     "ParentSpace",
     "Pose",
     "PreferredPose",
@@ -64,6 +67,7 @@ __all__ = [
     "solve",
     "solve_analytic",
     "solve_hi",
+    "solve_hi_one",
     "sphere_rotations_for_parent_space",
     "swivel_for_plane",
     "two_bone_planar",

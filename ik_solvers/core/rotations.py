@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
 from .vectors import cross, dot, matvec, norm, unit_stride
@@ -150,6 +153,33 @@ def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
     return canonical_quaternions(row / norm(row)[..., None])
 
 
+def quaternion_from_matrix(matrix: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:
+    """:func:`quaternions_from_matrices` for one rotation matrix (rows of Python floats), with its bits.
+
+    Each K entry is its constant plus its signed terms added in the batch's order (a trailing
+    ``+ 0.0`` is the batch's zero padding times a zero sign: it turns −0.0 into +0.0 there too);
+    the row of the first largest diagonal entry (``np.argmax``), its length summed in index order
+    (``vectors.norm``), and the sign flip to ``w ≥ 0``.
+    """
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = matrix
+    diagonal = (1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22, 1.0 + m11 - m00 - m22, 1.0 + m22 - m00 - m11)
+    choice = 0
+    for i in (1, 2, 3):
+        if diagonal[i] > diagonal[choice]:
+            choice = i
+    if choice == 0:
+        w, x, y, z = diagonal[0], 0.0 + m21 - m12 + 0.0, 0.0 + m02 - m20 + 0.0, 0.0 + m10 - m01 + 0.0
+    elif choice == 1:
+        w, x, y, z = 0.0 + m21 - m12 + 0.0, diagonal[1], 0.0 + m01 + m10 + 0.0, 0.0 + m02 + m20 + 0.0
+    elif choice == 2:
+        w, x, y, z = 0.0 + m02 - m20 + 0.0, 0.0 + m01 + m10 + 0.0, diagonal[2], 0.0 + m12 + m21 + 0.0
+    else:
+        w, x, y, z = 0.0 + m10 - m01 + 0.0, 0.0 + m02 + m20 + 0.0, 0.0 + m12 + m21 + 0.0, diagonal[3]
+    length = math.sqrt(w * w + x * x + y * y + z * z)  # correctly rounded, as np.sqrt
+    w, x, y, z = w / length, x / length, y / length, z / length
+    return (-w, -x, -y, -z) if w < 0.0 else (w, x, y, z)
+
+
 def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(..., 3, 3)`` from quaternions ``(..., 4)`` ``(w, x, y, z)`` (normalised here).
 
@@ -242,6 +272,24 @@ def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             total = total + term if signs[k] > 0 else total - term
         out[..., row] = total
     return out
+
+
+def quaternion_product(
+    a: Sequence[float], b: Sequence[float]
+) -> tuple[float, float, float, float]:
+    """:func:`quaternion_products` for one pair of Python-float quaternions ``(w, x, y, z)``, with its bits.
+
+    Row ``i`` of ``L(a) b`` summed in index order; a negative sign as a subtraction (``x − y`` is
+    ``x + (−y)`` in IEEE arithmetic, and negation is exact).
+    """
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (
+        aw * bw - ax * bx - ay * by - az * bz,
+        ax * bw + aw * bx - az * by + ay * bz,
+        ay * bw + az * bx + aw * by - ax * bz,
+        az * bw - ay * bx + ax * by + aw * bz,
+    )
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:

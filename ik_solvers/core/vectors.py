@@ -11,6 +11,9 @@ term by term, in a fixed order, and copy transcendental inputs to unit stride.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
 _NEXT = np.array([1, 2, 0])
@@ -149,3 +152,49 @@ def ordered_sum(a: np.ndarray, axis: int) -> np.ndarray:
     layout; an accumulation is always sequential, whatever the batch.
     """
     return np.take(np.add.accumulate(a, axis=axis), -1, axis=axis)
+
+
+# ----------------------------------------- one 3-vector on Python floats (a live one-target solve)
+# The batch functions' operations in their order, so the same bits: dot, norm, unit and the matrix
+# products sum in index order, cross is ``a_i b_j − a_j b_i``, and math.sqrt is correctly rounded.
+Vec3 = tuple[float, float, float]
+Rows3 = tuple[Vec3, Vec3, Vec3]
+
+
+def vec3(v: Sequence[float] | np.ndarray) -> Vec3:
+    """Three Python floats (from an array row or a sequence)."""
+    return (float(v[0]), float(v[1]), float(v[2]))
+
+
+def rows3(m: Sequence[Sequence[float]] | np.ndarray) -> Rows3:
+    """A 3×3 matrix as rows of Python floats."""
+    return (vec3(m[0]), vec3(m[1]), vec3(m[2]))
+
+
+def dot3(a: Sequence[float], b: Sequence[float]) -> float:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def norm3(a: Sequence[float]) -> float:
+    return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+
+
+def unit3(a: Sequence[float]) -> Vec3:
+    length = norm3(a)
+    return (a[0] / length, a[1] / length, a[2] / length)
+
+
+def cross3(a: Sequence[float], b: Sequence[float]) -> Vec3:
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def matvec3(m: Rows3, v: Sequence[float]) -> Vec3:
+    """``matvec`` of one matrix (rows) and vector."""
+    return (dot3(m[0], v), dot3(m[1], v), dot3(m[2], v))
+
+
+def tmatvec3(m: Rows3, v: Sequence[float]) -> Vec3:
+    """``tmatvec`` of one matrix (rows) and vector."""
+    (a, b, c), (d, e, f), (g, h, i) = m
+    x, y, z = v
+    return (a * x + d * y + g * z, b * x + e * y + h * z, c * x + f * y + i * z)

@@ -9,7 +9,9 @@ the other fields are the HI extras (EE axes, zero-plane and solver-plane
 normals, pole angles and warnings, map singularities). ``find_flips(...)`` lists
 the frames of a sequence where the solver plane jumps. The plain core entry
 ``solve(chain, targets, Method.HI, options, initial=preferred, swivel=...)``
-runs the same solve and returns only the ``SolveResult``.
+runs the same solve and returns only the ``SolveResult``. ``solve_hi_one(pref, target, ...)
+-> OneTargetHI | None``: one target on Python floats with ``solve_hi``'s bits (live mode), None
+where only ``solve_hi`` will do (custom maps, inputs it must check).
 
 Coordinates
 -----------
@@ -32,10 +34,11 @@ frames in any order or in any chunks gives bit-identical poses.
 Modules, one concern each: ``sphere`` (preferred pose → sphere frame), ``parent_space``,
 ``planes`` (per-frame EE axis, zero plane, swivel), ``in_plane`` (the bends),
 ``placement`` (pose on the solver plane, joint rotations), ``solve`` (the entry,
-registered as ``Method.HI``) and ``flips``.
+registered as ``Method.HI``), ``one_target`` (its one-target twin) and ``flips``.
 """
 
 from .flips import DEFAULT_TURN_THRESHOLD, FlipReport, find_flips, flips_from_normals
+from .one_target import OneTargetHI, solve_hi_one
 from .parent_space import ParentSpace, sphere_rotations_for_parent_space
 from .planes import DEFAULT_WARNING_ANGLE, pole_angles
 from .solve import HISolveResult, solve_hi, swivel_for_plane
@@ -46,6 +49,7 @@ __all__ = [
     "DEFAULT_WARNING_ANGLE",
     "FlipReport",
     "HISolveResult",
+    "OneTargetHI",
     "ParentSpace",
     "PreferredPose",
     "SphereFrame",
@@ -55,6 +59,7 @@ __all__ = [
     "pose_plane_normals",
     "preferred_pose",
     "solve_hi",
+    "solve_hi_one",
     "sphere_rotations_for_parent_space",
     "swivel_for_plane",
 ]

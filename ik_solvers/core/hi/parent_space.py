@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
+import math
+from typing import Any
 
 import numpy as np
 
 from ..errors import IKInputError
-from ..vectors import matmul
+from ..vectors import Rows3, cross3, dot3, matmul, rows3
 
 # Orthonormality slack accepted in caller-supplied sphere rotations (as Chain's rotations).
 ROTATION_TOLERANCE = 1e-6
@@ -73,3 +75,20 @@ def check_rotations(rotations: np.ndarray, n_frames: int) -> np.ndarray:
     if np.abs(gram - np.eye(3)).max() > ROTATION_TOLERANCE or np.any(np.linalg.det(rotations) < 0.0):
         raise IKInputError("sphere_rotations", "must be proper rotation matrices")
     return np.broadcast_to(rotations, (n_frames, 3, 3))
+
+
+def rotation_rows(rotation: Any) -> Rows3 | None:
+    """A (3, 3) rotation as rows of Python floats when :func:`check_rotations` surely accepts it, else None.
+
+    "Surely": within half its tolerance (this sums in another order); None leaves the decision,
+    and the error, to ``check_rotations`` (the one-target HI solve then defers to ``solve_hi``).
+    """
+    m = np.asarray(rotation, dtype=float)
+    if m.shape != (3, 3):
+        return None
+    rows = rows3(m.tolist())
+    if not all(map(math.isfinite, (*rows[0], *rows[1], *rows[2]))):
+        return None
+    if max(abs(dot3(a, b) - (i == j)) for i, a in enumerate(rows) for j, b in enumerate(rows)) > 0.5 * ROTATION_TOLERANCE:
+        return None
+    return rows if dot3(rows[0], cross3(rows[1], rows[2])) > 0.0 else None

@@ -20,6 +20,9 @@ frame's bends never depend on its batch.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from functools import reduce
+from operator import add, mul
 
 import numpy as np
 
@@ -184,23 +187,52 @@ def solve_path_parameters(
 def _solve_path_parameter_one(
     lengths: np.ndarray, bases: np.ndarray, directions: np.ndarray, r: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`solve_path_parameters` for one row (a live solve), step for step the same.
-
-    The distances are computed by the same array code; the root finder's bookkeeping (bracket,
-    Illinois weights, tests) runs on Python floats instead of one-element arrays: +, −, ×, ÷ and
-    comparisons are IEEE double operations rounded alike in both, so every step, and the result,
-    has the same bits; a zero denominator (numpy's ±inf or NaN) falls back to the midpoint in both.
-    """
-    scale = lengths.sum()
-    distance_tolerance = DISTANCE_TOLERANCE * scale
+    """:func:`solve_path_parameters` for one row (a live solve), step for step the same (:func:`path_parameter`)."""
+    length_list, base_list, direction_list = lengths.tolist(), bases[0].tolist(), directions[0].tolist()
     target = float(r[0])
+    f_lo = plane_distance(length_list, base_list) - target
+    f_hi = plane_distance(length_list, [b + d for b, d in zip(base_list, direction_list)]) - target
+    tolerance = float(DISTANCE_TOLERANCE * lengths.sum())  # np.sum's (pairwise) order, as the batch's
+    t, steps = path_parameter(length_list, base_list, direction_list, target, f_lo, f_hi, tolerance)
+    return np.array([t]), np.array([steps])
+
+
+def plane_distance(lengths: Sequence[float], turns: Sequence[float]) -> float:
+    """:func:`plane_distances` of one chain on Python floats, with the same bits.
+
+    The headings and the tip's coordinates are summed in index order as ``np.add.accumulate``
+    sums them; the cosines, sines and the ``hypot`` are numpy's ufuncs (its SIMD transcendental
+    functions round differently from ``math``'s), the cosines and sines of all headings in one
+    call each on one contiguous array, as the batch computes them.
+    """
+    headings = np.array((0.0, *itertools.accumulate(turns)))
+    x = reduce(add, map(mul, lengths, np.cos(headings).tolist()))
+    y = reduce(add, map(mul, lengths, np.sin(headings).tolist()))
+    return float(np.hypot(x, y))
+
+
+def path_parameter(
+    lengths: Sequence[float],
+    bases: Sequence[float],
+    directions: Sequence[float],
+    r: float,
+    f_lo: float,
+    f_hi: float,
+    distance_tolerance: float,
+) -> tuple[float, int]:
+    """:func:`solve_path_parameters` for one row on Python floats: ``t`` and the steps used.
+
+    ``f_lo``, ``f_hi``: ``plane_distance`` of ``bases`` and of ``bases + directions`` minus
+    ``r``; ``distance_tolerance``: ``DISTANCE_TOLERANCE · lengths.sum()``. The bracket, the
+    Illinois weights and the tests run on Python floats instead of one-element arrays: +, −, ×,
+    ÷ and comparisons are IEEE double operations rounded alike in both, so every step, and the
+    result, has the batch's bits; a zero denominator (numpy's ±inf or NaN) falls back to the
+    midpoint in both.
+    """
     lo, hi = 0.0, 1.0
-    headings = np.zeros((1, lengths.size))  # column 0 stays zero; each distance refills the rest
-    f_lo = float(plane_distances(lengths, bases, headings)[0]) - target
-    f_hi = float(plane_distances(lengths, bases + directions, headings)[0]) - target
     w_lo, w_hi = f_lo, f_hi
     last_lo, steps = False, 0
-    active = bool(f_lo > distance_tolerance) and bool(f_hi < -distance_tolerance)
+    active = f_lo > distance_tolerance and f_hi < -distance_tolerance
     for k in range(MAX_ROOT_STEPS):
         if not active:
             break
@@ -212,8 +244,8 @@ def _solve_path_parameter_one(
             c = a + wa * (b - a) / denominator if denominator != 0.0 else float("nan")
             if not (c > a and c < b):
                 c = 0.5 * (a + b)
-        # c · directions with c a Python float: the same IEEE products as a one-element array's.
-        fc = float(plane_distances(lengths, bases + c * directions, headings)[0]) - target
+        # bases + c · directions, product first: the batch's array expression, element by element.
+        fc = plane_distance(lengths, [base + c * d for base, d in zip(bases, directions)]) - r
         up = fc > 0.0
         was_lo = last_lo
         if up:
@@ -225,4 +257,4 @@ def _solve_path_parameter_one(
         last_lo = up
         steps += 1
         active = not (abs(fc) <= distance_tolerance or hi - lo <= PARAMETER_TOLERANCE)
-    return np.array([lo if abs(f_lo) <= abs(f_hi) else hi]), np.array([steps])
+    return (lo if abs(f_lo) <= abs(f_hi) else hi), steps
