@@ -11,6 +11,7 @@ everything and pauses live mode until ``load_post``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -19,15 +20,14 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from ..core import Method, PreferredPose, preferred_pose
-from ..core.kinematics import local_quaternions
+from ..core import Method, PreferredPose, preferred_pose, solve_hi_one
 from .chains import store_outcome, store_solve_outcome
 from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, failure_sentence
 from .identity import check_bones, follow_renamed_tip
-from .rig import read_chain, write_pose, write_quaternion_joints
+from .rig import points_to_root, read_chain, single_inverse, write_pose, write_quaternion_joints
 from .sampling import FrameInputs, sample_inputs
-from .solving import prepare_solve, run_solve
+from .solving import checked_swivels, checked_target_world, poles_in_root, prepare_solve, root_scales, run_solve
 from .spec import ChainSpec, chain_spec
 
 
@@ -52,6 +52,8 @@ class LiveState:
         full update's checks (:func:`_quick_update`), as the last full update left them.
     quick_scene : int or None
         ``session_uid`` of the scene whose full update made ``quick``.
+    quick_signatures : dict
+        Same keys → the target, pole and swivel of the chain's last quick solve.
     busy : bool
         Set while live mode itself writes, so handlers fired by those writes return at once.
     loading : bool
@@ -66,6 +68,7 @@ class LiveState:
     buffers: dict = field(default_factory=dict)
     quick: dict = field(default_factory=dict)
     quick_scene: int | None = None
+    quick_signatures: dict = field(default_factory=dict)
     busy: bool = False
     loading: bool = False
     paused: int = 0
@@ -76,6 +79,8 @@ class LiveState:
         self.specs.clear()
         self.buffers.clear()
         self.quick.clear()
+        self.quick_scene = None
+        self.quick_signatures.clear()
         self.busy = False
         self.loading = False
         self.paused = 0
@@ -91,13 +96,15 @@ def forget(obj, chain_name: str) -> None:
     state.rigs.pop(key, None)
     state.specs.pop(key, None)
     state.buffers.pop(key, None)
-    state.quick.clear()
+    forget_quick()
 
 
-def forget_quick(*_args) -> None:
+def forget_quick() -> None:
     """The next update runs in full (an undo, a redo, live mode turned on or off for a chain): the
     quick path only trusts what the last full update checked."""
     state.quick.clear()
+    state.quick_scene = None
+    state.quick_signatures.clear()
 
 
 @contextmanager
@@ -105,7 +112,7 @@ def paused() -> Iterator[None]:
     """Live mode holds still inside this block: a bake stepping through frames must read the
     scene as its keys make it, not re-solve (and rewrite) live chains at every frame."""
     state.paused += 1
-    state.quick.clear()  # the bake changes the armature while the handlers look away
+    forget_quick()  # the bake changes the armature while the handlers look away
     try:
         yield
     finally:
@@ -206,20 +213,27 @@ SPEC_SETTINGS = ("name", "tip_bone", "chain_length", "method", "max_iterations",
                  "step", "damping", "reference_weight", "has_preferred_pose", "swivel_angle", "zero_plane_map",
                  "parent_space", "flip_threshold")
 """The chain settings ``spec.chain_spec`` reads (with the target, pole and preferred pose)."""
+_spec_settings = operator.attrgetter(*SPEC_SETTINGS)
 
 
 def _spec_key(obj, chain, rig) -> tuple:
     """Everything ``chain_spec`` builds the spec from besides what it re-checks on every update
-    (:func:`_live_spec`): the chain read, the settings, the preferred pose, the armature's scale."""
+    (:func:`_live_spec`): the chain read and the armature's scale, then the chain's settings
+    (:func:`_settings_key`)."""
+    return ((id(rig.chain), rig.joint_bones, rig.bone_names, rig.parent_bone,
+             np.array(obj.matrix_world, dtype=float).tobytes()), _settings_key(chain))
+
+
+def _settings_key(chain) -> tuple:
+    """The chain's settings, target, pole and preferred pose as ``chain_spec`` reads them: they change
+    without an update of the armature, so a quick update reads them too."""
     preferred = chain.preferred_pose
     rotations = np.empty(4 * len(preferred), dtype=np.float64)
     preferred.foreach_get("rotation", rotations)
     target, pole = chain.target, chain.pole_target
-    return (id(rig.chain), rig.joint_bones, rig.bone_names, rig.parent_bone, chain.path_from_id(),
-            *(getattr(chain, name) for name in SPEC_SETTINGS),
+    return (chain.path_from_id(), *_spec_settings(chain),
             None if target is None else target.session_uid, None if pole is None else pole.session_uid,
-            tuple(item.bone_name for item in preferred), rotations.tobytes(),
-            np.array(obj.matrix_world, dtype=float).tobytes())
+            tuple(item.bone_name for item in preferred), rotations.tobytes())
 
 
 def _live_spec(obj, chain, rig, key):
@@ -274,8 +288,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
     if state.busy or state.loading or state.paused:
         return 0
     state.busy = True
-    state.quick.clear()
-    state.quick_scene = None
+    forget_quick()
     solved, every_chain_quick = 0, True
     try:
         for obj, chains in live_chains(scene):
@@ -288,7 +301,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
                     signature = _inputs_signature(state.specs[key][2], inputs)
                     if not force and state.signatures.get(key) == signature:
-                        checked.append((key, spec))
+                        checked.append((key, spec, inputs))
                         continue
                     prepared = prepare_solve(spec, inputs)
                     result = run_solve(prepared)
@@ -302,7 +315,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                 state.rigs[key] = (_after_write(obj, rig_values, written), spec.rig)
                 solved += 1
                 store_solve_outcome(chain, result.status[0].value, "", result, prepared)
-                checked.append((key, spec))
+                checked.append((key, spec, inputs))
             every_chain_quick &= _offer_quick(obj, checked)
     finally:
         state.busy = False
@@ -325,13 +338,25 @@ class QuickChain:
         The armature's name (looked up again at every move: no reference to scene data is kept).
     preferred : PreferredPose
         The spec's HI preferred pose, derived once.
+    bone_indices : list of int
+        The joint bones' indices in the armature's pose bones.
+    root_world : ndarray, shape (1, 4, 4)
+        The chain's root frame as the full update read it (only an update of the armature moves it).
+    root_inverse : ndarray, shape (1, 4, 4)
+        Its inverse (``world_to_root``'s).
+    world_scale : float
+        Its uniform scale (scene units per root-space unit).
     """
 
     object_name: str
     preferred: PreferredPose
+    bone_indices: list[int]
+    root_world: np.ndarray
+    root_inverse: np.ndarray
+    world_scale: float
 
 
-def _offer_quick(obj, checked: list[tuple[tuple, ChainSpec]]) -> bool:
+def _offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> bool:
     """Offer the quick path to the chains of ``obj`` just checked; False if one of them cannot take it.
 
     A chain can when a move of other objects changes nothing but its target and pole: its solve is
@@ -341,23 +366,27 @@ def _offer_quick(obj, checked: list[tuple[tuple, ChainSpec]]) -> bool:
     """
     bones = obj.data.bones
     offered = True
-    for key, spec in checked:
-        others = {name for other_key, other in checked if other_key != key for name in other.rig.joint_bones}
+    for key, spec, inputs in checked:
+        others = {name for other_key, other, _ in checked if other_key != key for name in other.rig.joint_bones}
         root = bones.get(spec.rig.parent_bone) if spec.rig.parent_bone else None
         above = set() if root is None else {root.name, *(bone.name for bone in root.parent_recursive)}
         if (spec.method is not Method.HI or spec.zero_plane_map not in QUICK_ZERO_PLANE_MAPS
                 or spec.parent_space != "START_JOINT" or above & others):
             offered = False
             continue
-        state.quick[key] = QuickChain(obj.name, preferred_pose(spec.rig.chain, spec.reference))
+        root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
+        state.quick[key] = QuickChain(
+            obj.name, preferred_pose(spec.rig.chain, spec.reference),
+            [obj.pose.bones.find(name) for name in spec.rig.joint_bones], root_world, single_inverse(root_world),
+            float(root_scales(spec, root_world)[0]))
     return offered
 
 
 def _quick_update(scene, depsgraph) -> bool:
     """Re-solve every live chain of ``scene`` after a move of objects other than armatures, without
     the full update's checks of the armature: the last full update checked it, and only an update of
-    the armature (which this handler would see) changes what they checked. The chain's settings, its
-    target's independence and every input are read again as the full update reads them.
+    the armature (which this handler would see) changes what they checked or the chain's root frame.
+    The chain's settings, its target's independence, the target and the pole are read again.
 
     Returns False, having done nothing, when a chain is not as the last full update left it (then
     the full update runs).
@@ -370,15 +399,15 @@ def _quick_update(scene, depsgraph) -> bool:
         if obj is None or obj.session_uid != key[0] or key not in state.specs:
             return False
         chain = obj.ik_solvers.chains.get(key[1])
-        spec_key, spec, spec_signature = state.specs[key]
-        if chain is None or not chain.use_live or chain.target is None or _spec_key(obj, chain, spec.rig) != spec_key:
+        (_, settings_key), spec, _ = state.specs[key]
+        if chain is None or not chain.use_live or _settings_key(chain) != settings_key:
             return False
-        chains.append((obj, chain, key, quick, spec, spec_signature))
+        chains.append((obj, chain, key, quick, spec))
     state.busy = True
     try:
-        for obj, chain, key, quick, spec, spec_signature in chains:
+        for obj, chain, key, quick, spec in chains:
             try:
-                _quick_solve(obj, chain, key, quick, spec, spec_signature, depsgraph)
+                _quick_solve(obj, chain, key, quick, spec, depsgraph)
             except Exception as error:  # never into Blender's handler loop
                 turn_off(obj, chain, error)
     finally:
@@ -386,24 +415,39 @@ def _quick_update(scene, depsgraph) -> bool:
     return True
 
 
-def _quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, spec_signature: bytes, depsgraph) -> None:
+def _quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph) -> None:
+    """One chain's quick update: the target's independence checked, target, pole and swivel read and
+    checked as the full update does and taken to the root frame it read; the solve is the core's
+    one-target HI (``solve_hi_one``: the batch solve's bits), the write bone by bone."""
     try:
-        for what, point in (("the target", chain.target), ("the pole target", chain.pole_target)):
+        for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
             check_target_independent(obj, spec.rig.bone_names[0], point, what)
     except IKSolversError as error:
         raise error.about(chain.name) from None
-    inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
-    signature = _inputs_signature(spec_signature, inputs)
-    if state.signatures.get(key) == signature:
+    target_world = checked_target_world(spec, spec.target.evaluated_get(depsgraph).matrix_world.translation)
+    pole_world = None if spec.pole is None else tuple(spec.pole.evaluated_get(depsgraph).matrix_world.translation)
+    swivel = float(checked_swivels(spec, chain.swivel_angle)[0])
+    signature = (target_world.tobytes(), pole_world, swivel)
+    if state.quick_signatures.get(key) == signature:
         return
-    prepared = prepare_solve(spec, inputs)
-    result = run_solve(prepared)
-    written = write_quaternion_joints(obj, spec.rig, local_quaternions(spec.rig.chain, result.q)[0])
-    if written is None:
+    poles = None if pole_world is None else poles_in_root(spec, pole_world, quick.root_world)
+    solved = solve_hi_one(quick.preferred, points_to_root(target_world, quick.root_inverse)[0], swivel=swivel,
+                          zero_plane_map=spec.zero_plane_map, pole=None if poles is None else poles[0],
+                          tolerance=spec.options.tolerance)
+    if solved is None:  # input the one-target solve leaves to the batch solve (which refuses it, or decides)
+        prepared = prepare_solve(spec, sample_inputs(obj, spec, depsgraph=depsgraph))
+        result = run_solve(prepared)
         written = write_pose(obj, spec.rig, result.q[0])
-    state.signatures[key] = signature
+        store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+    else:
+        # Non-finite joint values make non-finite rotations, which the write refuses before writing.
+        written = write_quaternion_joints(obj, spec.rig, solved.local_quaternions, quick.bone_indices) or write_pose(
+            obj, spec.rig, np.array(solved.q))
+        scale = quick.world_scale
+        store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
+                      solved.iterations, solved.pole_angle)
+    state.quick_signatures[key] = signature
     state.rigs[key] = (_after_write(obj, state.buffers[key], written), spec.rig)
-    store_solve_outcome(chain, result.status[0].value, "", result, prepared)
 
 
 # --------------------------------------------------------------------------- failures

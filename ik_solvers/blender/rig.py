@@ -177,13 +177,15 @@ def _quaternion_values(references: np.ndarray, quaternions: np.ndarray) -> np.nd
     """
     # Per row as _values_in_mode computes it: np.linalg.norm of a 1-D array is sqrt(x.dot(x)) (both
     # square roots correctly rounded), so the same bits without its wrapper.
-    norms = np.array([math.sqrt(row.dot(row)) for row in references])
-    empty = norms == 0.0
-    if empty.any():  # a zero quaternion reads as identity
+    norms = [math.sqrt(row.dot(row)) for row in references]
+    if 0.0 in norms:  # a zero quaternion reads as identity
+        empty = np.array(norms) == 0.0
         references = references.copy()
-        references[empty], norms[empty] = (1.0, 0.0, 0.0, 0.0), 1.0
+        references[empty] = (1.0, 0.0, 0.0, 0.0)
+        norms = [norm or 1.0 for norm in norms]
     flips = np.einsum("ni,ni->n", quaternions, references) < 0.0
-    return quaternions * np.where(flips, -1.0, 1.0)[:, None] * norms[:, None]
+    # (q · ±1) · |r| and q · (±|r|) are the same numbers: the sign is exact.
+    return quaternions * np.multiply(np.where(flips, -1.0, 1.0), norms)[:, None]
 
 
 MODE_NAMES = {0: "QUATERNION", -1: "AXIS_ANGLE", **{k + 1: order for k, order in enumerate(EULER_ORDERS)}}
@@ -257,17 +259,18 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     return tuple(channels)
 
 
-def write_quaternion_joints(obj, rig: RigChain, rotations) -> tuple[str, ...] | None:
+def write_quaternion_joints(obj, rig: RigChain, rotations, indices: list[int] | None = None) -> tuple[str, ...] | None:
     """:func:`write_pose` for a chain whose joint bones are all in quaternion mode, from their local
     rotations ``(n, 4)`` ``(w, x, y, z)`` (``local_quaternions(rig.chain, q)`` for the ``q`` written):
     the same channel values, set bone by bone. None, with nothing written, when a joint bone is in
-    another rotation mode (:func:`write_pose` handles every mode).
+    another rotation mode (:func:`write_pose` handles every mode). ``indices``: the joint bones'
+    indices in ``obj.pose.bones`` when the caller knows them (looking bones up by name is a scan).
 
     Live mode writes a pose per target move: for a few bones, setting each bone's channel costs
     less than the bulk reads and writes of every bone plus re-evaluating the whole armature's data.
     """
     pose_bones = obj.pose.bones
-    bones = [pose_bones[index] for index in _bone_indices(obj, rig.joint_bones)]
+    bones = [pose_bones[index] for index in (_bone_indices(obj, rig.joint_bones) if indices is None else indices)]
     if any(bone.rotation_mode != "QUATERNION" for bone in bones):
         return None
     references = np.array([bone.rotation_quaternion for bone in bones], dtype=float)
@@ -279,7 +282,7 @@ def write_quaternion_joints(obj, rig: RigChain, rotations) -> tuple[str, ...] | 
 
 
 def _check_finite(values: np.ndarray) -> None:
-    if not np.all(np.isfinite(values)):
+    if not np.isfinite(values).all():
         raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
 
 
@@ -327,9 +330,14 @@ def world_to_root(points_world: np.ndarray, root_world: np.ndarray) -> np.ndarra
         # One frame for the whole batch (F-curve sampling): inverted once, the same bits per row.
         inverse = np.repeat(np.linalg.inv(root_world[0])[None], len(root_world), axis=0)
     elif root_world.shape[:-2] in ((), (1,)):
-        inverse = _single_inverse(root_world)
+        inverse = single_inverse(root_world)
     else:
         inverse = np.linalg.inv(root_world)
+    return points_to_root(points, inverse)
+
+
+def points_to_root(points: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    """Points ``(N, 3)`` in world space → root space, given the root frames' inverses ``(N, 4, 4)``."""
     return np.einsum("...ij,...j->...i", inverse[..., :3, :3], points) + inverse[..., :3, 3]
 
 
@@ -356,7 +364,7 @@ class KeptResults:
         return result
 
 
-_single_inverse = KeptResults(np.linalg.inv)
+single_inverse = KeptResults(np.linalg.inv)
 """``np.linalg.inv`` of one root frame ``(4, 4)`` or ``(1, 4, 4)``: the same bits, kept."""
 
 

@@ -58,6 +58,11 @@ class FrameInputs:
         return FrameInputs(**fields)
 
 
+IDENTITY = np.eye(4)
+IDENTITY.setflags(write=False)
+"""The frame of a target without a parent (read-only: shared by every sample)."""
+
+
 def _matrix(m) -> np.ndarray:
     return np.array(m, dtype=float)
 
@@ -83,7 +88,7 @@ def sample_inputs(obj, spec: ChainSpec, rig: RigChain | None = None, depsgraph=N
     if spec.pole is not None:
         pole_world = np.array(_evaluated(spec.pole, depsgraph).matrix_world.translation, dtype=float)[None]
     parent = target_eval.parent
-    target_parent_world = (_matrix(parent.matrix_world) if parent is not None else np.eye(4))[None]
+    target_parent_world = (_matrix(parent.matrix_world) if parent is not None else IDENTITY)[None]
     try:
         root_world = root_matrices_world(obj, rig, depsgraph)[None]
     except IKSolversError as error:

@@ -35,8 +35,6 @@ class PreparedSolve:
     inputs : FrameInputs
     targets : ndarray, shape (N, 3)
         Targets in the chain's root space (armature units).
-    initial : ndarray, shape (N, n_dof)
-        The spec's reference pose, every frame.
     method_args : dict
         Extra keyword arguments of the method (``bend_directions`` for ANALYTIC; for HI
         ``swivel``, ``zero_plane_map``, ``poles``, ``sphere_rotations``, ``warning_angle``).
@@ -48,9 +46,13 @@ class PreparedSolve:
     rig: RigChain
     inputs: FrameInputs
     targets: np.ndarray
-    initial: np.ndarray
     method_args: dict = field(default_factory=dict)
     world_scale: np.ndarray = field(default_factory=lambda: np.ones(1))
+
+    @property
+    def initial(self) -> np.ndarray:
+        """The spec's reference pose, every frame ``(N, n_dof)`` (a new array each time)."""
+        return np.broadcast_to(self.spec.reference, (len(self.targets), self.rig.chain.n_dof)).copy()
 
 
 def prepare_solve(spec: ChainSpec, inputs: FrameInputs, rig: RigChain | None = None) -> PreparedSolve:
@@ -63,24 +65,38 @@ def prepare_solve(spec: ChainSpec, inputs: FrameInputs, rig: RigChain | None = N
         that lacks what it needs.
     """
     rig = spec.rig if rig is None else rig
-    target_world = np.asarray(inputs.target_world, dtype=float).reshape(-1, 3)
+    target_world = checked_target_world(spec, inputs.target_world)
     n = target_world.shape[0]
-    finite = np.all(np.isfinite(target_world) & (np.abs(target_world) < FLOAT32_MAX), axis=1)
-    if not np.all(finite):
-        bad = int(np.flatnonzero(~finite)[0])
-        raise IKSolversError(f"the target location is not finite (frame {bad} of the batch).", chain=spec.name)
-    root_world = np.broadcast_to(np.asarray(inputs.root_world, dtype=float), (n, 4, 4))
-    if not np.all(np.isfinite(root_world)):
-        raise IKSolversError("the armature's world transform is not finite.", chain=spec.name)
-    try:
-        world_scale = _batch_uniform_scale(root_world)
-    except IKSolversError as error:
-        raise error.about(spec.name) from None
+    root_world = np.asarray(inputs.root_world, dtype=float)
+    if root_world.shape != (n, 4, 4):
+        root_world = np.broadcast_to(root_world, (n, 4, 4))
+    world_scale = root_scales(spec, root_world)
     targets = world_to_root(target_world, root_world)
     method_args = _method_args(spec, rig, inputs, root_world)
-    initial = np.broadcast_to(spec.reference, (n, rig.chain.n_dof)).copy()
-    return PreparedSolve(spec=spec, rig=rig, inputs=inputs, targets=targets, initial=initial,
-                         method_args=method_args, world_scale=world_scale)
+    return PreparedSolve(spec=spec, rig=rig, inputs=inputs, targets=targets, method_args=method_args,
+                         world_scale=world_scale)
+
+
+def checked_target_world(spec: ChainSpec, target_world) -> np.ndarray:
+    """Target locations ``(N, 3)`` (world) from any array of N × 3 numbers; IKSolversError naming the
+    chain if one is not finite."""
+    target_world = np.asarray(target_world, dtype=float).reshape(-1, 3)
+    finite = np.abs(target_world) < FLOAT32_MAX  # False for NaN and ±inf too
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise IKSolversError(f"the target location is not finite (frame {bad} of the batch).", chain=spec.name)
+    return target_world
+
+
+def root_scales(spec: ChainSpec, root_world: np.ndarray) -> np.ndarray:
+    """Scene units per root-space unit ``(N,)`` of root frames ``(N, 4, 4)``; IKSolversError naming the
+    chain for a frame that is not finite, not uniformly scaled or mirrored."""
+    if not np.isfinite(root_world).all():
+        raise IKSolversError("the armature's world transform is not finite.", chain=spec.name)
+    try:
+        return _batch_uniform_scale(root_world)
+    except IKSolversError as error:
+        raise error.about(spec.name) from None
 
 
 def _batch_uniform_scale(root_world: np.ndarray) -> np.ndarray:
@@ -113,25 +129,34 @@ def _rotations(matrices: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
-def _poles(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> np.ndarray:
-    poles = world_to_root(np.asarray(inputs.pole_world, float).reshape(-1, 3), root_world)
-    if not np.all(np.isfinite(poles)):
+def poles_in_root(spec: ChainSpec, pole_world, root_world: np.ndarray) -> np.ndarray:
+    """Pole target locations ``(N, 3)`` in the chain's root space; IKSolversError naming the chain if
+    one is not finite."""
+    poles = world_to_root(np.asarray(pole_world, float).reshape(-1, 3), root_world)
+    if not np.isfinite(poles).all():
         raise IKSolversError("the pole target location is not finite.", chain=spec.name)
     return poles
+
+
+def checked_swivels(spec: ChainSpec, swivel) -> np.ndarray:
+    """Swivel angles ``(N,)`` (radians) from any array of N numbers; IKSolversError naming the chain if
+    one is not finite."""
+    swivel = np.asarray(swivel, dtype=float).reshape(-1)
+    if not np.isfinite(swivel).all():
+        raise IKSolversError("the swivel angle is not finite.", chain=spec.name)
+    return swivel
 
 
 def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> dict:
     n = root_world.shape[0]
     args: dict[str, Any] = {
-        "swivel": (np.full(n, spec.swivel_angle) if inputs.swivel_angle is None
-                   else np.asarray(inputs.swivel_angle, dtype=float).reshape(-1)),
+        "swivel": checked_swivels(spec, np.full(n, spec.swivel_angle) if inputs.swivel_angle is None
+                                  else inputs.swivel_angle),
         "zero_plane_map": spec.zero_plane_map,
         "warning_angle": spec.flip_threshold,
     }
-    if not np.all(np.isfinite(args["swivel"])):
-        raise IKSolversError("the swivel angle is not finite.", chain=spec.name)
     if inputs.pole_world is not None:
-        args["poles"] = _poles(spec, inputs, root_world)
+        args["poles"] = poles_in_root(spec, inputs.pole_world, root_world)
     elif spec.zero_plane_map == "POLE_OBJECT":
         raise IKSolversError("the Pole Object zero-plane map needs a pole target.", chain=spec.name)
     if spec.parent_space == "IK_TARGET":
@@ -148,7 +173,7 @@ def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> di
 def _analytic_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict:
     if inputs.pole_world is None:
         return {}
-    return {"bend_directions": _poles(spec, inputs, root_world) - _joint0_root(rig)}
+    return {"bend_directions": poles_in_root(spec, inputs.pole_world, root_world) - _joint0_root(rig)}
 
 
 METHOD_ARGS = {
