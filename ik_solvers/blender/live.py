@@ -225,8 +225,7 @@ def _spec_key(obj, chain, rig) -> tuple:
 
 
 def _settings_key(chain) -> tuple:
-    """The chain's settings, target, pole and preferred pose as ``chain_spec`` reads them: they change
-    without an update of the armature, so a quick update reads them too."""
+    """The chain's settings, target, pole and preferred pose as ``chain_spec`` reads them."""
     preferred = chain.preferred_pose
     rotations = np.empty(4 * len(preferred), dtype=np.float64)
     preferred.foreach_get("rotation", rotations)
@@ -399,8 +398,10 @@ def _quick_update(scene, depsgraph) -> bool:
         if obj is None or obj.session_uid != key[0] or key not in state.specs:
             return False
         chain = obj.ik_solvers.chains.get(key[1])
-        (_, settings_key), spec, _ = state.specs[key]
-        if chain is None or not chain.use_live or _settings_key(chain) != settings_key:
+        spec = state.specs[key][1]
+        # The settings the solve reads forget the quick path when they change (properties.py); a
+        # removed target or pole only empties the pointer, and the spec's object is gone.
+        if chain is None or not chain.use_live or chain.target != spec.target or chain.pole_target != spec.pole:
             return False
         chains.append((obj, chain, key, quick, spec))
     state.busy = True
@@ -419,13 +420,14 @@ def _quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph)
     """One chain's quick update: the target's independence checked, target, pole and swivel read and
     checked as the full update does and taken to the root frame it read; the solve is the core's
     one-target HI (``solve_hi_one``: the batch solve's bits), the write bone by bone."""
+    target, pole = chain.target, chain.pole_target  # the spec's (_quick_update)
     try:
-        for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
+        for what, point in (("the target", target), ("the pole target", pole)):
             check_target_independent(obj, spec.rig.bone_names[0], point, what)
     except IKSolversError as error:
         raise error.about(chain.name) from None
-    target_world = checked_target_world(spec, spec.target.evaluated_get(depsgraph).matrix_world.translation)
-    pole_world = None if spec.pole is None else tuple(spec.pole.evaluated_get(depsgraph).matrix_world.translation)
+    target_world = checked_target_world(spec, tuple(target.evaluated_get(depsgraph).matrix_world.translation))
+    pole_world = None if pole is None else tuple(pole.evaluated_get(depsgraph).matrix_world.translation)
     swivel = float(checked_swivels(spec, chain.swivel_angle)[0])
     signature = (target_world.tobytes(), pole_world, swivel)
     if state.quick_signatures.get(key) == signature:

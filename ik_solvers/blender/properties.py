@@ -41,59 +41,78 @@ def _is_empty(_self, obj: bpy.types.Object) -> bool:
     return obj.type == "EMPTY"
 
 
-def _live_toggled(_chain, _context) -> None:
-    live.forget_quick()  # the next update checks every live chain in full, this one included
+def _solve_setting_changed(_settings, _context) -> None:
+    """A setting a chain's solve reads changed: live mode's next update checks every chain in full.
+
+    These settings change without any depsgraph update of their own, so live mode's quick path
+    (which a target move takes) would not see the change otherwise.
+    """
+    live.forget_quick()
 
 
 class IK_SOLVERS_PG_preferred_bone(bpy.types.PropertyGroup):
     """One bone's rotation in the captured preferred pose."""
 
-    bone_name: StringProperty(name="Bone", description="Bone whose rotation this is")
+    bone_name: StringProperty(name="Bone", description="Bone whose rotation this is", update=_solve_setting_changed)
     rotation: FloatVectorProperty(
         name="Rotation",
         description="The bone's pose rotation (quaternion w, x, y, z) relative to its rest orientation",
         size=4,
         default=(1.0, 0.0, 0.0, 0.0),
         subtype="QUATERNION",
+        update=_solve_setting_changed,
     )
 
 
 class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     """One IK chain: bones, target, method and its parameters, HI settings, last-solve status."""
 
-    name: StringProperty(name="Name", description="Name of the chain", default="Chain")
+    name: StringProperty(name="Name", description="Name of the chain", default="Chain", update=_solve_setting_changed)
     enabled: BoolProperty(name="Enabled", description="Solve this chain when solving all chains", default=True)
-    tip_bone: StringProperty(name="Tip Bone", description="Last bone of the chain; its tail reaches for the target")
+    tip_bone: StringProperty(
+        name="Tip Bone", description="Last bone of the chain; its tail reaches for the target",
+        update=_solve_setting_changed,
+    )
     chain_length: IntProperty(
         name="Chain Length", description="Number of bones in the chain, counted from the tip bone up",
         default=2, min=1, soft_max=32,
+        update=_solve_setting_changed,
     )
     target: PointerProperty(
         name="Target", description="Empty whose location the tip reaches for", type=bpy.types.Object, poll=_is_empty,
+        update=_solve_setting_changed,
     )
     # SDLS by default: as accurate as DLS on reachable targets, and unlike fixed damping it
     # reaches the lower bound quickly when the target is out of reach (docs/solver-race.md).
-    method: EnumProperty(name="Method", description="IK method", items=METHOD_ITEMS, default=Method.SDLS.value)
+    method: EnumProperty(
+        name="Method", description="IK method", items=METHOD_ITEMS, default=Method.SDLS.value,
+        update=_solve_setting_changed,
+    )
     max_iterations: IntProperty(
         name="Max Iterations", description="Iteration budget of the iterative methods", default=100, min=1,
         soft_max=1000,
+        update=_solve_setting_changed,
     )
     tolerance: FloatProperty(
         name="Tolerance", description="Distance from tip to target counted as reached (scene units)",
         default=1e-6, min=1e-9, soft_max=0.01, precision=7, subtype="DISTANCE",
+        update=_solve_setting_changed,
     )
     step: FloatProperty(
         name="Step",
         description="Jacobian transpose step size / pseudo-inverse step scale; 0 chooses it automatically",
         default=0.0, min=0.0, soft_max=10.0, precision=4,
+        update=_solve_setting_changed,
     )
     damping: FloatProperty(
         name="Damping", description="Damped least squares damping (scene units)", default=0.05, min=1e-6,
         soft_max=1.0, precision=4,
+        update=_solve_setting_changed,
     )
     max_step_angle: FloatProperty(
         name="Max Step Angle", description="Largest turn of any joint in one iteration; 0 means no limit",
         default=0.5, min=0.0, max=math.pi, subtype="ANGLE",
+        update=_solve_setting_changed,
     )
     reference_weight: FloatProperty(
         name="Reference Weight",
@@ -102,37 +121,43 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
             "target leaves the chain freedom; 0 turns it off. Keeps knees and elbows bending their rest way"
         ),
         default=0.0, min=0.0, soft_max=1.0, precision=3,
+        update=_solve_setting_changed,
     )
     swivel_angle: FloatProperty(
         name="Swivel Angle", description="Rotation of the solver plane about the start-to-target axis",
         default=0.0, subtype="ANGLE", options={"ANIMATABLE"},
+        update=_solve_setting_changed,
     )
     zero_plane_map: EnumProperty(
         name="Zero-Plane Map", description="How the zero solver plane follows the target", items=ZERO_PLANE_MAP_ITEMS,
         default="DEFAULT",
+        update=_solve_setting_changed,
     )
     pole_target: PointerProperty(
         name="Pole Target", description="Object the solver plane passes through (Pole Object map)",
         type=bpy.types.Object,
+        update=_solve_setting_changed,
     )
     parent_space: EnumProperty(
         name="Parent Space", description="What the swivel sphere rides with", items=PARENT_SPACE_ITEMS,
         default="START_JOINT",
+        update=_solve_setting_changed,
     )
     flip_threshold: FloatProperty(
         name="Flip Threshold", description="Warn when the start-to-target axis is closer than this to a pole",
         default=math.radians(10.0), min=0.0, max=math.pi / 2, subtype="ANGLE",
+        update=_solve_setting_changed,
     )
     # Chain identity (identity.py): a uuid tagging the chain's bones and their names when remembered.
     chain_id: StringProperty(name="Chain ID", description="Identifies the chain in its bones' tags")
     chain_bones: StringProperty(name="Chain Bones", description="The chain's bones, start to tip, as remembered (JSON)")
     use_live: BoolProperty(
         name="Live", description="Re-solve when the target moves or the frame changes", default=False,
-        update=_live_toggled,
+        update=_solve_setting_changed,
     )
 
     # The preferred pose: per-bone rotations at capture time (the HI solver's and every method's reference).
-    has_preferred_pose: BoolProperty(name="Has Preferred Pose", default=False)
+    has_preferred_pose: BoolProperty(name="Has Preferred Pose", default=False, update=_solve_setting_changed)
     preferred_pose: CollectionProperty(type=IK_SOLVERS_PG_preferred_bone)
     preferred_frame: IntProperty(name="Captured At Frame", description="Scene frame the preferred pose was captured on")
 

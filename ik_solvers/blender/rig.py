@@ -167,25 +167,25 @@ def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.n
     }
 
 
-def _quaternion_values(references: np.ndarray, quaternions: np.ndarray) -> np.ndarray:
-    """Quaternion channel values ``(B, 4)`` of B bones, each one frame: what ``_values_in_mode``
-    gives per bone with ``keep_norm`` (``continuous_quaternions`` for a single frame flips the
-    quaternion into the reference's hemisphere, then it takes the reference's length), for all
-    bones in a few array calls instead of ~10 per bone.
+def _quaternion_values(references: np.ndarray, quaternions) -> list[tuple[float, float, float, float]]:
+    """Quaternion channel values of B bones, each one frame: what ``_values_in_mode`` gives per bone
+    with ``keep_norm`` (``continuous_quaternions`` for a single frame flips the quaternion into the
+    reference's hemisphere, then it takes the reference's length), without its ~10 array calls per bone.
 
-    ``references (B, 4)``: the channels' current values; ``quaternions (B, 4)``: unit (w, x, y, z).
+    ``references (B, 4)``: the channels' current values; ``quaternions``: B unit (w, x, y, z).
     """
-    # Per row as _values_in_mode computes it: np.linalg.norm of a 1-D array is sqrt(x.dot(x)) (both
-    # square roots correctly rounded), so the same bits without its wrapper.
-    norms = [math.sqrt(row.dot(row)) for row in references]
-    if 0.0 in norms:  # a zero quaternion reads as identity
-        empty = np.array(norms) == 0.0
-        references = references.copy()
-        references[empty] = (1.0, 0.0, 0.0, 0.0)
-        norms = [norm or 1.0 for norm in norms]
-    flips = np.einsum("ni,ni->n", quaternions, references) < 0.0
-    # (q · ±1) · |r| and q · (±|r|) are the same numbers: the sign is exact.
-    return quaternions * np.multiply(np.where(flips, -1.0, 1.0), norms)[:, None]
+    values = []
+    for reference, quaternion in zip(references, quaternions):
+        # As _values_in_mode computes it: np.linalg.norm of a 1-D array is sqrt(x.dot(x)) (both square
+        # roots correctly rounded), so the same bits without its wrapper.
+        norm = math.sqrt(reference.dot(reference))
+        w, x, y, z = reference.tolist() if norm else (1.0, 0.0, 0.0, 0.0)  # a zero quaternion reads as identity
+        norm = norm or 1.0
+        qw, qx, qy, qz = map(float, quaternion)
+        # (q · ±1) · |r| and q · (±|r|) are the same numbers: the sign is exact.
+        scale = -norm if ((qw * w + qx * x) + qy * y) + qz * z < 0.0 else norm
+        values.append((qw * scale, qx * scale, qy * scale, qz * scale))
+    return values
 
 
 MODE_NAMES = {0: "QUATERNION", -1: "AXIS_ANGLE", **{k + 1: order for k, order in enumerate(EULER_ORDERS)}}
@@ -274,14 +274,14 @@ def write_quaternion_joints(obj, rig: RigChain, rotations, indices: list[int] | 
     if any(bone.rotation_mode != "QUATERNION" for bone in bones):
         return None
     references = np.array([bone.rotation_quaternion for bone in bones], dtype=float)
-    values = _quaternion_values(references, np.asarray(rotations, dtype=float))
+    values = _quaternion_values(references, rotations)
     _check_finite(values)
-    for bone, value in zip(bones, values.tolist()):
+    for bone, value in zip(bones, values):
         bone.rotation_quaternion = value
     return ("rotation_quaternion",)
 
 
-def _check_finite(values: np.ndarray) -> None:
+def _check_finite(values) -> None:
     if not np.isfinite(values).all():
         raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
 

@@ -96,20 +96,27 @@ def test_target_moves_take_the_quick_path_and_pose_as_the_full_update(paths, rig
         assert_full_update_writes_the_same(paths)
 
 
-def test_a_setting_changed_between_moves_is_solved_with(paths):
-    """Chain settings change without any depsgraph update; the quick path reads them as the full one."""
+@pytest.mark.parametrize("setting, value, moves_plane", [("swivel_angle", 0.7, True),
+                                                         ("zero_plane_map", "POLE_OBJECT", True),
+                                                         ("tolerance", 1e-3, False)])
+def test_a_setting_changed_between_moves_is_solved_with(paths, setting, value, moves_plane):
+    """A chain setting set from Python (or the UI) makes the next update a full one, which solves with it."""
     obj = build_arm()
     target = add_empty(location=ARM_PATH[0])
     chain = live_hi_chain(obj, "forearm", 2, target)
+    chain.pole_target = add_empty("Pole", location=(0.3, -0.5, 1.0))  # only the pole-object map reads it
+    bpy.context.view_layer.update()
     target.location = ARM_PATH[1]
     bpy.context.view_layer.update()
-    before = channels(obj)
-    chain.swivel_angle = 0.7
+    before, quick = paths.rotations[-1], paths.quick
+    setattr(chain, setting, value)
+    assert not live.state.quick
     target.location = ARM_PATH[2]
     bpy.context.view_layer.update()
     target.location = ARM_PATH[1]
     bpy.context.view_layer.update()
-    assert channels(obj) != before
+    assert paths.quick == quick + 1  # the first move after the change ran in full, the second quick
+    assert (paths.rotations[-1].tobytes() != before.tobytes()) == moves_plane
     assert_full_update_writes_the_same(paths)
 
 
