@@ -25,9 +25,9 @@ from .chains import store_outcome, store_solve_outcome
 from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, failure_sentence
 from .identity import check_bones, follow_renamed_tip
-from .rig import points_to_root, read_chain, single_inverse, write_pose, write_quaternion_joints
+from .rig import point_to_root, read_chain, single_inverse, write_pose, write_quaternion_joints
 from .sampling import FrameInputs, sample_inputs
-from .solving import checked_swivels, checked_target_world, poles_in_root, prepare_solve, root_scales, run_solve
+from .solving import checked_swivel, checked_target_point, poles_in_root, prepare_solve, root_scales, run_solve
 from .spec import ChainSpec, chain_spec
 
 
@@ -341,8 +341,8 @@ class QuickChain:
         The joint bones' indices in the armature's pose bones.
     root_world : ndarray, shape (1, 4, 4)
         The chain's root frame as the full update read it (only an update of the armature moves it).
-    root_inverse : ndarray, shape (1, 4, 4)
-        Its inverse (``world_to_root``'s).
+    root_inverse : list
+        Its inverse (``world_to_root``'s), as four rows of four floats.
     world_scale : float
         Its uniform scale (scene units per root-space unit).
     """
@@ -351,7 +351,7 @@ class QuickChain:
     preferred: PreferredPose
     bone_indices: list[int]
     root_world: np.ndarray
-    root_inverse: np.ndarray
+    root_inverse: list
     world_scale: float
 
 
@@ -376,8 +376,8 @@ def _offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> bo
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
         state.quick[key] = QuickChain(
             obj.name, preferred_pose(spec.rig.chain, spec.reference),
-            [obj.pose.bones.find(name) for name in spec.rig.joint_bones], root_world, single_inverse(root_world),
-            float(root_scales(spec, root_world)[0]))
+            [obj.pose.bones.find(name) for name in spec.rig.joint_bones], root_world,
+            single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
     return offered
 
 
@@ -426,16 +426,16 @@ def _quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph)
             check_target_independent(obj, spec.rig.bone_names[0], point, what)
     except IKSolversError as error:
         raise error.about(chain.name) from None
-    target_world = checked_target_world(spec, tuple(target.evaluated_get(depsgraph).matrix_world.translation))
+    target_world = checked_target_point(spec, tuple(target.evaluated_get(depsgraph).matrix_world.translation))
     pole_world = None if pole is None else tuple(pole.evaluated_get(depsgraph).matrix_world.translation)
-    swivel = float(checked_swivels(spec, chain.swivel_angle)[0])
-    signature = (target_world.tobytes(), pole_world, swivel)
+    swivel = checked_swivel(spec, chain.swivel_angle)
+    signature = (target_world, pole_world, swivel)
     if state.quick_signatures.get(key) == signature:
         return
     poles = None if pole_world is None else poles_in_root(spec, pole_world, quick.root_world)
-    solved = solve_hi_one(quick.preferred, points_to_root(target_world, quick.root_inverse)[0], swivel=swivel,
-                          zero_plane_map=spec.zero_plane_map, pole=None if poles is None else poles[0],
-                          tolerance=spec.options.tolerance)
+    target_root = point_to_root(target_world, quick.root_inverse)
+    solved = solve_hi_one(quick.preferred, target_root, swivel=swivel, zero_plane_map=spec.zero_plane_map,
+                          pole=None if poles is None else poles[0], tolerance=spec.options.tolerance)
     if solved is None:  # input the one-target solve leaves to the batch solve (which refuses it, or decides)
         prepared = prepare_solve(spec, sample_inputs(obj, spec, depsgraph=depsgraph))
         result = run_solve(prepared)

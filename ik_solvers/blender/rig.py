@@ -133,7 +133,7 @@ def _values_in_mode(mode: str, reference: np.ndarray, quaternions: np.ndarray, k
     """Channel values ``(N, 3|4)`` in rotation mode ``mode`` for quaternions ``(N, 4)``, continuous
     from ``reference`` (the channel's current value, float64 ``(4,)`` or ``(3,)``)."""
     if mode == "QUATERNION":
-        norm: np.floating | float = np.linalg.norm(reference)
+        norm = quaternion_length(reference.tolist())
         if norm == 0.0:
             reference, norm = np.array([1.0, 0.0, 0.0, 0.0]), 1.0
         values = continuous_quaternions(quaternions, reference)
@@ -167,19 +167,25 @@ def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.n
     }
 
 
-def _quaternion_values(references: np.ndarray, quaternions) -> list[tuple[float, float, float, float]]:
+def quaternion_length(quaternion) -> float:
+    """Length of a quaternion given as four floats: the one formula the writes keep a channel's length
+    with (summed in order, one correctly rounded square root)."""
+    w, x, y, z = quaternion
+    return math.sqrt(((w * w + x * x) + y * y) + z * z)
+
+
+def _quaternion_values(references, quaternions) -> list[tuple[float, float, float, float]]:
     """Quaternion channel values of B bones, each one frame: what ``_values_in_mode`` gives per bone
     with ``keep_norm`` (``continuous_quaternions`` for a single frame flips the quaternion into the
-    reference's hemisphere, then it takes the reference's length), without its ~10 array calls per bone.
+    reference's hemisphere, then it takes the reference's length), on Python floats instead of its
+    ~10 array calls per bone.
 
-    ``references (B, 4)``: the channels' current values; ``quaternions``: B unit (w, x, y, z).
+    ``references``: B channels' current values, four floats each; ``quaternions``: B unit (w, x, y, z).
     """
     values = []
     for reference, quaternion in zip(references, quaternions):
-        # As _values_in_mode computes it: np.linalg.norm of a 1-D array is sqrt(x.dot(x)) (both square
-        # roots correctly rounded), so the same bits without its wrapper.
-        norm = math.sqrt(reference.dot(reference))
-        w, x, y, z = reference.tolist() if norm else (1.0, 0.0, 0.0, 0.0)  # a zero quaternion reads as identity
+        norm = quaternion_length(reference)
+        w, x, y, z = reference if norm else (1.0, 0.0, 0.0, 0.0)  # a zero quaternion reads as identity
         norm = norm or 1.0
         qw, qx, qy, qz = map(float, quaternion)
         # (q · ±1) · |r| and q · (±|r|) are the same numbers: the sign is exact.
@@ -242,7 +248,7 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     quaternion_joints = [joint for joint, mode in enumerate(modes) if mode == "QUATERNION"]
     if quaternion_joints:
         rows = [indices[joint] for joint in quaternion_joints]
-        values = _quaternion_values(channels["rotation_quaternion"][rows], rotations[0, quaternion_joints])
+        values = _quaternion_values(channels["rotation_quaternion"][rows].tolist(), rotations[0, quaternion_joints])
         _check_finite(values)
         channels["rotation_quaternion"][rows] = values
     for joint, (index, mode) in enumerate(zip(indices, modes)):
@@ -270,11 +276,13 @@ def write_quaternion_joints(obj, rig: RigChain, rotations, indices: list[int] | 
     less than the bulk reads and writes of every bone plus re-evaluating the whole armature's data.
     """
     pose_bones = obj.pose.bones
-    bones = [pose_bones[index] for index in (_bone_indices(obj, rig.joint_bones) if indices is None else indices)]
+    indices = _bone_indices(obj, rig.joint_bones) if indices is None else indices
+    bones = [pose_bones[index] for index in indices]
     if any(bone.rotation_mode != "QUATERNION" for bone in bones):
         return None
-    references = np.array([bone.rotation_quaternion for bone in bones], dtype=float)
-    values = _quaternion_values(references, rotations)
+    channels = np.empty((len(pose_bones), 4))
+    pose_bones.foreach_get("rotation_quaternion", channels.reshape(-1))
+    values = _quaternion_values(channels[indices].tolist(), rotations)
     _check_finite(values)
     for bone, value in zip(bones, values):
         bone.rotation_quaternion = value
@@ -337,8 +345,23 @@ def world_to_root(points_world: np.ndarray, root_world: np.ndarray) -> np.ndarra
 
 
 def points_to_root(points: np.ndarray, inverse: np.ndarray) -> np.ndarray:
-    """Points ``(N, 3)`` in world space → root space, given the root frames' inverses ``(N, 4, 4)``."""
-    return np.einsum("...ij,...j->...i", inverse[..., :3, :3], points) + inverse[..., :3, 3]
+    """Points ``(N, 3)`` in world space → root space, given the root frames' inverses ``(N, 4, 4)``.
+
+    Each coordinate is ``((m₀·x + m₁·y) + m₂·z) + t`` in that order, elementwise: the same bits for
+    any batch, and as :func:`point_to_root` computes one point on Python floats.
+    """
+    matrices, offsets = inverse[..., :3, :3], inverse[..., :3, 3]
+    x, y, z = points[..., 0], points[..., 1], points[..., 2]
+    out = np.empty(np.broadcast_shapes(points.shape, offsets.shape))
+    for i in range(3):
+        out[..., i] = ((matrices[..., i, 0] * x + matrices[..., i, 1] * y) + matrices[..., i, 2] * z) + offsets[..., i]
+    return out
+
+
+def point_to_root(point: tuple[float, float, float], inverse_rows) -> tuple[float, ...]:
+    """:func:`points_to_root` of one point (three floats), given the inverse's rows as floats, with its bits."""
+    x, y, z = point
+    return tuple(((m0 * x + m1 * y) + m2 * z) + t for m0, m1, m2, t in inverse_rows[:3])
 
 
 class KeptResults:

@@ -8,6 +8,7 @@ HI method that pose is its preferred pose; the HI diagnostics come back in ``res
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,9 +84,19 @@ def checked_target_world(spec: ChainSpec, target_world) -> np.ndarray:
     target_world = np.asarray(target_world, dtype=float).reshape(-1, 3)
     finite = np.abs(target_world) < FLOAT32_MAX  # False for NaN and ±inf too
     if not finite.all():
-        bad = int(np.flatnonzero(~finite.all(axis=1))[0])
-        raise IKSolversError(f"the target location is not finite (frame {bad} of the batch).", chain=spec.name)
+        _target_not_finite(spec, int(np.flatnonzero(~finite.all(axis=1))[0]))
     return target_world
+
+
+def checked_target_point(spec: ChainSpec, point: tuple[float, float, float]) -> tuple[float, float, float]:
+    """:func:`checked_target_world` for one target location, on Python floats (a live update)."""
+    if not all(abs(coordinate) < FLOAT32_MAX for coordinate in point):  # False for NaN and ±inf too
+        _target_not_finite(spec, 0)
+    return point
+
+
+def _target_not_finite(spec: ChainSpec, frame: int) -> None:
+    raise IKSolversError(f"the target location is not finite (frame {frame} of the batch).", chain=spec.name)
 
 
 def root_scales(spec: ChainSpec, root_world: np.ndarray) -> np.ndarray:
@@ -143,8 +154,19 @@ def checked_swivels(spec: ChainSpec, swivel) -> np.ndarray:
     one is not finite."""
     swivel = np.asarray(swivel, dtype=float).reshape(-1)
     if not np.isfinite(swivel).all():
-        raise IKSolversError("the swivel angle is not finite.", chain=spec.name)
+        _swivel_not_finite(spec)
     return swivel
+
+
+def checked_swivel(spec: ChainSpec, swivel: float) -> float:
+    """:func:`checked_swivels` for one angle, on a Python float (a live update)."""
+    if not math.isfinite(swivel):
+        _swivel_not_finite(spec)
+    return swivel
+
+
+def _swivel_not_finite(spec: ChainSpec) -> None:
+    raise IKSolversError("the swivel angle is not finite.", chain=spec.name)
 
 
 def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> dict:

@@ -63,7 +63,7 @@ def test_quaternion_values_are_the_per_bone_values_in_float64():
     references[::50] = 0.0  # zero quaternions read as identity
     quaternions = rng.normal(size=(500, 4))
     quaternions /= np.linalg.norm(quaternions, axis=1, keepdims=True)
-    bulk = np.array(rig._quaternion_values(references, quaternions))
+    bulk = np.array(rig._quaternion_values(references.tolist(), quaternions))
     for row in range(500):
         one = rig._values_in_mode("QUATERNION", references[row], quaternions[row:row + 1], keep_norm=True)[0]
         assert one.tobytes() == bulk[row].tobytes(), row
