@@ -140,9 +140,9 @@ def _values_in_mode(mode: str, reference: np.ndarray, quaternions: np.ndarray, k
         return values * norm if keep_norm else values
     if mode == "AXIS_ANGLE":
         values = continuous_axis_angles(rotvecs_from_quaternions(quaternions), reference)
-        norm = np.linalg.norm(reference[1:])
-        if keep_norm and norm > 0.0:
-            values[:, 1:] *= norm
+        axis_length = np.linalg.norm(reference[1:])
+        if keep_norm and axis_length > 0.0:
+            values[:, 1:] *= axis_length
         return values
     return continuous_eulers(matrices_from_quaternions(quaternions), mode, reference)
 
@@ -248,9 +248,10 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     quaternion_joints = [joint for joint, mode in enumerate(modes) if mode == "QUATERNION"]
     if quaternion_joints:
         rows = [indices[joint] for joint in quaternion_joints]
-        values = _quaternion_values(channels["rotation_quaternion"][rows].tolist(), rotations[0, quaternion_joints])
-        _check_finite(values)
-        channels["rotation_quaternion"][rows] = values
+        quaternion_values = _quaternion_values(channels["rotation_quaternion"][rows].tolist(),
+                                               rotations[0, quaternion_joints])
+        _check_finite(quaternion_values)
+        channels["rotation_quaternion"][rows] = quaternion_values
     for joint, (index, mode) in enumerate(zip(indices, modes)):
         if mode == "QUATERNION":
             continue
