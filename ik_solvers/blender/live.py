@@ -4,7 +4,14 @@ Two handlers drive it: ``frame_change_post`` re-solves every live chain (the fra
 reset keyed bones), ``depsgraph_update_post`` re-solves a live chain only when what it reads changed
 (target, pole, root frame, swivel, the chain's spec). Our own pose writes trigger depsgraph updates too;
 they change none of those inputs, so they never cause another solve, and a busy flag keeps a
-handler that fires while we are writing from re-entering. The handlers are persistent (they
+handler that fires while we are writing from re-entering.
+
+An update that reads and checks the whole armature (:func:`update_live_chains`) runs at a frame
+change, whenever an armature is among the updated data, and after anything that forgets the quick
+path (a setting a solve reads, live mode toggled, an undo, a bake). When only other objects moved
+— the animator dragging a target — the chains it checked are re-solved by the quick path
+(:func:`_quick_update`): the same checks of the target, the same inputs, and the core's one-target
+HI solve, which has the batch solve's bits (docs/performance.md has what it costs). The handlers are persistent (they
 outlive a file load) and hold no reference to scene data across a load: ``load_pre`` forgets
 everything and pauses live mode until ``load_post``.
 """

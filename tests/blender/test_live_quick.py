@@ -76,14 +76,20 @@ def assert_full_update_writes_the_same(paths) -> None:
     bpy.context.view_layer.update()  # that write, made outside a depsgraph update, is an update of the armature
 
 
-@pytest.mark.parametrize("rig", ["arm", "leg"])
+@pytest.mark.parametrize("rig", ["arm", "leg", "arm with a pole-object map", "arm with an Euler forearm"])
 def test_target_moves_take_the_quick_path_and_pose_as_the_full_update(paths, rig):
-    obj, tip, length, path = ((build_arm(), "forearm", 2, ARM_PATH) if rig == "arm"
-                              else (build_leg(), "foot", 3, LEG_PATH))
+    obj, tip, length, path = ((build_leg(), "foot", 3, LEG_PATH) if rig == "leg"
+                              else (build_arm(), "forearm", 2, ARM_PATH))
     target = add_empty(location=path[-1])
+    if rig == "arm with an Euler forearm":  # written by write_pose, the one-target solve still
+        obj.pose.bones["forearm"].rotation_mode = "YXZ"
     chain = live_hi_chain(obj, tip, length, target)
     if rig == "leg":  # a root that is not the identity: the hip bone turned
         obj.pose.bones["hip"].rotation_quaternion = (0.96, 0.1, -0.2, 0.15)
+        bpy.context.view_layer.update()
+    if rig == "arm with a pole-object map":
+        chain.pole_target = add_empty("Pole", location=(0.3, -0.5, 1.0))
+        chain.zero_plane_map = "POLE_OBJECT"
         bpy.context.view_layer.update()
     for location in path:
         quick, full = paths.quick, paths.full
