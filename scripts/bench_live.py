@@ -7,8 +7,9 @@ HI). Issue 12's goal: (c) ≤ 3 × (b). Also timed: our handler's own work for a
 path, ``live._quick_update``) and for an update that checks the whole armature (``update_live_chains``),
 an update right after a move with nothing changed since ("2nd upd": what is left to do after our
 pose write; Blender evaluates the tags our handler sets in a second pass of the same update, which
-runs no post-update handlers, so this is Blender's empty update), and a single solve of the 10-bone
-chain (the core's ``solve`` for one target, goal ≤ 1 ms).
+runs no post-update handlers, so this is Blender's empty update), and a single solve of each chain
+(the core's ``solve`` for one target, goal ≤ 1 ms for the 10-bone chain; and the one-target HI
+solve of the quick path, ``solve_hi_one``).
 
 Prints a table and writes ``DIR/bench_live.csv`` and ``DIR/bench_live.json``.
 
@@ -112,7 +113,7 @@ def measure(bpy, rig_name: str, moves: int) -> dict:
         bpy.context.view_layer.update()  # anything our write left behind
         second.append((time.perf_counter() - started) * 1e6)
     row["second_pass_us"] = statistics.median(second)
-    row["single_solve_us"] = single_solve_us(obj, chain, path[:200])
+    row["single_solve_us"], row["single_quick_solve_us"] = single_solve_us(obj, chain, path[:200])
     bpy.ops.ik_solvers.live_toggle()
     row["ratio_ours_over_blender"] = row["ours_us"] / row["blender_us"]
     row["ratio_extra_ours_over_blender"] = (row["ours_us"] - row["nothing_us"]) / max(
@@ -120,21 +121,27 @@ def measure(bpy, rig_name: str, moves: int) -> dict:
     return row
 
 
-def single_solve_us(obj, chain, targets: np.ndarray) -> float:
-    """Median µs of the core's ``solve`` for one target of this chain (its spec's method and options)."""
+def single_solve_us(obj, chain, targets: np.ndarray) -> tuple[float, float]:
+    """Median µs of the core's ``solve`` for one target of this chain (its spec's method and options),
+    and of ``solve_hi_one`` (the one-target HI solve live mode's quick path runs; NaN for another method)."""
     from ik_solvers.blender.rig import read_chain
     from ik_solvers.blender.spec import chain_spec
-    from ik_solvers.core import solve
+    from ik_solvers.core import Method, preferred_pose, solve, solve_hi_one
 
     spec = chain_spec(obj, chain, read_chain(obj, chain.tip_bone, chain.chain_length))
     root = np.linalg.inv(np.array(obj.matrix_world))
     local = targets @ root[:3, :3].T + root[:3, 3]
-    times = []
+    batch, one = [], []
+    preferred = preferred_pose(spec.rig.chain, spec.reference)
     for target in local:
         started = time.perf_counter()
         solve(spec.rig.chain, target, spec.method, spec.options, initial=spec.reference)
-        times.append((time.perf_counter() - started) * 1e6)
-    return statistics.median(times)
+        batch.append((time.perf_counter() - started) * 1e6)
+        if spec.method is Method.HI:
+            started = time.perf_counter()
+            solve_hi_one(preferred, tuple(target), tolerance=spec.options.tolerance)
+            one.append((time.perf_counter() - started) * 1e6)
+    return statistics.median(batch), statistics.median(one) if one else float("nan")
 
 
 def _main(argv: list[str] | None) -> int:
@@ -154,14 +161,15 @@ def _main(argv: list[str] | None) -> int:
     finally:
         ik_solvers.unregister()
     header = (f"{'rig':<18}{'method':<14}{'nothing':>9}{'Blender IK':>12}{'ours live':>11}{'ours/Blender':>14}"
-              f"{'goal ≤3×':>10}{'handler':>9}{'full upd':>10}{'2nd upd':>9}{'1 solve':>9}")
+              f"{'goal ≤3×':>10}{'handler':>9}{'full upd':>10}{'2nd upd':>9}{'1 solve':>9}{'1 quick':>9}")
     print(header + "   (µs, medians)")
     print("-" * len(header))
     for row in rows:
         met = "met" if row["ratio_ours_over_blender"] <= GOAL_RATIO else "NOT"
         print(f"{row['rig']:<18}{row['method']:<14}{row['nothing_us']:>9.0f}{row['blender_us']:>12.0f}"
               f"{row['ours_us']:>11.0f}{row['ratio_ours_over_blender']:>13.1f}×{met:>10}{row['handler_us']:>9.0f}"
-              f"{row['full_update_us']:>10.0f}{row['second_pass_us']:>9.0f}{row['single_solve_us']:>9.0f}")
+              f"{row['full_update_us']:>10.0f}{row['second_pass_us']:>9.0f}{row['single_solve_us']:>9.0f}"
+              f"{row['single_quick_solve_us']:>9.0f}")
     chain10 = rows[-1]["single_solve_us"]
     print(f"single 10-bone solve: {chain10:.0f} µs median (goal ≤ {SINGLE_SOLVE_GOAL_US:.0f} µs: "
           f"{'met' if chain10 <= SINGLE_SOLVE_GOAL_US else 'NOT met'})")

@@ -399,9 +399,11 @@ def _quick_update(scene, depsgraph) -> bool:
     """
     if not state.quick or state.quick_scene != scene.session_uid:
         return False
-    chains = []
+    chains: list[tuple] = []
     for key, quick in state.quick.items():
-        obj = scene.objects.get(quick.object_name)
+        # By name in the blend file's objects (a scan, as the scene's would be, but of a flat list):
+        # an object leaves the scene only with an update of the scene, which runs in full.
+        obj = bpy.data.objects.get(quick.object_name)
         if obj is None or obj.session_uid != key[0] or key not in state.specs:
             return False
         chain = obj.ik_solvers.chains.get(key[1])
@@ -514,6 +516,10 @@ def _on_depsgraph_update(scene, depsgraph) -> None:
             break
         elif update.is_updated_transform:
             moved = True
+    if not only_objects_moved:
+        # The scene, a collection, an action … changed: what the last full update found (which
+        # armatures are in the scene, what moves them) may not hold any more.
+        forget_quick()
     if moved and not (only_objects_moved and _quick_update(scene, depsgraph)):
         update_live_chains(scene, depsgraph, force=False)
 

@@ -7,7 +7,8 @@ solves each target alone, so the targets solved for and the joint values agree b
 length the bone's quaternion had (``rig.write_pose``, so that writing back what was read changes
 nothing) while the bake keys unit quaternions, in the hemisphere of the previous key, so the
 stored channels are the same rotation up to the sign of the quaternion and one float32 rounding
-(≤ 1.2e-7, checked too).
+(≤ 1.2e-7, checked too). A target dragged without a frame change takes live mode's quick path,
+whose one-target HI solve has the batch solve's bits: its joint rotations equal the baked ones.
 """
 
 from __future__ import annotations
@@ -161,3 +162,48 @@ def test_live_mode_keeps_the_spec_chain_spec_would_build(addon, monkeypatch):
     check(expect_rebuilt=True)
     target.location = (0.5, 0.0, 1.2)
     check(expect_rebuilt=False)
+
+
+def test_a_target_dragged_to_each_keyed_location_poses_as_the_bake_keys(addon, monkeypatch):
+    """The quick path a target move takes (``live._quick_update``: the one-target HI solve) writes,
+    for the target at each baked frame's location, the joint rotations of that frame's baked q, bit
+    for bit (float64, before Blender stores them as float32)."""
+    from ik_solvers.blender import bake, live
+    from ik_solvers.core.kinematics import local_quaternions
+
+    baked = []
+    monkeypatch.setattr(bake, "run_solve", _recording(bake.run_solve, baked))
+    quick_writes = []
+    write_quaternion_joints = live.write_quaternion_joints
+
+    def recording(obj, rig, rotations, *args):
+        quick_writes.append(np.array(rotations, dtype=float))
+        return write_quaternion_joints(obj, rig, rotations, *args)
+
+    monkeypatch.setattr(live, "write_quaternion_joints", recording)
+    obj = four_bone_chain()
+    target = keyed_target(FRAMES)
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Chain", "b3", 4, target, "HI"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, FRAMES
+    scene.frame_set(1)
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=FRAMES) == {"FINISHED"}
+    (_, baked_q), = baked
+    locations = []
+    for frame in range(1, FRAMES + 1):
+        scene.frame_set(frame)
+        locations.append(tuple(target.matrix_world.translation))
+    scene.frame_set(1)
+    target.animation_data_clear()  # the target now moves only when dragged
+    obj.animation_data_clear()  # and the chain is posed by live mode alone
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    chain_model = live.state.specs[(obj.session_uid, "Chain")][1].rig.chain
+    for frame in (5, 1, FRAMES, 7, 2):  # out of order: each pose stands alone
+        target.location = locations[frame - 1]
+        bpy.context.view_layer.update()
+        expected = local_quaternions(chain_model, baked_q[frame - 1:frame])[0]
+        assert quick_writes[-1].tobytes() == expected.tobytes(), f"frame {frame}"
+    assert len(quick_writes) == 5

@@ -193,3 +193,15 @@ def test_a_target_made_to_depend_on_the_chain_turns_live_off(paths):
     bpy.context.view_layer.update()
     assert not chain.use_live
     assert "depends on the chain" in chain.last_message
+
+
+def test_an_armature_taken_out_of_the_scene_is_not_solved_by_the_next_move(paths):
+    obj = build_arm()
+    target = add_empty(location=ARM_PATH[0])
+    live_hi_chain(obj, "forearm", 2, target)
+    bpy.context.scene.collection.objects.unlink(obj)
+    bpy.context.view_layer.update()
+    written, quick = len(paths.rotations), paths.quick
+    target.location = ARM_PATH[1]
+    bpy.context.view_layer.update()
+    assert (len(paths.rotations), paths.quick) == (written, quick)
