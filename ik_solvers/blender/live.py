@@ -346,6 +346,9 @@ class QuickChain:
         The spec's HI preferred pose, derived once.
     bone_indices : list of int
         The joint bones' indices in the armature's pose bones.
+    quaternion_joints : bool
+        Every joint bone is in quaternion mode (written by ``write_quaternion_joints``, else by
+        ``write_pose``; a change of rotation mode is an update of the armature).
     root_world : ndarray, shape (1, 4, 4)
         The chain's root frame as the full update read it (only an update of the armature moves it).
     root_inverse : list
@@ -357,6 +360,7 @@ class QuickChain:
     object_name: str
     preferred: PreferredPose
     bone_indices: list[int]
+    quaternion_joints: bool
     root_world: np.ndarray
     root_inverse: list
     world_scale: float
@@ -381,9 +385,11 @@ def _offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> bo
             offered = False
             continue
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
+        joint_bones = [obj.pose.bones[name] for name in spec.rig.joint_bones]
         state.quick[key] = QuickChain(
             obj.name, preferred_pose(spec.rig.chain, spec.reference),
-            [obj.pose.bones.find(name) for name in spec.rig.joint_bones], root_world,
+            [obj.pose.bones.find(name) for name in spec.rig.joint_bones],
+            all(bone.rotation_mode == "QUATERNION" for bone in joint_bones), root_world,
             single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
     return offered
 
@@ -451,9 +457,11 @@ def _quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph)
         written = write_pose(obj, spec.rig, result.q[0])
         store_solve_outcome(chain, result.status[0].value, "", result, prepared)
     else:
-        # Non-finite joint values make non-finite rotations, which the write refuses before writing.
-        written = write_quaternion_joints(obj, spec.rig, solved.local_quaternions, quick.bone_indices) or write_pose(
-            obj, spec.rig, np.array(solved.q))
+        # Non-finite joint values make non-finite rotations, which the writes refuse before writing.
+        if quick.quaternion_joints:
+            written = write_quaternion_joints(obj, solved.local_quaternions, quick.bone_indices)
+        else:
+            written = write_pose(obj, spec.rig, np.array(solved.q))
         scale = quick.world_scale
         store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
                       solved.iterations, solved.pole_angle)

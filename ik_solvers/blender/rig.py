@@ -181,6 +181,7 @@ def _quaternion_values(references, quaternions) -> list[tuple[float, float, floa
     ~10 array calls per bone.
 
     ``references``: B channels' current values, four floats each; ``quaternions``: B unit (w, x, y, z).
+    IKSolversError if a value is not finite (nothing has been written then).
     """
     values = []
     for reference, quaternion in zip(references, quaternions):
@@ -190,7 +191,10 @@ def _quaternion_values(references, quaternions) -> list[tuple[float, float, floa
         qw, qx, qy, qz = map(float, quaternion)
         # (q · ±1) · |r| and q · (±|r|) are the same numbers: the sign is exact.
         scale = -norm if ((qw * w + qx * x) + qy * y) + qz * z < 0.0 else norm
-        values.append((qw * scale, qx * scale, qy * scale, qz * scale))
+        value = (qw * scale, qx * scale, qy * scale, qz * scale)
+        if not all(map(math.isfinite, value)):
+            raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
+        values.append(value)
     return values
 
 
@@ -248,10 +252,8 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     quaternion_joints = [joint for joint, mode in enumerate(modes) if mode == "QUATERNION"]
     if quaternion_joints:
         rows = [indices[joint] for joint in quaternion_joints]
-        quaternion_values = _quaternion_values(channels["rotation_quaternion"][rows].tolist(),
-                                               rotations[0, quaternion_joints])
-        _check_finite(quaternion_values)
-        channels["rotation_quaternion"][rows] = quaternion_values
+        channels["rotation_quaternion"][rows] = _quaternion_values(channels["rotation_quaternion"][rows].tolist(),
+                                                                   rotations[0, quaternion_joints])
     for joint, (index, mode) in enumerate(zip(indices, modes)):
         if mode == "QUATERNION":
             continue
@@ -266,31 +268,22 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     return tuple(channels)
 
 
-def write_quaternion_joints(obj, rig: RigChain, rotations, indices: list[int] | None = None) -> tuple[str, ...] | None:
-    """:func:`write_pose` for a chain whose joint bones are all in quaternion mode, from their local
-    rotations ``(n, 4)`` ``(w, x, y, z)`` (``local_quaternions(rig.chain, q)`` for the ``q`` written):
-    the same channel values. None, with nothing written, when a joint bone is in another rotation
-    mode (:func:`write_pose` handles every mode). ``indices``: the joint bones' indices in
-    ``obj.pose.bones`` when the caller knows them (looking bones up by name is a scan).
+def write_quaternion_joints(obj, rotations, indices: list[int]) -> tuple[str, ...]:
+    """:func:`write_pose` for joint bones all in quaternion mode (the caller knows they are: a change
+    of rotation mode is an update of the armature), at ``indices`` in ``obj.pose.bones``, from their
+    local rotations ``(n, 4)`` ``(w, x, y, z)`` (``local_quaternions(rig.chain, q)`` for the ``q``
+    written): the same channel values. Returns the channel properties written.
 
     Live mode writes a pose per target move, so this costs what it must and no more: one bulk read
-    of the modes and one of the channels, one bulk write, and a transform tag. The tag re-evaluates
-    the pose and what it deforms as setting each bone's channel does (its update tags the geometry,
-    which on a 10-bone chain costs Blender ~90 µs more per update; tests/blender/test_live_quick.py
-    checks Blender's evaluated tip after every such write).
+    of the channels, one bulk write, and a transform tag. The tag re-evaluates the pose and what it
+    deforms as setting each bone's channel does (its update tags the geometry, which on a 10-bone
+    chain costs Blender ~30 µs more per update; tests/blender/test_live_quick.py checks Blender's
+    evaluated tip after every such write).
     """
     pose_bones = obj.pose.bones
-    indices = _bone_indices(obj, rig.joint_bones) if indices is None else indices
-    count = len(pose_bones)
-    modes = np.empty(count, dtype=np.int32)
-    pose_bones.foreach_get("rotation_mode", modes)
-    if modes[indices].any():  # 0 is QUATERNION (MODE_NAMES)
-        return None
-    channels = np.empty((count, 4))
+    channels = np.empty((len(pose_bones), 4))
     pose_bones.foreach_get("rotation_quaternion", channels.reshape(-1))
-    values = _quaternion_values(channels[indices].tolist(), rotations)
-    _check_finite(values)
-    channels[indices] = values
+    channels[indices] = _quaternion_values(channels[indices].tolist(), rotations)
     pose_bones.foreach_set("rotation_quaternion", channels.reshape(-1))
     obj.update_tag(refresh={"OBJECT"})
     return ("rotation_quaternion",)

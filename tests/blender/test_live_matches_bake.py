@@ -176,9 +176,9 @@ def test_a_target_dragged_to_each_keyed_location_poses_as_the_bake_keys(addon, m
     quick_writes = []
     write_quaternion_joints = live.write_quaternion_joints
 
-    def recording(obj, rig, rotations, *args):
+    def recording(obj, rotations, indices):
         quick_writes.append(np.array(rotations, dtype=float))
-        return write_quaternion_joints(obj, rig, rotations, *args)
+        return write_quaternion_joints(obj, rotations, indices)
 
     monkeypatch.setattr(live, "write_quaternion_joints", recording)
     obj = four_bone_chain()

@@ -37,9 +37,9 @@ def paths(addon, monkeypatch):
     counter.rotations = []  # the joints' local rotations (n, 4) each path wrote, in order
     write_quaternion_joints, write_pose = live.write_quaternion_joints, live.write_pose
 
-    def recording_quick_write(obj, rig, rotations, *args):
+    def recording_quick_write(obj, rotations, indices):
         counter.rotations.append(np.array(rotations, dtype=float))
-        return write_quaternion_joints(obj, rig, rotations, *args)
+        return write_quaternion_joints(obj, rotations, indices)
 
     def recording_full_write(obj, rig, q):
         counter.rotations.append(local_quaternions(rig.chain, np.asarray(q)[None])[0])
