@@ -5,8 +5,8 @@ animated target (keyed at every frame) in one run. Blender's side: an IK constra
 then ``nla.bake`` with visual keying and clear constraints (its own bake of the constraint's pose).
 Ours: ``ik_solvers.bake``, which reads the target, solves all frames in one batch and writes the
 rotation keys. Both wall times include everything from the operator call to its return. Also
-measured: how far Blender's evaluation of each baked action puts the tip from the target, memory
-and Action count over repeated bakes, and our live single-frame solve of the arm. The row marked
+measured: how far Blender's evaluation of each baked action puts the tip from the target, and memory
+and Action count over repeated bakes (live mode has its own benchmark, ``bench_live.py``). The row marked
 "default" is the method a new chain of that length gets (``chains.default_method``: HI wherever HI
 can drive the chain) with the default tolerance; issue 12's goal is
 its ratio to Blender: ≥ 15× for the arm, ≥ 10× for the 10- and 30-bone chains. The "floor" row is
@@ -15,7 +15,7 @@ checking them on Blender's evaluation.
 
 Prints a table and writes ``DIR/bench_bake.csv``, ``DIR/bench_bake.json`` and ``DIR/bench_bake.png``.
 
-    python scripts/bench_bake.py [--out DIR] [--frames N] [--repeats R] [--live-solves K] [--rigs NAME ...] [--quick]
+    python scripts/bench_bake.py [--out DIR] [--frames N] [--repeats R] [--rigs NAME ...] [--quick]
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ import csv
 import gc
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 # One BLAS thread unless the caller says otherwise (set before numpy loads): every matrix here is
-# 3×3 or 4×4, where thread hand-offs only add latency, and on a busy machine they added
-# milliseconds to a single live solve.
+# 3×3 or 4×4, where thread hand-offs only add latency (on a busy machine, milliseconds).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
@@ -41,7 +39,6 @@ from _rigs import build_armature, key_location_every_frame, nla_bake_pose
 
 GOALS = {"arm (2 bones)": 15.0, "chain (10 bones)": 10.0, "chain (30 bones)": 10.0}
 """Issue 12: the default method's speed-up over Blender's IK + nla.bake."""
-LIVE_GOAL_US = 1000.0
 ACCURACY_SAMPLES = 200
 """Frames (evenly spread) at which Blender's evaluated tip is compared with the target."""
 
@@ -227,44 +224,8 @@ def rig_cases(rig_name: str, quick: bool) -> list[tuple[str, bool, float]]:
     return [default] + [case for case in others if case != default]
 
 
-def live_solve(bpy, count: int) -> dict:
-    """Our live single-frame solve of the arm: the handler's work, and a whole target move + update."""
-    from ik_solvers.blender import live
-
-    obj, target, tip, length = fresh_scene(bpy, "arm (2 bones)", 2)
-    target.animation_data_clear()
-    target.location = (0.4, 0.1, 1.3)
-    chain = obj.ik_solvers.chains.add()
-    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Arm", tip, length, target, "ANALYTIC"
-    bpy.context.view_layer.objects.active = obj
-    bpy.ops.ik_solvers.live_toggle()
-    scene, view_layer = bpy.context.scene, bpy.context.view_layer
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    path = target_path(count, (0.3, 0.1, 1.3), 0.2)
-    handler_us, update_us, errors = [], [], []
-    for position in path:
-        target.location = tuple(position)
-        view_layer.update()  # the handler solves here; timed again below in isolation
-        started = time.perf_counter()
-        live.update_live_chains(scene, depsgraph, force=True)
-        handler_us.append((time.perf_counter() - started) * 1e6)
-    for position in path[::-1]:
-        started = time.perf_counter()
-        target.location = tuple(position)
-        view_layer.update()
-        update_us.append((time.perf_counter() - started) * 1e6)
-        errors.append(np.linalg.norm(np.array(obj.matrix_world @ obj.pose.bones[tip].tail) - position))
-    bpy.ops.ik_solvers.live_toggle()
-    return {
-        "live_solve_us_median": statistics.median(handler_us),
-        "live_solve_us_p95": float(np.percentile(handler_us, 95)),
-        "move_and_update_us_median": statistics.median(update_us),
-        "live_tip_error_max": float(max(errors)),
-    }
-
-
 # --------------------------------------------------------------------------- output
-def write_outputs(out: Path, rows: list[dict], live: dict, meta: dict) -> None:
+def write_outputs(out: Path, rows: list[dict], meta: dict) -> None:
     fields = ["rig", "system", "method", "default", "goal_ratio", "frames", "seconds", "us_per_frame",
               "speedup_vs_blender",
               "tip_error_median", "tip_error_max", "rss_growth_mb_per_bake", "actions_added", "sampling", "statuses"]
@@ -272,11 +233,11 @@ def write_outputs(out: Path, rows: list[dict], live: dict, meta: dict) -> None:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    (out / "bench_bake.json").write_text(json.dumps({"meta": meta, "bakes": rows, "live": live}, indent=1))
-    plot(out / "bench_bake.png", rows, live)
+    (out / "bench_bake.json").write_text(json.dumps({"meta": meta, "bakes": rows}, indent=1))
+    plot(out / "bench_bake.png", rows)
 
 
-def plot(path: Path, rows: list[dict], live: dict) -> None:
+def plot(path: Path, rows: list[dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -304,13 +265,13 @@ def plot(path: Path, rows: list[dict], live: dict) -> None:
         ax.set_yscale("log")
         ax.set_ylabel("µs per frame (log)")
         ax.set_title(f"{rig}: bake of {mine[0]['frames']} frames")
-    fig.suptitle(f"Bake cost per frame, same run; live arm solve {live['live_solve_us_median']:.0f} µs")
+    fig.suptitle("Bake cost per frame, same run")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def print_table(rows: list[dict], live: dict) -> None:
+def print_table(rows: list[dict]) -> None:
     header = (f"{'rig':<18}{'system':<44}{'method':<16}{'µs/frame':>10}{'speedup':>9}{'goal':>7}{'tip err max':>13}"
               f"{'MB/bake':>9}{'+actions':>9}")
     print(header)
@@ -323,9 +284,6 @@ def print_table(rows: list[dict], live: dict) -> None:
         system = row["system"] + (" [default]" if row.get("default") else "")
         print(f"{row['rig']:<18}{system:<44}{row['method']:<16}{row['us_per_frame']:>10.1f}{speedup:>9}{goal:>7}"
               f"{row['tip_error_max']:>13.2e}{row['rss_growth_mb_per_bake']:>9.2f}{row['actions_added']:>9}")
-    print(f"live single-frame solve of the arm: {live['live_solve_us_median']:.0f} µs median "
-          f"(p95 {live['live_solve_us_p95']:.0f} µs); target move + depsgraph update incl. solve "
-          f"{live['move_and_update_us_median']:.0f} µs (scripts/bench_live.py compares it with Blender's IK)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -337,12 +295,11 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--out", type=Path, default=Path("out/bench_bake"))
     parser.add_argument("--frames", type=int, default=5000, help="animated target frames baked per rig")
     parser.add_argument("--repeats", type=int, default=3, help="bakes per case; the fastest counts")
-    parser.add_argument("--live-solves", type=int, default=500, help="live solves timed")
     parser.add_argument("--rigs", nargs="+", choices=list(RIGS), default=list(RIGS), help="rigs baked (default all)")
     parser.add_argument("--quick", action="store_true", help="the default method (and the floor) only")
     args = parser.parse_args(argv)
-    if args.frames < 2 or args.repeats < 1 or args.live_solves < 1:
-        raise UsageError("--frames needs at least 2, --repeats and --live-solves at least 1")
+    if args.frames < 2 or args.repeats < 1:
+        raise UsageError("--frames needs at least 2, --repeats at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
     bpy = import_bpy()
     import ik_solvers
@@ -363,15 +320,13 @@ def _main(argv: list[str] | None) -> int:
                 if row is not reference:
                     row["speedup_vs_blender"] = reference["us_per_frame"] / row["us_per_frame"]
             rows += rig_rows
-        live_numbers = live_solve(bpy, args.live_solves)
     finally:
         ik_solvers.unregister()
     meta = {"blender": bpy.app.version_string, "frames": args.frames, "repeats": args.repeats,
             "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "cpus": os.cpu_count(),
-            "goal_ratios": GOALS, "live_goal_us": LIVE_GOAL_US,
-            "accuracy_samples": ACCURACY_SAMPLES}
-    print_table(rows, live_numbers)
-    write_outputs(args.out, rows, live_numbers, meta)
+            "goal_ratios": GOALS, "accuracy_samples": ACCURACY_SAMPLES}
+    print_table(rows)
+    write_outputs(args.out, rows, meta)
     print(f"wrote {args.out / 'bench_bake.csv'}, {args.out / 'bench_bake.json'}, {args.out / 'bench_bake.png'}")
     return 0
 

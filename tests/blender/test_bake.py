@@ -760,7 +760,7 @@ def test_bench_bake_runs_and_writes_its_outputs(scene, tmp_path):
     spec = importlib.util.spec_from_file_location("bench_bake", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert bench.main(["--out", str(tmp_path), "--frames", "60", "--repeats", "2", "--live-solves", "5"]) == 0
+    assert bench.main(["--out", str(tmp_path), "--frames", "60", "--repeats", "2"]) == 0
     rows = list(csv.DictReader(open(tmp_path / "bench_bake.csv")))
     for rig in bench.RIGS:
         mine = [row for row in rows if row["rig"] == rig]
@@ -773,7 +773,7 @@ def test_bench_bake_runs_and_writes_its_outputs(scene, tmp_path):
             if row["method"] in ("ANALYTIC", "DLS"):
                 assert float(row["tip_error_max"]) < 1e-5, row
     report = json.loads((tmp_path / "bench_bake.json").read_text())
-    assert report["live"]["live_solve_us_median"] > 0 and report["meta"]["frames"] == 60
+    assert report["meta"]["frames"] == 60 and len(report["bakes"]) == len(rows)
     assert (tmp_path / "bench_bake.png").stat().st_size > 10_000
     assert bench.main(["--frames", "1"]) == 1
 

@@ -755,8 +755,9 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
 def test_report_validates_against_its_schema(scene_file, tmp_path):
     """A real report (one good file, one missing) against docs/batch-report.schema.json, with the
     versions it carries."""
-    import jsonschema  # the test group pins it (pyproject.toml); missing means `make venv` was not run
     import tomllib
+
+    import jsonschema  # the test group pins it (pyproject.toml); missing means `make venv` was not run
 
     report = tmp_path / "r.json"
     run_batch(scene_file, tmp_path / "missing.blend", "--output", tmp_path / "out", "--method", "HI",

@@ -1,13 +1,12 @@
 """The speed paths of issue 12 change no bit: the batch solved in cache-sized chunks, and rotation
 matrices built entry by entry on large stacks, give exactly what one piece / the small path gives."""
 
+import importlib
+
 import numpy as np
 import pytest
 
-from ik_solvers.core import Chain, JointKind, SolveOptions, solve
-import importlib
-
-from ik_solvers.core import rotations
+from ik_solvers.core import Chain, JointKind, SolveOptions, rotations, solve
 
 solve_module = importlib.import_module("ik_solvers.core.solve")
 
