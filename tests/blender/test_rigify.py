@@ -296,3 +296,44 @@ def test_heuristic_methods_report_every_miss(rigify, name, method):
     failed = sum(count for status, count in report["status_counts"].items()
                  if status not in ("CONVERGED", "UNREACHABLE"))
     assert failed >= len(missed)
+
+
+def test_generated_rig_fk_arm_follows_a_dragged_target_by_the_quick_path(rigify, monkeypatch):
+    """Live mode on the generated rig's FK arm (its root hangs from MCH bones with constraints and
+    drivers): dragging the target takes the quick path, Blender's evaluated hand reaches it, and the
+    quick path writes the joint rotations a full update writes, bit for bit."""
+    from ik_solvers.blender import live
+    from ik_solvers.core.kinematics import local_quaternions
+
+    quick_writes, full_writes = [], []
+    write_quaternion_joints, write_pose = live.write_quaternion_joints, live.write_pose
+
+    def quick_write(obj, rotations, indices):
+        quick_writes.append(np.array(rotations, dtype=float))
+        return write_quaternion_joints(obj, rotations, indices)
+
+    def full_write(obj, rig, q):
+        full_writes.append(local_quaternions(rig.chain, np.asarray(q)[None])[0])
+        return write_pose(obj, rig, q)
+
+    monkeypatch.setattr(live, "write_quaternion_joints", quick_write)
+    monkeypatch.setattr(live, "write_pose", full_write)
+    setup = rr.generated_fk_arm(frames=FRAMES)
+    chain = rr.add_chain(setup, "HI")
+    setup.target.animation_data_clear()
+    rig = setup.rig
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    view_layer, scene = bpy.context.view_layer, bpy.context.scene
+    for location in setup.paths["reach_across"][1::4]:
+        setup.target.location = tuple(location)
+        view_layer.update()
+        assert chain.last_status == "CONVERGED", chain.last_message
+        hand = np.array(rig.matrix_world @ rig.pose.bones[setup.bones[-1]].tail)
+        assert np.linalg.norm(hand - location) < chain.tolerance + REACH_SLACK
+        written = len(full_writes)
+        live.update_live_chains(scene, bpy.context.evaluated_depsgraph_get(), force=True)
+        assert len(full_writes) == written + 1
+        assert full_writes[-1].tobytes() == quick_writes[-1].tobytes()
+        view_layer.update()  # that forced write is an update of the armature: the next move is quick again
+    assert len(quick_writes) == len(setup.paths["reach_across"][1::4])
