@@ -184,7 +184,8 @@ def evaluate(rig, bones: list[str], target, order: np.ndarray) -> tuple[np.ndarr
 
 
 def lower_bounds(rig, tip: str, length: int, targets: np.ndarray) -> np.ndarray:
-    from ik_solvers.blender.rig import read_chain, root_matrices_world, world_to_root
+    from ik_solvers.blender.rig import read_chain
+    from ik_solvers.blender.root_space import root_matrices_world, world_to_root
     from ik_solvers.core import error_lower_bounds
 
     read = read_chain(rig, tip, length)

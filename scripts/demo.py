@@ -191,7 +191,8 @@ def evaluated_chain(rig, bones: list[str], target, frame_count: int) -> dict[str
 
 def lower_bounds(rig, chain_name: str, targets: np.ndarray) -> np.ndarray:
     """The geometric lower bound on the tip error per frame (core formula on the chain as read)."""
-    from ik_solvers.blender.rig import read_chain, root_matrices_world, world_to_root
+    from ik_solvers.blender.rig import read_chain
+    from ik_solvers.blender.root_space import root_matrices_world, world_to_root
     from ik_solvers.core import error_lower_bounds
 
     chain = rig.ik_solvers.chains[chain_name]

@@ -17,7 +17,8 @@ from ..core import (
 from .checks import check_editable
 from .errors import IKSolversError
 from .identity import remember
-from .rig import RigChain, basis_quaternion, read_chain, root_matrices_world, world_to_root, write_pose
+from .rig import RigChain, basis_quaternion, read_chain, write_pose
+from .root_space import root_matrices_world, world_to_root
 from .sampling import sample_inputs
 from .snapshots import PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors

@@ -32,7 +32,8 @@ from .chains import store_outcome, store_solve_outcome
 from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, failure_sentence
 from .identity import check_bones, follow_renamed_tip
-from .rig import point_to_root, read_chain, single_inverse, write_pose, write_quaternion_joints
+from .rig import read_chain, write_pose, write_quaternion_joints
+from .root_space import point_to_root, single_inverse
 from .sampling import FrameInputs, sample_inputs
 from .solving import checked_swivel, checked_target_point, poles_in_root, prepare_solve, root_scales, run_solve
 from .spec import ChainSpec, chain_spec

@@ -10,7 +10,8 @@ import numpy as np
 
 from .errors import IKSolversError
 from .keyframes import assigned_fcurves, values_at_keys
-from .rig import RigChain, root_matrices_world
+from .rig import RigChain
+from .root_space import root_matrices_world
 from .spec import ChainSpec
 
 
@@ -23,7 +24,7 @@ class FrameInputs:
     target_world : ndarray, shape (N, 3)
         The target's world location per frame.
     root_world : ndarray, shape (N, 4, 4)
-        World matrix of the chain's root space (``rig.root_matrices_world``) per frame.
+        World matrix of the chain's root space (``root_space.root_matrices_world``) per frame.
     pole_world : ndarray, shape (N, 3), or None
         The pole target's world location per frame (None without a pole target).
     target_parent_world : ndarray, shape (N, 4, 4), or None

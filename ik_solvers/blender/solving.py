@@ -16,7 +16,8 @@ import numpy as np
 
 from ..core import IKInputError, Method, SolveResult, solve, sphere_rotations_for_parent_space
 from .errors import IKSolversError
-from .rig import KeptResults, RigChain, uniform_scale, world_to_root
+from .rig import RigChain
+from .root_space import KeptResults, uniform_scale, world_to_root
 from .sampling import FrameInputs
 from .spec import ChainSpec
 

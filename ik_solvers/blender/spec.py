@@ -15,7 +15,8 @@ from ..core import METHOD_FACTS, IKInputError, Method, SolveOptions
 from .checks import check_editable, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError
 from .identity import check_bones, follow_renamed_tip
-from .rig import RigChain, joint_variables_from_quaternions, read_chain, uniform_scale
+from .rig import RigChain, joint_variables_from_quaternions, read_chain
+from .root_space import uniform_scale
 
 if TYPE_CHECKING:
     import bpy

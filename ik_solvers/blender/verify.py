@@ -13,7 +13,8 @@ from ..core import forward_kinematics
 from . import live
 from .errors import IKSolversError
 from .keyframes import assigned_fcurves, rotation_data_path
-from .rig import RigChain, root_matrices_world
+from .rig import RigChain
+from .root_space import root_matrices_world
 from .sampling import geometry_key
 
 DENSE_LIMIT = 500

@@ -22,7 +22,7 @@ from conftest import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ik_solvers.blender import euler, rig
+from ik_solvers.blender import euler, rig, root_space
 from ik_solvers.blender.errors import IKSolversError
 from ik_solvers.core import JointKind, forward_kinematics
 from ik_solvers.core.kinematics import local_rotations
@@ -44,7 +44,7 @@ def _randomise_pose(obj, rng, modes=rig.ROTATION_MODES):
 
 def _world_positions(obj, rig_chain, q):
     pose = forward_kinematics(rig_chain.chain, np.atleast_2d(q))
-    root = rig.root_matrices_world(obj, rig_chain)
+    root = root_space.root_matrices_world(obj, rig_chain)
     return pose.positions[0] @ root[:3, :3].T + root[:3, 3]
 
 
@@ -101,7 +101,7 @@ def test_parent_bone_pose_moves_the_root_space(scene):
     leg.pose.bones["hip"].rotation_quaternion = mathutils.Euler((0.4, -0.2, 0.7)).to_quaternion()
     bpy.context.view_layer.update()
     chain = rig.read_chain(leg, "foot", 3)
-    root = rig.root_matrices_world(leg, chain)
+    root = root_space.root_matrices_world(leg, chain)
     np.testing.assert_allclose(root, np.array(leg.matrix_world @ leg.pose.bones["hip"].matrix), atol=1e-7)
     np.testing.assert_allclose(_world_positions(leg, chain, chain.q)[-1], evaluated_tip(leg, "foot"),
                                atol=float32_slack(leg, chain.bone_names))
@@ -327,8 +327,8 @@ def test_world_to_root_inverts_scaled_frames():
     frame[:3, 3] = rng.normal(size=3)
     local = rng.normal(size=(7, 3))
     world = local @ frame[:3, :3].T + frame[:3, 3]
-    np.testing.assert_allclose(rig.world_to_root(world, frame), local, atol=1e-12)
-    np.testing.assert_allclose(rig.world_to_root(world, np.broadcast_to(frame, (7, 4, 4))), local, atol=1e-12)
+    np.testing.assert_allclose(root_space.world_to_root(world, frame), local, atol=1e-12)
+    np.testing.assert_allclose(root_space.world_to_root(world, np.broadcast_to(frame, (7, 4, 4))), local, atol=1e-12)
 
 
 def test_read_pose_matches_a_fresh_read(scene):
