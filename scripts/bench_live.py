@@ -4,7 +4,7 @@ For the two-bone arm and the 10-bone chain of ``bench_bake``, in one run: the me
 ``target.location = …; view_layer.update()`` (a) with nothing solving, (b) with Blender's IK
 constraint on the tip bone, (c) with our live mode on (the chain's default method, ``chains.default_method``:
 HI). Issue 12's goal: (c) ≤ 3 × (b). Also timed: our handler's own work for a target move (the quick
-path, ``live._quick_update``) and for an update that checks the whole armature (``update_live_chains``),
+path, ``live_quick.quick_update``) and for an update that checks the whole armature (``update_live_chains``),
 an update right after a move with nothing changed since ("2nd upd": what is left to do after our
 pose write; Blender evaluates the tags our handler sets in a second pass of the same update, which
 runs no post-update handlers, so this is Blender's empty update), and a single solve of each chain
@@ -58,7 +58,7 @@ def _scene(bpy, rig_name: str):
 
 
 def measure(bpy, rig_name: str, moves: int) -> dict:
-    from ik_solvers.blender import live
+    from ik_solvers.blender import live, live_quick
 
     centre, radius = RIGS[rig_name][3], RIGS[rig_name][4]
     path = target_path(moves, centre, radius)
@@ -97,7 +97,7 @@ def measure(bpy, rig_name: str, moves: int) -> dict:
         bpy.context.view_layer.update()
         live.state.quick_signatures.clear()  # as if the inputs were new: the quick path solves and writes again
         started = time.perf_counter()
-        assert live._quick_update(scene, depsgraph), "a target move should take the quick path"
+        assert live_quick.quick_update(scene, depsgraph), "a target move should take the quick path"
         handler.append((time.perf_counter() - started) * 1e6)
         started = time.perf_counter()
         live.update_live_chains(scene, depsgraph, force=True)

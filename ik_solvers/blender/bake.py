@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import live
+from . import live_state
 from .errors import IKSolversError
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
@@ -214,7 +214,7 @@ class BakeJob:
             inputs = sample_fcurves(self.obj, chain.spec, chain.rig, sampling.frames)
             geometry = [next(iter(chain._rigs))] * len(sampling.frames)
         else:
-            with live.paused():  # also while the frame goes back: live chains must not solve on it
+            with live_state.paused():  # also while the frame goes back: live chains must not solve on it
                 if not self._sample_evaluated(chain, sampling, deadline):
                     return False
                 self._restore_frame()
@@ -311,7 +311,7 @@ class BakeJob:
 
     def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
         """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""
-        with live.paused():  # live chains hold still, also while the frame goes back
+        with live_state.paused():  # live chains hold still, also while the frame goes back
             try:
                 if not chain._check.advance(deadline):
                     return False

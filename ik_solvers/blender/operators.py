@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
-from . import live
+from . import live, live_state
 from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
 from .checks import check_editable
@@ -315,7 +315,7 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
         chain = obj.ik_solvers.active_chain
         if chain.use_live:
             chain.use_live = False
-            live.forget(obj, chain.name)
+            live_state.forget(obj, chain.name)
             self.report({"INFO"}, f"Live IK off for '{chain.name}'.")
             return {"FINISHED"}
         try:

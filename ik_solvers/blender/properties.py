@@ -18,7 +18,7 @@ from bpy.props import (
 )
 
 from ..core import METHOD_FACTS, Method
-from . import live
+from . import live_state
 
 METHOD_ITEMS = tuple((method.value, facts.label, facts.description) for method, facts in METHOD_FACTS.items())
 """Enum items from ``core.METHOD_FACTS``; identifiers are ``ik_solvers.core.Method`` values."""
@@ -47,7 +47,7 @@ def _solve_setting_changed(_settings, _context) -> None:
     These settings change without any depsgraph update of their own, so live mode's quick path
     (which a target move takes) would not see the change otherwise.
     """
-    live.forget_quick()
+    live_state.forget_quick()
 
 
 class IK_SOLVERS_PG_preferred_bone(bpy.types.PropertyGroup):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import forward_kinematics
-from . import live
+from . import live_state
 from .errors import IKSolversError
 from .keyframes import assigned_fcurves, rotation_data_path
 from .rig import RigChain
@@ -131,7 +131,7 @@ class BakedCheck:
 
     def advance(self, deadline: float | None = None) -> bool:
         """Check frames until all are checked (True) or past ``deadline`` (False: call again)."""
-        with live.paused():
+        with live_state.paused():
             while self.done < len(self.rows):
                 self._check(self.rows[self.done])
                 self.done += 1

@@ -165,22 +165,22 @@ def test_live_mode_keeps_the_spec_chain_spec_would_build(addon, monkeypatch):
 
 
 def test_a_target_dragged_to_each_keyed_location_poses_as_the_bake_keys(addon, monkeypatch):
-    """The quick path a target move takes (``live._quick_update``: the one-target HI solve) writes,
+    """The quick path a target move takes (``live_quick.quick_update``: the one-target HI solve) writes,
     for the target at each baked frame's location, the joint rotations of that frame's baked q, bit
     for bit (float64, before Blender stores them as float32)."""
-    from ik_solvers.blender import bake, live
+    from ik_solvers.blender import bake, live, live_quick
     from ik_solvers.core.kinematics import local_quaternions
 
     baked = []
     monkeypatch.setattr(bake, "run_solve", _recording(bake.run_solve, baked))
     quick_writes = []
-    write_quaternion_joints = live.write_quaternion_joints
+    write_quaternion_joints = live_quick.write_quaternion_joints
 
     def recording(obj, rotations, indices):
         quick_writes.append(np.array(rotations, dtype=float))
         return write_quaternion_joints(obj, rotations, indices)
 
-    monkeypatch.setattr(live, "write_quaternion_joints", recording)
+    monkeypatch.setattr(live_quick, "write_quaternion_joints", recording)
     obj = four_bone_chain()
     target = keyed_target(FRAMES)
     chain = obj.ik_solvers.chains.add()

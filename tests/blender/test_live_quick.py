@@ -1,4 +1,4 @@
-"""Live mode's quick path (``live._quick_update``) in real Blender: a move of the target alone re-solves
+"""Live mode's quick path (``live_quick.quick_update``) in real Blender: a move of the target alone re-solves
 without the full update's checks of the armature, and poses exactly as the full update does; anything
 that may have changed what those checks found sends the update through the full path."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import add_empty, build_arm, build_leg, build_two_arms, evaluated_tip
 
-from ik_solvers.blender import live
+from ik_solvers.blender import live, live_quick
 from ik_solvers.core.kinematics import local_quaternions
 
 ARM_PATH = [(0.45, 0.1, 1.3), (0.3, 0.35, 1.55), (0.2, -0.2, 1.1), (0.5, 0.0, 1.45), (0.1, 0.1, 1.6)]
@@ -22,7 +22,7 @@ def paths(addon, monkeypatch):
     from types import SimpleNamespace
 
     counter = SimpleNamespace(quick=0, full=0)
-    quick, full = live._quick_solve, live.update_live_chains
+    quick, full = live_quick.quick_solve, live.update_live_chains
 
     def counting_quick(*args, **kwargs):
         counter.quick += 1
@@ -32,10 +32,10 @@ def paths(addon, monkeypatch):
         counter.full += 1
         return full(*args, **kwargs)
 
-    monkeypatch.setattr(live, "_quick_solve", counting_quick)
+    monkeypatch.setattr(live_quick, "quick_solve", counting_quick)
     monkeypatch.setattr(live, "update_live_chains", counting_full)
     counter.rotations = []  # the joints' local rotations (n, 4) each path wrote, in order
-    write_quaternion_joints, write_pose = live.write_quaternion_joints, live.write_pose
+    write_quaternion_joints, write_pose = live_quick.write_quaternion_joints, live.write_pose
 
     def recording_quick_write(obj, rotations, indices):
         counter.rotations.append(np.array(rotations, dtype=float))
@@ -45,8 +45,9 @@ def paths(addon, monkeypatch):
         counter.rotations.append(local_quaternions(rig.chain, np.asarray(q)[None])[0])
         return write_pose(obj, rig, q)
 
-    monkeypatch.setattr(live, "write_quaternion_joints", recording_quick_write)
-    monkeypatch.setattr(live, "write_pose", recording_full_write)
+    monkeypatch.setattr(live_quick, "write_quaternion_joints", recording_quick_write)
+    for module in (live, live_quick):  # the full update's write, and the quick path's for other rotation modes
+        monkeypatch.setattr(module, "write_pose", recording_full_write)
     return counter
 
 

@@ -302,11 +302,11 @@ def test_generated_rig_fk_arm_follows_a_dragged_target_by_the_quick_path(rigify,
     """Live mode on the generated rig's FK arm (its root hangs from MCH bones with constraints and
     drivers): dragging the target takes the quick path, Blender's evaluated hand reaches it, and the
     quick path writes the joint rotations a full update writes, bit for bit."""
-    from ik_solvers.blender import live
+    from ik_solvers.blender import live, live_quick
     from ik_solvers.core.kinematics import local_quaternions
 
     quick_writes, full_writes = [], []
-    write_quaternion_joints, write_pose = live.write_quaternion_joints, live.write_pose
+    write_quaternion_joints, write_pose = live_quick.write_quaternion_joints, live.write_pose
 
     def quick_write(obj, rotations, indices):
         quick_writes.append(np.array(rotations, dtype=float))
@@ -316,7 +316,7 @@ def test_generated_rig_fk_arm_follows_a_dragged_target_by_the_quick_path(rigify,
         full_writes.append(local_quaternions(rig.chain, np.asarray(q)[None])[0])
         return write_pose(obj, rig, q)
 
-    monkeypatch.setattr(live, "write_quaternion_joints", quick_write)
+    monkeypatch.setattr(live_quick, "write_quaternion_joints", quick_write)
     monkeypatch.setattr(live, "write_pose", full_write)
     setup = rr.generated_fk_arm(frames=FRAMES)
     chain = rr.add_chain(setup, "HI")

@@ -1,0 +1,168 @@
+"""Live mode's quick path: a move of objects other than armatures re-solves the chains the last full
+update checked, without checking the armature again.
+
+The last full update (``live.update_live_chains``) offers each chain it checked (:func:`offer_quick`):
+HI with a built-in zero-plane map and the sphere riding with the start joint's parent, whose root no
+other live chain moves. Only an update of the armature, which the handler sees and runs in full,
+changes what that update checked or the chain's root frame; a setting a solve reads, live mode
+toggled, an undo, a bake, or any updated data that is not an object forget the quick path
+(``live_state.forget_quick``). :func:`quick_update` then reads and checks the target, the pole and the
+swivel as the full update does, maps them through the root frame the full update read, solves with
+the core's one-target HI solve (the batch solve's bits) and writes in bulk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+
+from ..core import Method, PreferredPose, preferred_pose, solve_hi_one
+from .chains import store_outcome, store_solve_outcome
+from .checks import check_target_independent
+from .errors import IKSolversError
+from .live_state import after_write, state, turn_off
+from .rig import write_pose, write_quaternion_joints
+from .root_space import point_to_root, single_inverse
+from .sampling import FrameInputs, sample_inputs
+from .solving import checked_swivel, checked_target_point, poles_in_root, prepare_solve, root_scales, run_solve
+from .spec import ChainSpec
+
+QUICK_ZERO_PLANE_MAPS = ("DEFAULT", "POLE_OBJECT")
+
+
+@dataclass(frozen=True, eq=False)
+class QuickChain:
+    """What a target move needs to re-solve a live chain the last full update checked.
+
+    Attributes
+    ----------
+    object_name : str
+        The armature's name (looked up again at every move: no reference to scene data is kept).
+    preferred : PreferredPose
+        The spec's HI preferred pose, derived once.
+    bone_indices : list of int
+        The joint bones' indices in the armature's pose bones.
+    quaternion_joints : bool
+        Every joint bone is in quaternion mode (written by ``write_quaternion_joints``, else by
+        ``write_pose``; a change of rotation mode is an update of the armature).
+    root_world : ndarray, shape (1, 4, 4)
+        The chain's root frame as the full update read it (only an update of the armature moves it).
+    root_inverse : list
+        Its inverse (``world_to_root``'s), as four rows of four floats.
+    world_scale : float
+        Its uniform scale (scene units per root-space unit).
+    """
+
+    object_name: str
+    preferred: PreferredPose
+    bone_indices: list[int]
+    quaternion_joints: bool
+    root_world: np.ndarray
+    root_inverse: list
+    world_scale: float
+
+
+def offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> bool:
+    """Offer the quick path to the chains of ``obj`` just checked; False if one of them cannot take it.
+
+    A chain can when a move of other objects changes nothing but its target and pole: its solve is
+    HI with a built-in zero-plane map and the sphere riding with the start joint's parent (so with
+    the chain's root, which only an update of the armature moves), and no other live chain of the
+    armature moves a bone its root hangs from (each chain's write would move the next one's root).
+    """
+    bones = obj.data.bones
+    offered = True
+    for key, spec, inputs in checked:
+        others = {name for other_key, other, _ in checked if other_key != key for name in other.rig.joint_bones}
+        root = bones.get(spec.rig.parent_bone) if spec.rig.parent_bone else None
+        above = set() if root is None else {root.name, *(bone.name for bone in root.parent_recursive)}
+        if (spec.method is not Method.HI or spec.zero_plane_map not in QUICK_ZERO_PLANE_MAPS
+                or spec.parent_space != "START_JOINT" or above & others):
+            offered = False
+            continue
+        root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
+        joint_bones = [obj.pose.bones[name] for name in spec.rig.joint_bones]
+        state.quick[key] = QuickChain(
+            obj.name, preferred_pose(spec.rig.chain, spec.reference),
+            [obj.pose.bones.find(name) for name in spec.rig.joint_bones],
+            all(bone.rotation_mode == "QUATERNION" for bone in joint_bones), root_world,
+            single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
+    return offered
+
+
+def quick_update(scene, depsgraph) -> bool:
+    """Re-solve every live chain of ``scene`` after a move of objects other than armatures, without
+    the full update's checks of the armature: the last full update checked it, and only an update of
+    the armature (which this handler would see) changes what they checked or the chain's root frame.
+    The chain's settings, its target's independence, the target and the pole are read again.
+
+    Returns False, having done nothing, when a chain is not as the last full update left it (then
+    the full update runs).
+    """
+    if not state.quick or state.quick_scene != scene.session_uid:
+        return False
+    chains: list[tuple] = []
+    for key, quick in state.quick.items():
+        # By name in the blend file's objects (a scan, as the scene's would be, but of a flat list):
+        # an object leaves the scene only with an update of the scene, which runs in full.
+        obj = bpy.data.objects.get(quick.object_name)
+        if obj is None or obj.session_uid != key[0] or key not in state.specs:
+            return False
+        chain = obj.ik_solvers.chains.get(key[1])
+        spec = state.specs[key][1]
+        # The settings the solve reads forget the quick path when they change (properties.py); a
+        # removed target or pole only empties the pointer, and the spec's object is gone.
+        if chain is None or not chain.use_live or chain.target != spec.target or chain.pole_target != spec.pole:
+            return False
+        chains.append((obj, chain, key, quick, spec))
+    state.busy = True
+    try:
+        for obj, chain, key, quick, spec in chains:
+            try:
+                quick_solve(obj, chain, key, quick, spec, depsgraph)
+            except Exception as error:  # never into Blender's handler loop
+                turn_off(obj, chain, error)
+    finally:
+        state.busy = False
+    return True
+
+
+def quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph) -> None:
+    """One chain's quick update: the target's independence checked, target, pole and swivel read and
+    checked as the full update does and taken to the root frame it read; the solve is the core's
+    one-target HI (``solve_hi_one``: the batch solve's bits), the write bone by bone."""
+    target, pole = chain.target, chain.pole_target  # the spec's (_quick_update)
+    try:
+        for what, point in (("the target", target), ("the pole target", pole)):
+            check_target_independent(obj, spec.rig.bone_names[0], point, what)
+    except IKSolversError as error:
+        raise error.about(chain.name) from None
+    target_world = checked_target_point(spec, tuple(target.evaluated_get(depsgraph).matrix_world.translation))
+    pole_world = None if pole is None else tuple(pole.evaluated_get(depsgraph).matrix_world.translation)
+    swivel = checked_swivel(spec, chain.swivel_angle)
+    signature = (target_world, pole_world, swivel)
+    if state.quick_signatures.get(key) == signature:
+        return
+    poles = None if pole_world is None else poles_in_root(spec, pole_world, quick.root_world)
+    target_root = point_to_root(target_world, quick.root_inverse)
+    solved = solve_hi_one(quick.preferred, target_root, swivel=swivel, zero_plane_map=spec.zero_plane_map,
+                          pole=None if poles is None else poles[0], tolerance=spec.options.tolerance)
+    if solved is None:  # input the one-target solve leaves to the batch solve (which refuses it, or decides)
+        prepared = prepare_solve(spec, sample_inputs(obj, spec, depsgraph=depsgraph))
+        result = run_solve(prepared)
+        written = write_pose(obj, spec.rig, result.q[0])
+        store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+    else:
+        # Non-finite joint values make non-finite rotations, which the writes refuse before writing.
+        if quick.quaternion_joints:
+            written = write_quaternion_joints(obj, solved.local_quaternions, quick.bone_indices)
+        else:
+            written = write_pose(obj, spec.rig, np.array(solved.q))
+        scale = quick.world_scale
+        store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
+                      solved.iterations, solved.pole_angle)
+    state.quick_signatures[key] = signature
+    state.rigs[key] = (after_write(obj, state.buffers[key], written), spec.rig)
+
