@@ -206,3 +206,26 @@ def test_an_armature_taken_out_of_the_scene_is_not_solved_by_the_next_move(paths
     target.location = ARM_PATH[1]
     bpy.context.view_layer.update()
     assert (len(paths.rotations), paths.quick) == (written, quick)
+
+
+def test_the_transform_tools_translate_moves_the_target_by_the_quick_path(paths):
+    """``transform.translate`` (the viewport's Move, here run without a window) tags the moved object
+    alone, so its moves take the quick path: what a user dragging the target gets."""
+    obj = build_arm()
+    target = add_empty(location=ARM_PATH[0])
+    live_hi_chain(obj, "forearm", 2, target)
+    for selected in bpy.context.view_layer.objects:
+        selected.select_set(False)
+    target.select_set(True)  # selecting is an update of the scene, which forgets the quick path
+    bpy.context.view_layer.objects.active = target
+    bpy.context.view_layer.update()
+    full = paths.full
+    assert bpy.ops.transform.translate(value=(0.02, 0.01, -0.01)) == {"FINISHED"}
+    bpy.context.view_layer.update()
+    assert paths.full == full + 1  # the first move after it runs in full, and offers the quick path again
+    for _ in range(3):
+        quick = paths.quick
+        assert bpy.ops.transform.translate(value=(-0.03, 0.02, 0.01)) == {"FINISHED"}
+        bpy.context.view_layer.update()
+        assert paths.quick == quick + 1
+        np.testing.assert_allclose(evaluated_tip(obj, "forearm"), np.array(target.matrix_world.translation), atol=2e-6)
