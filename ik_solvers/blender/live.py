@@ -130,8 +130,9 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
 
     Returns how many chains were solved. A chain that cannot be solved (no target, a bone gone, a
     solver failure) keeps its pose, turns live mode off and shows the reason in its status
-    (:func:`turn_off`); nothing is raised into Blender's handler loop. Every chain is checked in full;
-    what the checks found is offered to the next target moves (:func:`live_quick.quick_update`).
+    (``live_state.turn_off``); nothing is raised into Blender's handler loop. Every chain is
+    checked in full; what the checks found is offered to the next target moves
+    (``live_quick.quick_update``).
     """
     if state.busy or state.loading or state.paused:
         return 0

@@ -31,13 +31,13 @@ class LiveState:
     rigs : dict
         Same keys → (bytes of everything the rig reader reads, after our pose write; the chain read).
     specs : dict
-        Same keys → (:func:`_spec_key` of the settings, the chain spec built from them, the
+        Same keys → (``live._spec_key`` of the settings, the chain spec built from them, the
         spec's ``signature()``).
     buffers : dict
         Same keys → the :class:`RigValues` last read (its buffer is reused).
     quick : dict
-        Same keys → :class:`QuickChain`: the live chains a target move may re-solve without the
-        full update's checks (:func:`live_quick.quick_update`), as the last full update left them.
+        Same keys → ``live_quick.QuickChain``: the live chains a target move may re-solve without the
+        full update's checks (``live_quick.quick_update``), as the last full update left them.
     quick_scene : int or None
         ``session_uid`` of the scene whose full update made ``quick``.
     quick_signatures : dict
@@ -179,7 +179,6 @@ def after_write(obj, rig: RigValues, written: tuple[str, ...]) -> bytes:
     for name in written:
         obj.pose.bones.foreach_get(name, rig.values[rig.slices[name]])
     return rig.key()
-
 
 
 def turn_off(obj, chain, error: BaseException) -> None:
