@@ -32,19 +32,11 @@ from .checks import check_editable, check_target_independent, constraint_limits_
 from .errors import IKSolversError, failure_sentence
 from .identity import check_bones, follow_renamed_tip
 from .live_quick import offer_quick, quick_update
-from .live_state import after_write, forget_quick, rig_values, state, turn_off
+from .live_state import after_write, forget_quick, inputs_signature, rig_values, state, turn_off
 from .rig import read_chain, write_pose
-from .sampling import FrameInputs, sample_inputs
+from .sampling import sample_inputs
 from .solving import prepare_solve, run_solve
 from .spec import chain_spec
-
-
-def _inputs_signature(spec_signature: bytes, inputs: FrameInputs) -> bytes:
-    """Bytes of everything a live solve reads: the sampled inputs and the spec's ``signature()``."""
-    arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world,
-              inputs.swivel_angle)
-    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + spec_signature
-
 
 
 def _read_rig(obj, chain, key, rig_key: bytes):
@@ -148,7 +140,7 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
                     rig_read = rig_values(obj, chain, key)
                     spec = _live_spec(obj, chain, _read_rig(obj, chain, key, rig_read.key()), key)
                     inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
-                    signature = _inputs_signature(state.specs[key][2], inputs)
+                    signature = inputs_signature(state.specs[key][2], inputs)
                     if not force and state.signatures.get(key) == signature:
                         checked.append((key, spec, inputs))
                         continue

@@ -1,14 +1,15 @@
 """Live mode's quick path: a move of objects other than armatures re-solves the chains the last full
 update checked, without checking the armature again.
 
-The last full update (``live.update_live_chains``) offers each chain it checked (:func:`offer_quick`):
-HI with a built-in zero-plane map and the sphere riding with the start joint's parent, whose root no
-other live chain moves. Only an update of the armature, which the handler sees and runs in full,
-changes what that update checked or the chain's root frame; a setting a solve reads, live mode
-toggled, an undo, a bake, or any updated data that is not an object forget the quick path
-(``live_state.forget_quick``). :func:`quick_update` then reads and checks the target, the pole and the
-swivel as the full update does, maps them through the root frame the full update read, solves with
-the core's one-target HI solve (the batch solve's bits) and writes in bulk.
+The last full update (``live.update_live_chains``) offers each chain it checked whose root no other
+live chain moves (:func:`offer_quick`). Only an update of the armature, which the handler sees and
+runs in full, changes what that update checked or the chain's root frame; a setting a solve reads,
+live mode toggled, an undo, a bake, or any updated data that is not an object forget the quick path
+(``live_state.forget_quick``). :func:`quick_update` then reads and checks the target and its inputs as
+the full update does and solves. An HI chain with a built-in zero-plane map whose sphere rides with
+the start joint's parent (the default) maps its target through the root frame the full update read
+and solves with the core's one-target HI solve (the batch solve's bits), writing in bulk; any other
+chain samples its inputs and solves as the full update does, only without its checks.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..core import Method, PreferredPose, preferred_pose, solve_hi_one
 from .chains import store_outcome, store_solve_outcome
 from .checks import check_target_independent
 from .errors import IKSolversError
-from .live_state import after_write, state, turn_off
+from .live_state import after_write, inputs_signature, state, turn_off
 from .rig import write_pose, write_quaternion_joints
 from .root_space import point_to_root, single_inverse
 from .sampling import FrameInputs, sample_inputs
@@ -40,8 +41,9 @@ class QuickChain:
     ----------
     object_name : str
         The armature's name (looked up again at every move: no reference to scene data is kept).
-    preferred : PreferredPose
-        The spec's HI preferred pose, derived once.
+    preferred : PreferredPose or None
+        The spec's HI preferred pose, derived once, for a chain the one-target HI solve serves;
+        None: the chain solves as the full update does.
     bone_indices : list of int
         The joint bones' indices in the armature's pose bones.
     quaternion_joints : bool
@@ -56,7 +58,7 @@ class QuickChain:
     """
 
     object_name: str
-    preferred: PreferredPose
+    preferred: PreferredPose | None
     bone_indices: list[int]
     quaternion_joints: bool
     root_world: np.ndarray
@@ -67,10 +69,10 @@ class QuickChain:
 def offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> bool:
     """Offer the quick path to the chains of ``obj`` just checked; False if one of them cannot take it.
 
-    A chain can when a move of other objects changes nothing but its target and pole: its solve is
-    HI with a built-in zero-plane map and the sphere riding with the start joint's parent (so with
-    the chain's root, which only an update of the armature moves), and no other live chain of the
-    armature moves a bone its root hangs from (each chain's write would move the next one's root).
+    A chain can when no other live chain of the armature moves a bone its root hangs from (each
+    chain's write would move the next one's root, which the quick path takes as the full update read
+    it). The one-target HI solve serves it when it is HI with a built-in zero-plane map and the sphere
+    rides with the start joint's parent (so with the root).
     """
     bones = obj.data.bones
     offered = True
@@ -78,14 +80,15 @@ def offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> boo
         others = {name for other_key, other, _ in checked if other_key != key for name in other.rig.joint_bones}
         root = bones.get(spec.rig.parent_bone) if spec.rig.parent_bone else None
         above = set() if root is None else {root.name, *(bone.name for bone in root.parent_recursive)}
-        if (spec.method is not Method.HI or spec.zero_plane_map not in QUICK_ZERO_PLANE_MAPS
-                or spec.parent_space != "START_JOINT" or above & others):
+        if above & others:
             offered = False
             continue
+        one_target = (spec.method is Method.HI and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
+                      and spec.parent_space == "START_JOINT")
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
         joint_bones = [obj.pose.bones[name] for name in spec.rig.joint_bones]
         state.quick[key] = QuickChain(
-            obj.name, preferred_pose(spec.rig.chain, spec.reference),
+            obj.name, preferred_pose(spec.rig.chain, spec.reference) if one_target else None,
             [obj.pose.bones.find(name) for name in spec.rig.joint_bones],
             all(bone.rotation_mode == "QUATERNION" for bone in joint_bones), root_world,
             single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
@@ -130,15 +133,22 @@ def quick_update(scene, depsgraph) -> bool:
 
 
 def quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph) -> None:
-    """One chain's quick update: the target's independence checked, target, pole and swivel read and
-    checked as the full update does and taken to the root frame it read; the solve is the core's
-    one-target HI (``solve_hi_one``: the batch solve's bits), the write bone by bone."""
-    target, pole = chain.target, chain.pole_target  # the spec's (_quick_update)
+    """One chain's quick update: the target's independence checked, then target, pole and swivel read
+    and checked as the full update does. With the one-target HI solve (``quick.preferred``) they are
+    taken to the root frame the full update read and solved with the batch solve's bits; otherwise the
+    inputs are sampled and solved as in the full update."""
+    target, pole = chain.target, chain.pole_target  # the spec's (quick_update)
     try:
         for what, point in (("the target", target), ("the pole target", pole)):
             check_target_independent(obj, spec.rig.bone_names[0], point, what)
     except IKSolversError as error:
         raise error.about(chain.name) from None
+    if quick.preferred is None:
+        inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+        sampled = inputs_signature(state.specs[key][2], inputs)
+        if state.quick_signatures.get(key) != sampled:
+            _solve_as_in_full(obj, chain, key, spec, inputs, sampled)
+        return
     target_world = checked_target_point(spec, tuple(target.evaluated_get(depsgraph).matrix_world.translation))
     pole_world = None if pole is None else tuple(pole.evaluated_get(depsgraph).matrix_world.translation)
     swivel = checked_swivel(spec, chain.swivel_angle)
@@ -150,19 +160,26 @@ def quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph) 
     solved = solve_hi_one(quick.preferred, target_root, swivel=swivel, zero_plane_map=spec.zero_plane_map,
                           pole=None if poles is None else poles[0], tolerance=spec.options.tolerance)
     if solved is None:  # input the one-target solve leaves to the batch solve (which refuses it, or decides)
-        prepared = prepare_solve(spec, sample_inputs(obj, spec, depsgraph=depsgraph))
-        result = run_solve(prepared)
-        written = write_pose(obj, spec.rig, result.q[0])
-        store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+        _solve_as_in_full(obj, chain, key, spec, sample_inputs(obj, spec, depsgraph=depsgraph), signature)
+        return
+    # Non-finite joint values make non-finite rotations, which the writes refuse before writing.
+    if quick.quaternion_joints:
+        written = write_quaternion_joints(obj, solved.local_quaternions, quick.bone_indices)
     else:
-        # Non-finite joint values make non-finite rotations, which the writes refuse before writing.
-        if quick.quaternion_joints:
-            written = write_quaternion_joints(obj, solved.local_quaternions, quick.bone_indices)
-        else:
-            written = write_pose(obj, spec.rig, np.array(solved.q))
-        scale = quick.world_scale
-        store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
-                      solved.iterations, solved.pole_angle)
+        written = write_pose(obj, spec.rig, np.array(solved.q))
+    scale = quick.world_scale
+    store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
+                  solved.iterations, solved.pole_angle)
+    state.quick_signatures[key] = signature
+    state.rigs[key] = (after_write(obj, state.buffers[key], written), spec.rig)
+
+
+def _solve_as_in_full(obj, chain, key, spec: ChainSpec, inputs: FrameInputs, signature) -> None:
+    """Prepare, solve, write and store as the full update does (without its checks of the armature)."""
+    prepared = prepare_solve(spec, inputs)
+    result = run_solve(prepared)
+    written = write_pose(obj, spec.rig, result.q[0])
+    store_solve_outcome(chain, result.status[0].value, "", result, prepared)
     state.quick_signatures[key] = signature
     state.rigs[key] = (after_write(obj, state.buffers[key], written), spec.rig)
 

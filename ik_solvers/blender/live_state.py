@@ -17,6 +17,7 @@ import numpy as np
 
 from .chains import store_solve_outcome
 from .errors import failure_sentence
+from .sampling import FrameInputs
 
 
 @dataclass
@@ -179,6 +180,13 @@ def after_write(obj, rig: RigValues, written: tuple[str, ...]) -> bytes:
     for name in written:
         obj.pose.bones.foreach_get(name, rig.values[rig.slices[name]])
     return rig.key()
+
+
+def inputs_signature(spec_signature: bytes, inputs: FrameInputs) -> bytes:
+    """Bytes of everything a live solve reads: the sampled inputs and the spec's ``signature()``."""
+    arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world,
+              inputs.swivel_angle)
+    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + spec_signature
 
 
 def turn_off(obj, chain, error: BaseException) -> None:

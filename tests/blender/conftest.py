@@ -208,10 +208,11 @@ def float32_slack(obj, bone_names: Sequence[str]) -> float:
 
 @pytest.fixture
 def live_solves(monkeypatch):
-    """Counts the chain solves live mode runs (``live.run_solve`` wrapped): read ``.count``."""
+    """Counts the chain solves live mode runs through the batch solve (``run_solve`` wrapped in the
+    full update and in the quick path): read ``.count``."""
     from types import SimpleNamespace
 
-    from ik_solvers.blender import live
+    from ik_solvers.blender import live, live_quick
 
     counter = SimpleNamespace(count=0)
     solve = live.run_solve
@@ -220,7 +221,8 @@ def live_solves(monkeypatch):
         counter.count += 1
         return solve(prepared)
 
-    monkeypatch.setattr(live, "run_solve", counting)
+    for module in (live, live_quick):
+        monkeypatch.setattr(module, "run_solve", counting)
     return counter
 
 

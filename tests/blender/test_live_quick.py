@@ -77,7 +77,8 @@ def assert_full_update_writes_the_same(paths) -> None:
     bpy.context.view_layer.update()  # that write, made outside a depsgraph update, is an update of the armature
 
 
-@pytest.mark.parametrize("rig", ["arm", "leg", "arm with a pole-object map", "arm with an Euler forearm"])
+@pytest.mark.parametrize("rig", ["arm", "leg", "arm with a pole-object map", "arm with an Euler forearm",
+                                 "arm solved by DLS"])
 def test_target_moves_take_the_quick_path_and_pose_as_the_full_update(paths, rig):
     obj, tip, length, path = ((build_leg(), "foot", 3, LEG_PATH) if rig == "leg"
                               else (build_arm(), "forearm", 2, ARM_PATH))
@@ -85,6 +86,9 @@ def test_target_moves_take_the_quick_path_and_pose_as_the_full_update(paths, rig
     if rig == "arm with an Euler forearm":  # written by write_pose, the one-target solve still
         obj.pose.bones["forearm"].rotation_mode = "YXZ"
     chain = live_hi_chain(obj, tip, length, target)
+    if rig == "arm solved by DLS":  # no one-target solve: sampled and solved as in the full update
+        chain.method = "DLS"
+        bpy.context.view_layer.update()
     if rig == "leg":  # a root that is not the identity: the hip bone turned
         obj.pose.bones["hip"].rotation_quaternion = (0.96, 0.1, -0.2, 0.15)
         bpy.context.view_layer.update()
@@ -229,3 +233,23 @@ def test_the_transform_tools_translate_moves_the_target_by_the_quick_path(paths)
         bpy.context.view_layer.update()
         assert paths.quick == quick + 1
         np.testing.assert_allclose(evaluated_tip(obj, "forearm"), np.array(target.matrix_world.translation), atol=2e-6)
+
+
+def test_a_turn_of_the_targets_parent_re_solves_in_ik_target_parent_space(paths):
+    """With the IK Target parent space the sphere rides with the target's parent: turning the parent
+    about the target (which stays where it is) turns the solver plane, and the quick path, which
+    samples every input for such a chain, solves it again as the full update would."""
+    obj = build_arm()
+    holder = add_empty("Holder", location=ARM_PATH[1])
+    target = add_empty(location=(0.0, 0.0, 0.0))
+    target.parent = holder
+    chain = live_hi_chain(obj, "forearm", 2, target)
+    chain.parent_space = "IK_TARGET"
+    bpy.context.view_layer.update()
+    before, quick = paths.rotations[-1], paths.quick
+    holder.rotation_euler = (0.0, 0.0, 0.6)
+    bpy.context.view_layer.update()
+    assert paths.quick == quick + 1
+    assert paths.rotations[-1].tobytes() != before.tobytes()
+    np.testing.assert_allclose(evaluated_tip(obj, "forearm"), ARM_PATH[1], atol=2e-6)
+    assert_full_update_writes_the_same(paths)
