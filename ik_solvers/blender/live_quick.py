@@ -98,8 +98,9 @@ def offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> boo
 def quick_update(scene, depsgraph) -> bool:
     """Re-solve every live chain of ``scene`` after a move of objects other than armatures, without
     the full update's checks of the armature: the last full update checked it, and only an update of
-    the armature (which this handler would see) changes what they checked or the chain's root frame.
-    The chain's settings, its target's independence, the target and the pole are read again.
+    the armature (which this handler would see) changes what they checked or the chain's root frame,
+    and a changed setting forgets the quick path. Whether the chain is still live with the same
+    target and pole, the target's independence and the inputs are read again.
 
     Returns False, having done nothing, when a chain is not as the last full update left it (then
     the full update runs).
