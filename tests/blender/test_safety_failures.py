@@ -10,7 +10,7 @@ import pytest
 from conftest import add_empty, build_arm, pose_snapshot
 from test_bake import _ModalStandIn, _tick, action_state
 
-from ik_solvers.blender import bake, live, operators, solving, verify
+from ik_solvers.blender import bake, live, live_quick, operators, solving, verify
 
 
 def arm_chain(obj, target, name="Arm"):
@@ -109,9 +109,11 @@ def test_live_mode_turns_itself_off_for_a_failing_chain_with_the_reason(addon, m
     chain = arm_chain(obj, target)
     assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"} and chain.use_live
     before = pose_snapshot(obj)
-    monkeypatch.setattr(live, "run_solve", failing(np.linalg.LinAlgError("SVD did not converge")))
+    for module in (live, live_quick):  # the full update's solve and the quick path's (a target move)
+        monkeypatch.setattr(module, "run_solve", failing(np.linalg.LinAlgError("SVD did not converge")))
     target.location.x += 0.05
     bpy.context.view_layer.update()  # nothing may escape into Blender's handler loop
+    assert not chain.use_live  # the move's solve failed: off at once
     for frame in (2, 3, 4):
         bpy.context.scene.frame_set(frame)
     assert not chain.use_live
