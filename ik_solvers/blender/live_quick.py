@@ -86,11 +86,10 @@ def offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> boo
         one_target = (spec.method is Method.HI and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
                       and spec.parent_space == "START_JOINT")
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
-        joint_bones = [obj.pose.bones[name] for name in spec.rig.joint_bones]
+        indices = [obj.pose.bones.find(name) for name in spec.rig.joint_bones]
         state.quick[key] = QuickChain(
-            obj.name, preferred_pose(spec.rig.chain, spec.reference) if one_target else None,
-            [obj.pose.bones.find(name) for name in spec.rig.joint_bones],
-            all(bone.rotation_mode == "QUATERNION" for bone in joint_bones), root_world,
+            obj.name, preferred_pose(spec.rig.chain, spec.reference) if one_target else None, indices,
+            all(obj.pose.bones[index].rotation_mode == "QUATERNION" for index in indices), root_world,
             single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
     return offered
 
