@@ -8,7 +8,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ik_solvers.core import Chain, IKInputError, JointKind, SolveOptions, Status, preferred_pose, rotations, solve_hi
+from ik_solvers.core import (
+    Chain,
+    IKInputError,
+    JointKind,
+    SolveOptions,
+    Status,
+    float_trig,
+    preferred_pose,
+    rotations,
+    solve_hi,
+)
 from ik_solvers.core.hi.one_target import OneTargetHI, solve_hi_one
 from ik_solvers.core.kinematics import local_quaternions
 from ik_solvers.core.zero_plane import DefaultZeroPlaneMap, register_zero_plane_map
@@ -122,6 +132,16 @@ def cases(draw):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cases())
 def test_one_target_gives_the_batch_bits(case):
+    pref, target, kwargs = case
+    _assert_same_bits(pref, target, **kwargs)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(cases())
+def test_one_target_gives_the_batch_bits_with_numpy_cosines(monkeypatch, case):
+    """Where ``math``'s cosines and sines are not numpy's (float_trig's probe), numpy's are used: the same bits."""
+    monkeypatch.setattr(float_trig, "math_matches_numpy", lambda: False)
     pref, target, kwargs = case
     _assert_same_bits(pref, target, **kwargs)
 

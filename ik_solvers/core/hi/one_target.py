@@ -3,10 +3,11 @@
 On one target ``solve_hi``'s ~300 numpy calls on one-row arrays cost ~1 µs each. Here each step
 runs on Python floats in the batch's operations and order: +, −, ×, ÷ and sqrt are correctly
 rounded IEEE operations in both, so the bits agree (signed zeros too: ``0.0 + x`` is kept where
-the batch adds to a zero). numpy's SIMD transcendental functions round differently from
-``math``'s, so those are numpy's ufuncs, on a Python float or on one contiguous array where the
-batch has a row (elementwise: the same bits), and the one 3×3 product stays numpy's (BLAS fuses
-multiply-adds). tests/core/test_hi_one_target.py checks every field.
+the batch adds to a zero). Cosines and sines come from ``float_trig.cosines_sines`` (numpy's bits,
+``math``'s speed where they agree); the other transcendental functions are numpy's ufuncs (on
+this machine numpy's ``arctan2``, ``arccos`` and ``hypot`` round differently from ``math``'s),
+and the one 3×3 product stays numpy's (BLAS fuses multiply-adds). tests/core/test_hi_one_target.py
+checks every field.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..chain import JointKind
+from ..float_trig import cosines_sines
 from ..iteration import DISTANCE_ROUNDING, OBJECTIVE_RISE
 from ..result import SolveOptions, Status
 from ..rotations import _SMALL_ANGLE, quaternion_from_matrix, quaternion_product
@@ -282,7 +284,7 @@ def _pole_map(k: _Constants, axis: Vec3, pole: Vec3) -> tuple[Vec3, Vec3]:
 
 # The in-plane solves: bends (n,), tip (x, h, y) in the plane basis, (cos, sin) of the tip turn, of
 # the start joint's turn (bend − tip turn), of the swivel, of each later bend's half, and the steps.
-# Each numpy call (~0.5 µs) takes every angle known by then (elementwise: each keeps its bits).
+# Each cosines_sines call takes every angle known by then (a numpy call where math's differ).
 InPlane = tuple[list[float], Vec3, tuple[float, float], tuple[float, float], tuple[float, float], Any, int]
 
 
@@ -292,14 +294,13 @@ def _two_bone(k: _Constants, r: float, swivel: float) -> InPlane:
     # hypot(r, 0) = r and atan2(+0, r ≥ 0) = +0 exactly (C99 Annex F): the target (r, 0)'s length and heading.
     reach = min(max(r, inner), outer)
     elbow = float(np.arccos(min(max((reach * reach - l1_sq - l2_sq) / twice, -1.0), 1.0)))
-    angles = np.array((elbow, swivel, 0.5 * (elbow - elbow0)))
-    (c_elbow, c_swivel, c_half), (s_elbow, s_swivel, s_half) = np.cos(angles).tolist(), np.sin(angles).tolist()
+    (c_elbow, c_swivel, c_half), (s_elbow, s_swivel, s_half) = cosines_sines((elbow, swivel, 0.5 * (elbow - elbow0)))
     shoulder = 0.0 - float(np.arctan2(l2 * s_elbow, l1 + l2 * c_elbow))
     wrapped = complex(np.exp(1j * shoulder))  # np.angle(np.exp(1j θ)): wrapped to (−π, π]
     shoulder = float(np.arctan2(wrapped.imag, wrapped.real))
     bend = shoulder - shoulder0
-    angles = np.array((shoulder, shoulder + elbow, bend - 0.0))  # the last: the bend less the tip turn 0
-    (c1, c2, c_turn), (s1, s2, s_turn) = np.cos(angles).tolist(), np.sin(angles).tolist()
+    # The last angle: the bend less the tip turn 0.
+    (c1, c2, c_turn), (s1, s2, s_turn) = cosines_sines((shoulder, shoulder + elbow, bend - 0.0))
     tip = (l1 * c1 + l2 * c2, 0.0, l1 * s1 + l2 * s2)
     # cos 0 = 1 and sin(+0) = +0 exactly: a two-bone chain's tip does not turn.
     return [bend, elbow - elbow0], tip, (1.0, 0.0), (c_turn, s_turn), (c_swivel, s_swivel), [(c_half, s_half)], 1
@@ -313,14 +314,12 @@ def _chain(k: _Constants, r: float, swivel: float) -> InPlane:
     t, steps = path_parameter(k.lengths, bases, directions, wanted, d_lo - wanted, d_hi - wanted, k.distance_tolerance)
     turns = [0.0] * len(bases) if r >= reach else [b + t * d for b, d in zip(bases, directions)]
     bends = [k.first_bend, *map(sub, turns, k.turns)]
-    angles = np.array((0.0, *itertools.accumulate(turns), swivel, *[0.5 * b for b in bends[1:]]))
-    cos, sin = np.cos(angles).tolist(), np.sin(angles).tolist()
+    cos, sin = cosines_sines((0.0, *itertools.accumulate(turns), swivel, *[0.5 * b for b in bends[1:]]))
     x = reduce(add, map(mul, k.lengths, cos))  # the headings' terms: map stops at the last length
     y = reduce(add, map(mul, k.lengths, sin))
     n = len(k.lengths)
     tip_turn = float(np.arctan2(y, x))
-    angles = np.array((tip_turn, k.first_bend - tip_turn))
-    (c_tip, c_turn), (s_tip, s_turn) = np.cos(angles).tolist(), np.sin(angles).tolist()
+    (c_tip, c_turn), (s_tip, s_turn) = cosines_sines((tip_turn, k.first_bend - tip_turn))
     halves = zip(cos[n + 1 :], sin[n + 1 :])
     return bends, (x, k.tip_height, y), (c_tip, s_tip), (c_turn, s_turn), (cos[n], sin[n]), halves, steps
 
@@ -376,16 +375,13 @@ def _local_quaternions(k: _Constants, q: list[float], rotvecs: Any) -> tuple[tup
     with each length): each kind's cosines and sines in one call."""
     out: list[Any] = [None] * (len(k.balls) + len(k.angled))
     if k.angled:
-        half = np.array([0.5 * q[first] for _, first, _, _ in k.angled])
-        for (j, _, (ax, ay, az), _), c, s in zip(k.angled, np.cos(half).tolist(), np.sin(half).tolist()):
+        for (j, _, (ax, ay, az), _), c, s in zip(k.angled, *cosines_sines([0.5 * q[first] for _, first, _, _ in k.angled])):
             out[j] = (c, s * ax, s * ay, s * az)
         universal = [(j, first, second) for j, first, _, second in k.angled if second is not None]
         if universal:
-            half = np.array([0.5 * q[first + 1] for _, first, _ in universal])
-            for (j, _, (ax, ay, az)), c, s in zip(universal, np.cos(half).tolist(), np.sin(half).tolist()):
+            for (j, _, (ax, ay, az)), c, s in zip(universal, *cosines_sines([0.5 * q[first + 1] for _, first, _ in universal])):
                 out[j] = quaternion_product(out[j], (c, s * ax, s * ay, s * az))
-    halves = np.array([angle / 2.0 for _, _, _, angle in rotvecs])
-    for (j, _), (x, y, z, angle), c, s in zip(k.balls, rotvecs, np.cos(halves).tolist(), np.sin(halves).tolist()):
+    for (j, _), (x, y, z, angle), c, s in zip(k.balls, rotvecs, *cosines_sines([angle / 2.0 for _, _, _, angle in rotvecs])):
         # rotations.quaternions_from_rotvecs: the Taylor form below its small angle.
         half_sinc = 0.5 - angle * angle / 48.0 if angle < _SMALL_ANGLE else s / angle
         out[j] = (c, x * half_sinc, y * half_sinc, z * half_sinc)

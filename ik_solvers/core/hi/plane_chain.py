@@ -26,6 +26,7 @@ from operator import add, mul
 
 import numpy as np
 
+from ..float_trig import cosines_sines
 from ..vectors import unit_stride
 
 # Root finding stops where the distance is this close (relative to the in-plane reach):
@@ -201,13 +202,12 @@ def plane_distance(lengths: Sequence[float], turns: Sequence[float]) -> float:
     """:func:`plane_distances` of one chain on Python floats, with the same bits.
 
     The headings and the tip's coordinates are summed in index order as ``np.add.accumulate``
-    sums them; the cosines, sines and the ``hypot`` are numpy's ufuncs (its SIMD transcendental
-    functions round differently from ``math``'s), the cosines and sines of all headings in one
-    call each on one contiguous array, as the batch computes them.
+    sums them; the cosines and sines are numpy's bits (``float_trig.cosines_sines``), the ``hypot``
+    numpy's ufunc (``math.hypot`` is another algorithm).
     """
-    headings = np.array((0.0, *itertools.accumulate(turns)))
-    x = reduce(add, map(mul, lengths, np.cos(headings).tolist()))
-    y = reduce(add, map(mul, lengths, np.sin(headings).tolist()))
+    cos, sin = cosines_sines((0.0, *itertools.accumulate(turns)))
+    x = reduce(add, map(mul, lengths, cos))
+    y = reduce(add, map(mul, lengths, sin))
     return float(np.hypot(x, y))
 
 
