@@ -277,10 +277,13 @@ def write_quaternion_joints(obj, rotations, indices: list[int]) -> tuple[str, ..
     evaluated tip after every such write).
     """
     pose_bones = obj.pose.bones
-    channels = np.empty((len(pose_bones), 4))
-    pose_bones.foreach_get("rotation_quaternion", channels.reshape(-1))
-    channels[indices] = _quaternion_values(channels[indices].tolist(), rotations)
-    pose_bones.foreach_set("rotation_quaternion", channels.reshape(-1))
+    # A list, not an array: the same float32 → float conversions, and Python-level slicing is cheaper.
+    channels = [0.0] * (4 * len(pose_bones))
+    pose_bones.foreach_get("rotation_quaternion", channels)
+    values = _quaternion_values([channels[4 * index : 4 * index + 4] for index in indices], rotations)
+    for index, value in zip(indices, values):
+        channels[4 * index : 4 * index + 4] = value
+    pose_bones.foreach_set("rotation_quaternion", channels)
     obj.update_tag(refresh={"OBJECT"})
     return ("rotation_quaternion",)
 
