@@ -277,10 +277,12 @@ def write_quaternion_joints(obj, rotations, indices: list[int]) -> tuple[str, ..
     evaluated tip after every such write).
     """
     pose_bones = obj.pose.bones
-    # A list, not an array: the same float32 → float conversions, and Python-level slicing is cheaper.
-    channels = [0.0] * (4 * len(pose_bones))
+    # Blender keeps the channels as float32: a float32 buffer is copied whole both ways (a float64
+    # one or a list converts each value, ~3× dearer on a 1,000-bone rig), and numpy's cast to float32
+    # rounds as Blender's own cast of a float does.
+    channels = np.empty(4 * len(pose_bones), dtype=np.float32)
     pose_bones.foreach_get("rotation_quaternion", channels)
-    values = _quaternion_values([channels[4 * index : 4 * index + 4] for index in indices], rotations)
+    values = _quaternion_values([channels[4 * index : 4 * index + 4].tolist() for index in indices], rotations)
     for index, value in zip(indices, values):
         channels[4 * index : 4 * index + 4] = value
     pose_bones.foreach_set("rotation_quaternion", channels)
