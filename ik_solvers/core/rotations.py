@@ -105,61 +105,43 @@ def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _shepperd_terms() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gather indices and signs building the 4×4 matrix ``K = 4 q qᵀ`` from a rotation matrix.
-
-    Row k of K is ``4 q_k q``; K is linear in the nine entries plus a constant,
-    each entry a signed sum of at most three of them (index 9 reads a zero).
-    """
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = range(9)
-    rows = [
-        [(+1, [m00, m11, m22]), (+1, [m21]), (+1, [m02]), (+1, [m10])],
-        [(+1, [m21]), (+1, [m00]), (+1, [m01, m10]), (+1, [m02, m20])],
-        [(+1, [m02]), (+1, [m01, m10]), (+1, [m11]), (+1, [m12, m21])],
-        [(+1, [m10]), (+1, [m02, m20]), (+1, [m12, m21]), (+1, [m22])],
-    ]
-    minus = {(0, 1): [m12], (0, 2): [m20], (0, 3): [m01], (1, 0): [m12], (1, 1): [m11, m22],
-             (2, 0): [m20], (2, 2): [m00, m22], (3, 0): [m01], (3, 3): [m00, m11]}
-    gather = np.full((3, 16), 9)
-    signs = np.zeros((3, 16))
-    for i in range(4):
-        for j in range(4):
-            terms = [(1.0, k) for k in rows[i][j][1]] + [(-1.0, k) for k in minus.get((i, j), [])]
-            for t, (sign, k) in enumerate(terms):
-                gather[t, 4 * i + j], signs[t, 4 * i + j] = k, sign
-    constant = np.eye(4).reshape(16)
-    return gather, signs, constant
-
-
-_SHEPPERD_GATHER, _SHEPPERD_SIGNS, _SHEPPERD_CONSTANT = _shepperd_terms()
-_DIAGONAL = np.array([0, 5, 10, 15])
+# Each row of K = 4 q qᵀ as indices into the ten distinct entries quaternions_from_matrices computes:
+# the four diagonal ones, then m21 − m12, m02 − m20, m10 − m01, m01 + m10, m02 + m20, m12 + m21.
+_SHEPPERD_ROWS = np.array([[0, 4, 5, 6], [4, 1, 7, 8], [5, 7, 2, 9], [6, 8, 9, 3]])
 
 
 def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
     """Unit quaternions ``(..., 4)`` as ``(w, x, y, z)`` with ``w >= 0`` from rotation matrices.
 
     Shepperd's method: of the four rows of ``K = 4 q qᵀ`` (each proportional
-    to q), take the one with the largest diagonal entry, so the division is
-    always well conditioned.
+    to q), take the one with the largest diagonal entry (the first of equal ones),
+    so the division is always well conditioned. Each entry is summed in the order
+    :func:`quaternion_from_matrix` sums it (``0.0 +`` … ``+ 0.0`` turn −0.0 into +0.0).
     """
     flat = matrices.reshape(matrices.shape[:-2] + (9,))
-    padded = np.concatenate([flat, np.zeros(flat.shape[:-1] + (1,))], -1)
-    k = _SHEPPERD_CONSTANT + padded[..., _SHEPPERD_GATHER[0]] * _SHEPPERD_SIGNS[0]
-    k = k + padded[..., _SHEPPERD_GATHER[1]] * _SHEPPERD_SIGNS[1]
-    k = k + padded[..., _SHEPPERD_GATHER[2]] * _SHEPPERD_SIGNS[2]
-    k = k.reshape(flat.shape[:-1] + (4, 4))
-    choice = np.argmax(k.reshape(flat.shape[:-1] + (16,))[..., _DIAGONAL], axis=-1)
-    row = np.take_along_axis(k, choice[..., None, None], -2)[..., 0, :]
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = (flat[..., i] for i in range(9))
+    entries = np.empty(flat.shape[:-1] + (10,))
+    entries[..., 0] = 1.0 + m00 + m11 + m22
+    entries[..., 1] = 1.0 + m00 - m11 - m22
+    entries[..., 2] = 1.0 + m11 - m00 - m22
+    entries[..., 3] = 1.0 + m22 - m00 - m11
+    entries[..., 4] = 0.0 + m21 - m12 + 0.0
+    entries[..., 5] = 0.0 + m02 - m20 + 0.0
+    entries[..., 6] = 0.0 + m10 - m01 + 0.0
+    entries[..., 7] = 0.0 + m01 + m10 + 0.0
+    entries[..., 8] = 0.0 + m02 + m20 + 0.0
+    entries[..., 9] = 0.0 + m12 + m21 + 0.0
+    choice = np.argmax(entries[..., :4], axis=-1)
+    row = np.take_along_axis(entries, _SHEPPERD_ROWS[choice], -1)
     return canonical_quaternions(row / norm(row)[..., None])
 
 
 def quaternion_from_matrix(matrix: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:
     """:func:`quaternions_from_matrices` for one rotation matrix (rows of Python floats), with its bits.
 
-    Each K entry is its constant plus its signed terms added in the batch's order (a trailing
-    ``+ 0.0`` is the batch's zero padding times a zero sign: it turns −0.0 into +0.0 there too);
-    the row of the first largest diagonal entry (``np.argmax``), its length summed in index order
-    (``vectors.norm``), and the sign flip to ``w ≥ 0``.
+    Each K entry is summed as the batch sums it (``0.0 +`` … ``+ 0.0`` turn −0.0 into +0.0 in
+    both); the row of the first largest diagonal entry (``np.argmax``), its length summed in index
+    order (``vectors.norm``), and the sign flip to ``w ≥ 0``.
     """
     (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = matrix
     diagonal = (1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22, 1.0 + m11 - m00 - m22, 1.0 + m22 - m00 - m11)
