@@ -8,10 +8,10 @@ machines (numpy issue #23523), others call the C library's, as ``math`` does. So
 compares the two on :data:`PROBE_SIZE` probe angles, the way the batch calls numpy (contiguous,
 strided, one element); ``math`` is used only if every one agrees, numpy's ufuncs otherwise.
 
-A probe is not a proof: two implementations that differ on fewer inputs than it can find would
-make a one-target result differ from the batch's in rounding. That is measured in
-tests/core/test_float_trig.py: a cosine or sine one unit in the last place off moves the HI
-solve's joint values by less than 1e-12 (docs/performance.md, "Live, fifth round").
+A probe is not a proof: an implementation that differed from ``math``'s on fewer angles than the
+probe can find would make a rare one-target result differ from the batch's in its last bits
+(tests/core/test_float_trig.py: the probe rejects one that is one unit in the last place off on
+one angle in 10,000; docs/performance.md, "Fifth round").
 """
 
 from __future__ import annotations

@@ -47,6 +47,6 @@ def _rounding_differently(ufunc: np.ufunc, every: int):
 @pytest.mark.parametrize("every", [2, 100, 10_000])
 def test_the_probe_sees_a_numpy_that_rounds_differently(every):
     angles = float_trig._probe_angles()
-    assert agrees_on_probe(np.cos, math.cos, angles) is float_trig.math_matches_numpy()  # what this machine decided
+    assert agrees_on_probe(np.cos, lambda angle: float(np.cos(angle)), angles)  # numpy's own bits pass
     assert not agrees_on_probe(_rounding_differently(np.cos, every), math.cos, angles)
     assert not agrees_on_probe(_rounding_differently(np.sin, every), math.sin, angles)
