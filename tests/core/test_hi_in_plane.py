@@ -129,3 +129,34 @@ def test_far_and_near_targets_give_finite_poses_at_or_above_the_bound(case, leve
     assert result.error[0] >= result.lower_bound[0] - 1e-12 * chain.reach - 1e-14 * np.linalg.norm(target)
     assert result.status[0] in (Status.CONVERGED, Status.UNREACHABLE)
     assert result.length_error[0] <= 1e-12 * chain.reach
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([3, 5, 10, 30]), st.booleans())
+def test_where_several_turns_meet_the_distance_the_one_nearest_the_preferred_end_is_taken(seed, n_bones, from_end):
+    """The in-plane root finder brackets the root with the path samples nearest the preferred turns:
+    no sample between that end and the chosen ``t`` lies across ``r`` (a curling chain's distance is
+    not monotonic along its path, so later crossings exist), and the distance is met."""
+    from ik_solvers.core.hi import plane_chain
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.uniform(0.2, 1.5, n_bones)
+    m = 50
+    # Curling paths: turns of one sense summing past a full turn meet small distances several times.
+    bases = rng.uniform(-0.3, 0.3, (m, n_bones - 1))
+    directions = rng.choice([-1.0, 1.0], (m, 1)) * rng.uniform(0.2, 12.0 / n_bones, (m, n_bones - 1))
+    samples = plane_chain.path_distances(lengths, bases, directions)
+    lo, hi = samples[:, -1], samples[:, 0]
+    r = lo + rng.uniform(0.0, 1.0, m) * (hi - lo)
+    ordered = hi >= r  # the bracket the solver needs: distance(bases) ≥ r ≥ distance(bases + directions)
+    t, _ = plane_chain.solve_path_parameters(lengths, bases, directions, r, samples, np.full(m, from_end))
+    reached = plane_chain.plane_distances(lengths, bases + t[:, None] * directions)
+    scale = lengths.sum()
+    for row in np.flatnonzero(ordered & (lo <= r)):
+        k = t[row] * plane_chain.PATH_SAMPLES
+        f = samples[row] - r[row]
+        if from_end:  # every sample after t's is at or below r
+            assert np.all(f[int(np.ceil(k)) + 1 :] <= 0.0), row
+        else:  # every sample before t's is at or above r
+            assert np.all(f[: int(np.floor(k))] >= 0.0), row
+        assert abs(reached[row] - r[row]) <= 1e-12 * scale, row

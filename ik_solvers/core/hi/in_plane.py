@@ -64,7 +64,9 @@ def chain_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
     A deterministic 1-D solve (``plane_chain``): the relative turns run from
     straight to the preferred ones (``t · preferred``) for ``r`` between the
     preferred distance and the in-plane reach, and from the preferred to the
-    curled pose below that; a bracketing root finder picks ``t``. Every bent
+    curled pose below that; a bracketing root finder picks ``t``: where several
+    turns meet ``r``, the one nearest the preferred turns along the path (to within
+    one of its samples). Every bent
     joint keeps its preferred sense. Beyond the reach the chain is straight,
     nearer than the curled pose it is curled: the nearest poses there.
     """
@@ -74,7 +76,9 @@ def chain_in_plane(pref: PreferredPose, r: np.ndarray) -> InPlane:
     outer = wanted >= pref.preferred_distance
     bases = np.where(outer[:, None], 0.0, preferred)
     directions = np.where(outer[:, None], preferred, curled - preferred)
-    t, steps = solve_path_parameters(lengths, bases, directions, wanted)
+    samples = np.where(outer[:, None], pref.path_samples[0], pref.path_samples[1])
+    # The crossing nearest the preferred turns: the outer path ends at them, the inner one starts there.
+    t, steps = solve_path_parameters(lengths, bases, directions, wanted, samples, from_end=outer)
     turns = bases + unit_stride(t)[:, None] * directions
     turns = np.where((r >= pref.in_plane_reach)[:, None], 0.0, turns)  # exactly straight out of reach
 

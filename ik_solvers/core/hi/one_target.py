@@ -38,7 +38,7 @@ from ..zero_plane import (
     map_singular_directions,
 )
 from .parent_space import rotation_rows
-from .plane_chain import DISTANCE_TOLERANCE, path_parameter, plane_distance
+from .plane_chain import DISTANCE_TOLERANCE, path_parameter
 from .sphere import PreferredPose
 
 
@@ -193,7 +193,7 @@ class _Constants:
     two_bone: tuple[float, ...]  # () for longer chains; l1, l2, l1², l2², 2·l1·l2, |l1 − l2|, l1 + l2, the two preferred angles
     lengths: tuple[float, ...]  # in-plane lengths (longer chains)
     turns: tuple[float, ...]  # preferred relative turns
-    branches: tuple[tuple[Any, ...], tuple[Any, ...]]  # (bases, directions, distance ends) outside / inside
+    branches: tuple[tuple[Any, ...], tuple[Any, ...]]  # (bases, directions, path samples) outside / inside
     distances: Vec3  # curled, preferred distance, in-plane reach
     tip_height: float
     first_bend: float
@@ -217,9 +217,9 @@ def _derive_constants(pref: PreferredPose) -> _Constants:
     n0_unit = map_singular_directions(default_map, a0[None], n0)[0]
     lengths, preferred, curled = pref.in_plane_lengths, pref.relative_turns, pref.curled_turns
     branches = []
-    for bases, directions in ((np.zeros_like(preferred), preferred), (preferred, curled - preferred)):
-        ends = (plane_distance(lengths.tolist(), bases.tolist()), plane_distance(lengths.tolist(), (bases + directions).tolist()))
-        branches.append((tuple(bases.tolist()), tuple(directions.tolist()), ends))
+    for bases, directions, samples in zip((np.zeros_like(preferred), preferred), (preferred, curled - preferred),
+                                          pref.path_samples):
+        branches.append((tuple(bases.tolist()), tuple(directions.tolist()), tuple(samples.tolist())))
     two_bone: tuple[float, ...] = ()
     if chain.n_joints == 2:
         l1, l2 = chain.segment_lengths[0], chain.segment_lengths[1]  # numpy scalars, as two_bone_planar gets them
@@ -310,8 +310,9 @@ def _chain(k: _Constants, r: float, swivel: float) -> InPlane:
     """``in_plane.chain_in_plane`` for one distance."""
     curled, preferred_distance, reach = k.distances
     wanted = min(max(r, curled), reach)
-    bases, directions, (d_lo, d_hi) = k.branches[0 if wanted >= preferred_distance else 1]
-    t, steps = path_parameter(k.lengths, bases, directions, wanted, d_lo - wanted, d_hi - wanted, k.distance_tolerance)
+    outer = wanted >= preferred_distance
+    bases, directions, samples = k.branches[0 if outer else 1]
+    t, steps = path_parameter(k.lengths, bases, directions, wanted, samples, k.distance_tolerance, outer)
     turns = [0.0] * len(bases) if r >= reach else [b + t * d for b, d in zip(bases, directions)]
     bends = [k.first_bend, *map(sub, turns, k.turns)]
     cos, sin = cosines_sines((0.0, *itertools.accumulate(turns), swivel, *[0.5 * b for b in bends[1:]]))

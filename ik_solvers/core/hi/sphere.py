@@ -11,7 +11,7 @@ from ..chain import Chain, JointKind
 from ..errors import IKInputError
 from ..kinematics import forward_kinematics, local_quaternions
 from ..vectors import cross, dot, matvec, norm, ordered_sum, tmatvec, unit
-from .plane_chain import curled_turns, plane_distances
+from .plane_chain import curled_turns, path_distances, plane_distances
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -157,6 +157,14 @@ class PreferredPose:
     def in_plane_reach(self) -> float:
         """Farthest the tip gets from the start joint with every joint turning about ``n0`` alone."""
         return float(self.in_plane_lengths.sum())
+
+    @cached_property
+    def path_samples(self) -> np.ndarray:
+        """``path_distances`` ``(2, PATH_SAMPLES + 1)`` of the in-plane solve's two paths: from straight
+        to the preferred turns, and from those to the curled ones (read-only)."""
+        lengths, preferred = self.in_plane_lengths, self.relative_turns
+        bases = np.stack([np.zeros_like(preferred), preferred])
+        return _read_only(path_distances(lengths, bases, np.stack([preferred, self.curled_turns - preferred])))
 
     @cached_property
     def centre_radius(self) -> float:
