@@ -187,10 +187,10 @@ def solve_path_parameters(
     below, above = f[:, 1:] < 0.0, f[:, :-1] > 0.0
     from_start = np.where(below.any(axis=1), np.argmax(below, axis=1), PATH_SAMPLES - 1)
     last_above = np.where(above.any(axis=1), PATH_SAMPLES - 1 - np.argmax(above[:, ::-1], axis=1), 0)
-    first = np.where(from_end, last_above, from_start)
+    segment = np.where(from_end, last_above, from_start)
     every = np.arange(r.size)
-    lo, hi = first / PATH_SAMPLES, (first + 1) / PATH_SAMPLES
-    f_lo, f_hi = f[every, first], f[every, first + 1]
+    lo, hi = segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES
+    f_lo, f_hi = f[every, segment], f[every, segment + 1]
     guess = lo + f_lo * (hi - lo) / np.where(f_lo > f_hi, f_lo - f_hi, 1.0)  # the rows left inactive keep 0
     c = np.where((guess > lo) & (guess < hi), guess, 0.5 * (lo + hi))
     last = hi - lo
@@ -276,11 +276,11 @@ def path_parameter(
     result, has the batch's bits; where numpy divides by zero (±inf or NaN) both bisect.
     """
     if from_end:
-        first = next((k for k in reversed(range(PATH_SAMPLES)) if samples[k] - r > 0.0), 0)
+        segment = next((k for k in reversed(range(PATH_SAMPLES)) if samples[k] - r > 0.0), 0)
     else:
-        first = next((k for k in range(PATH_SAMPLES) if samples[k + 1] - r < 0.0), PATH_SAMPLES - 1)
-    lo, hi = first / PATH_SAMPLES, (first + 1) / PATH_SAMPLES
-    f_lo, f_hi = samples[first] - r, samples[first + 1] - r
+        segment = next((k for k in range(PATH_SAMPLES) if samples[k + 1] - r < 0.0), PATH_SAMPLES - 1)
+    lo, hi = segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES
+    f_lo, f_hi = samples[segment] - r, samples[segment + 1] - r
     if not (f_lo > distance_tolerance and f_hi < -distance_tolerance):
         return (lo if abs(f_lo) <= abs(f_hi) else hi), 0
     rates = (0.0, *itertools.accumulate(directions))
