@@ -35,6 +35,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
+from _measure import evaluate_chain, tip_errors
 from _rigs import build_armature, key_location_every_frame, nla_bake_pose
 
 GOALS = {"arm (2 bones)": 15.0, "chain (10 bones)": 10.0, "chain (30 bones)": 10.0}
@@ -98,16 +99,12 @@ def fresh_scene(bpy, rig_name: str, frames: int):
     return obj, target, tip, length
 
 
-def tip_errors(bpy, obj, target, tip: str, frames: int) -> np.ndarray:
+def evaluated_tip_errors(bpy, obj, target, tip: str, frames: int) -> np.ndarray:
     """Blender's evaluated tip-to-target distance at ``ACCURACY_SAMPLES`` frames of the baked action."""
-    scene = bpy.context.scene
-    errors = []
-    for frame in np.linspace(1, frames, min(ACCURACY_SAMPLES, frames)).astype(int):
-        scene.frame_set(int(frame))
-        tail = np.array(obj.matrix_world @ obj.pose.bones[tip].tail)
-        errors.append(np.linalg.norm(tail - np.array(target.matrix_world.translation)))
-    scene.frame_set(1)
-    return np.array(errors)
+    sample = np.linspace(1, frames, min(ACCURACY_SAMPLES, frames)).astype(int)
+    joints, targets, _ = evaluate_chain(obj, [tip], target, sample)
+    bpy.context.scene.frame_set(1)
+    return tip_errors(joints, targets)
 
 
 def rss_mb() -> float:
@@ -128,7 +125,7 @@ def blender_bake(bpy, rig_name: str, frames: int, repeats: int) -> dict:
         constraint.target, constraint.chain_count = target, length
         times.append(nla_bake_pose(obj, frames, clear_constraints=True))
         memory.append(rss_mb())
-    errors = tip_errors(bpy, obj, target, tip, frames)
+    errors = evaluated_tip_errors(bpy, obj, target, tip, frames)
     return {
         "system": "Blender IK + nla.bake", "method": "IK constraint (standard)", "seconds": min(times),
         "tip_error_median": float(np.median(errors)), "tip_error_max": float(errors.max()),
@@ -165,7 +162,7 @@ def our_bake(bpy, rig_name: str, frames: int, repeats: int, method: str, evaluat
         assert result == {"FINISHED"}, result
         memory.append(rss_mb())
     report = json.loads(chain.last_bake_report)
-    errors = tip_errors(bpy, obj, target, tip, frames)
+    errors = evaluated_tip_errors(bpy, obj, target, tip, frames)
     counts = {k: v for k, v in report["status_counts"].items() if v}
     return {
         "system": ("ik_solvers.bake" + (" (evaluated target)" if evaluated else "")

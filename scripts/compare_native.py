@@ -45,20 +45,33 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # 3×3 algebra: threads only add latency
 
+import compare_rigify
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
+from _measure import (
+    MISSED_MM,
+    check_markers,
+    evaluate_chain,
+    flip_frames,
+    lower_bounds,
+    markers,
+    normal_turns,
+    paste_between_markers,
+    plane_normals,
+    tip_errors,
+    warned_flips,
+)
+from _measure import format_number as _fmt
+from _rigify_rigs import BUILDERS
 from _rigs import build_armature, key_location_every_frame, nla_bake_pose
 
 NATIVE_RIGS = ("arm", "chain10")
-RIGIFY_RIGS = ("human_arm", "human_leg", "human_leg_foot", "human_spine", "horse_hind_leg", "wolf_hind_leg",
-               "horse_hind_leg_toe", "wolf_hind_leg_toe", "generated_fk_arm")
-"""Rigs built here, and Rigify's (``_rigify_rigs.BUILDERS``, imported only when asked for: it enables Rigify)."""
+RIGIFY_RIGS = tuple(BUILDERS)
+"""Rigs built here, and Rigify's (``_rigify_rigs.BUILDERS``)."""
+TABLE_MARKERS = markers("tables")
+"""The marker lines around this script's own tables in a doc (docs/comparison.md)."""
 
 PATHS = ("reachable", "out_of_reach", "near_root", "pole_crossing", "bend_circle", "behind", "normal_crossing")
-FLIP_TURN_DEGREES = 30.0
-"""A bend-plane turn above this between consecutive frames is a flip (the HI solver's own threshold)."""
-MISSED_MM = 1.0
-"""A reachable frame whose tip ends farther than this from the target is counted as missed."""
 BLENDER_SOLVERS = {
     "Blender Standard": ("LEGACY", None),
     "Blender iTaSC": ("ITASC", None),
@@ -161,77 +174,6 @@ def fresh_scene(spec: RigSpec, targets: np.ndarray):
     return rig, target, pole
 
 
-def evaluate(rig, bones: list[str], target, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Blender's evaluation at frames ``order`` (1-based): joints (N, n+1, 3) and targets (N, 3) in
-    frame order, and the seconds the ``frame_set`` loop took."""
-    bpy = import_bpy()
-    scene = bpy.context.scene
-    joints = np.empty((len(order), len(bones) + 1, 3))
-    targets = np.empty((len(order), 3))
-    pose = rig.pose.bones
-    chain = [pose[b] for b in bones]
-    seconds = 0.0
-    for frame in order:
-        started = time.perf_counter()
-        scene.frame_set(int(frame))
-        seconds += time.perf_counter() - started
-        world = rig.matrix_world
-        k = int(frame) - 1
-        joints[k, :-1] = [tuple(world @ b.head) for b in chain]
-        joints[k, -1] = tuple(world @ chain[-1].tail)
-        targets[k] = tuple(target.matrix_world.translation)
-    return joints, targets, seconds
-
-
-def lower_bounds(rig, tip: str, length: int, targets: np.ndarray) -> np.ndarray:
-    from ik_solvers.blender.rig import read_chain
-    from ik_solvers.blender.root_space import root_matrices_world, world_to_root
-    from ik_solvers.core import error_lower_bounds
-
-    read = read_chain(rig, tip, length)
-    root = root_matrices_world(rig, read)
-    return error_lower_bounds(read.chain, world_to_root(targets, root[None])) * float(np.cbrt(np.linalg.det(root[:3, :3])))
-
-
-PLANELESS_SPREAD = 1e-3
-"""A pose whose joints all lie within this fraction of the reach from the root → tip axis (a straight
-or fully folded chain) has no bend plane worth comparing: its normal is float32 noise."""
-
-
-def plane_normals(joints: np.ndarray) -> np.ndarray:
-    """Bend-plane normals ``(N, 3)`` of evaluated poses (the core's definition), NaN where planeless."""
-    from ik_solvers.core import pose_plane_normals
-
-    normals = pose_plane_normals(joints)
-    offsets = joints - joints[:, :1]
-    reach = np.linalg.norm(np.diff(joints, axis=1), axis=-1).sum(axis=1)
-    axis_length = np.linalg.norm(offsets[:, -1], axis=-1)
-    axes = offsets[:, -1] / np.maximum(axis_length, 1e-300)[:, None]
-    inner = offsets[:, 1:-1]
-    across = inner - np.einsum("nji,ni->nj", inner, axes)[..., None] * axes[:, None]
-    spread = np.linalg.norm(across, axis=-1).max(axis=1)
-    planeless = (spread < PLANELESS_SPREAD * reach) | (axis_length < PLANELESS_SPREAD * reach)
-    return np.where(planeless[:, None], np.nan, normals)
-
-
-def plane_flips(joints: np.ndarray, path_length: int) -> list[int]:
-    """0-based frames where the bend-plane normal turned by more than FLIP_TURN_DEGREES since the
-    last frame (of the same path) that had a plane."""
-    normals = plane_normals(joints)
-    flips = []
-    for start in range(0, len(joints), path_length):
-        previous = None
-        for k in range(start, min(start + path_length, len(joints))):
-            if not np.all(np.isfinite(normals[k])):
-                continue
-            if previous is not None:
-                turn = math.degrees(math.acos(float(np.clip(previous @ normals[k], -1.0, 1.0))))
-                if turn > FLIP_TURN_DEGREES:
-                    flips.append(k)
-            previous = normals[k]
-    return flips
-
-
 def choose_pole_angle(rig, constraint, bones: list[str], target) -> float:
     """Blender's pole angle that keeps the rest bend: of 0, ±90°, 180°, the one whose solve of the
     rest tip position moves the joints least (Blender leaves it to the user)."""
@@ -254,7 +196,7 @@ def choose_pole_angle(rig, constraint, bones: list[str], target) -> float:
 
 # --------------------------------------------------------------------------- runs
 def stats(joints, targets, bound, flips, warned, frames_total) -> dict:
-    error = np.linalg.norm(joints[:, -1] - targets, axis=1)
+    error = tip_errors(joints, targets)
     reachable = bound <= 0.0
     excess = error - bound
     return {
@@ -275,7 +217,7 @@ def per_path(joints, targets, bound, flips, warned, path_length: int) -> dict:
     rows = {}
     for index, name in enumerate(PATHS):
         part = slice(index * path_length, (index + 1) * path_length)
-        error = np.linalg.norm(joints[part, -1] - targets[part], axis=1)
+        error = tip_errors(joints[part], targets[part])
         reachable = bound[part] <= 0.0
         in_path = [k for k in flips if part.start <= k < part.stop]
         rows[name] = {
@@ -304,17 +246,19 @@ def run_blender(spec: RigSpec, solver: tuple[str, str | None], targets_path: np.
         choose_pole_angle(rig, constraint, bones, target)
     sequential = np.arange(1, n + 1)
     constraint.mute = True
-    _, _, base_seconds = evaluate(rig, bones, target, sequential)
+    _, _, base_seconds = evaluate_chain(rig, bones, target, sequential)
     constraint.mute = False
     bpy.context.scene.frame_set(1)
-    joints, targets, seconds = evaluate(rig, bones, target, sequential)
+    joints, targets, seconds = evaluate_chain(rig, bones, target, sequential)
     rng = np.random.default_rng(seed)
     history = {}
     for order_name, order in (("reversed", sequential[::-1]), ("shuffled", rng.permutation(sequential))):
-        other, _, _ = evaluate(rig, bones, target, order)
+        rows, _, _ = evaluate_chain(rig, bones, target, order)
+        other = np.empty_like(rows)
+        other[order - 1] = rows  # back in frame order
         history[order_name] = float(np.abs(other - joints).max() * 1000)
     bound = lower_bounds(rig, bones[-1], len(bones), targets)
-    flips = plane_flips(joints, path_length)
+    flips = flip_frames(normal_turns(plane_normals(joints), path_length))
     # Bake: nla.bake with visual keying (the constraint stays; we only time the bake itself).
     bake_seconds = nla_bake_pose(rig, n, clear_constraints=False)
     out = stats(joints, targets, bound, flips, None, n)
@@ -348,7 +292,7 @@ def run_ours(spec: RigSpec, method: str, targets_path: np.ndarray, path_length: 
         result = bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=1, frame_end=n, chain="Chain")
         bake_seconds = time.perf_counter() - started
     assert result == {"FINISHED"}, result
-    joints, targets, _ = evaluate(rig, bones, target, np.arange(1, n + 1))
+    joints, targets, _ = evaluate_chain(rig, bones, target, np.arange(1, n + 1))
     # The solve alone, and in other frame orders (the bake solves all frames as one batch).
     bpy.context.scene.frame_set(1)
     chain_spec_ = chain_spec(rig, chain)
@@ -365,11 +309,8 @@ def run_ours(spec: RigSpec, method: str, targets_path: np.ndarray, path_length: 
         q[order] = run_solve(permuted).q
         history[order_name] = float(np.abs(q - result.q).max())
     bound = lower_bounds(rig, bones[-1], len(bones), targets)
-    flips = plane_flips(joints, path_length)
-    warned = None
-    if result.hi is not None:
-        warnings = np.asarray(result.hi.pole_warnings, bool)
-        warned = [bool(warnings[k] or (k > 0 and warnings[k - 1])) for k in flips]
+    flips = flip_frames(normal_turns(plane_normals(joints), path_length))
+    warned = None if result.hi is None else warned_flips(flips, result.hi.pole_warnings)
     out = stats(joints, targets, bound, flips, warned, n)
     out.update(solve_us=solve_seconds / n * 1e6, bake_us=bake_seconds / n * 1e6, history_rad=history,
                history_unit="rad (joint values)", per_path=per_path(joints, targets, bound, flips, warned, path_length),
@@ -378,14 +319,6 @@ def run_ours(spec: RigSpec, method: str, targets_path: np.ndarray, path_length: 
 
 
 # --------------------------------------------------------------------------- output
-def _fmt(value, digits=3):
-    if value is None:
-        return "–"
-    if isinstance(value, str):
-        return value
-    return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
-
-
 def history_text(run: dict) -> str:
     if "history_mm" in run:
         worst = max(run["history_mm"].values())
@@ -514,16 +447,6 @@ def plot(out: Path, results: dict, frames: int) -> list[str]:
     return names
 
 
-def paste_into_doc(doc: Path, tables: str, start: str = "<!-- tables:start -->",
-                   end: str = "<!-- tables:end -->") -> None:
-    text = doc.read_text()
-    if start not in text or end not in text:
-        raise UsageError(f"{doc} has no {start} … {end} markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    doc.write_text(f"{head}{start}\n{tables}\n{end}{tail}")
-
-
 def main(argv: list[str]) -> int:
     return run_main("compare_native", lambda: _main(argv))
 
@@ -542,10 +465,14 @@ def _main(argv: list[str]) -> int:
         raise UsageError("--frames must be at least 20")
     if args.rigify_frames < 2 or args.repeats < 1:
         raise UsageError("--rigify-frames must be at least 2 and --repeats at least 1")
-    args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
     native = [r for r in args.rigs if r in NATIVE_RIGS]
     rigify = [r for r in args.rigs if r in RIGIFY_RIGS]
+    if args.doc is not None:  # before the run, not after it
+        for wanted, doc_markers in ((native, TABLE_MARKERS), (rigify, compare_rigify.RIGIFY_MARKERS)):
+            if wanted:
+                check_markers(args.doc, *doc_markers)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     if native:
         _native(args, native, started)
     if rigify:
@@ -555,19 +482,17 @@ def _main(argv: list[str]) -> int:
 
 
 def _rigify(args, rigs: list[str]) -> None:
-    """The Rigify rigs through ``_rigify_rigs.measure_all`` (which registers the add-on per row)."""
+    """The Rigify rigs through ``compare_rigify.measure_all`` (which registers the add-on per row)."""
     bpy = import_bpy(register_addon=False)
     if hasattr(bpy.types.Object, "ik_solvers"):
         import ik_solvers
 
         ik_solvers.unregister()
-    import _rigify_rigs
-
-    rows = _rigify_rigs.measure_all(args.out / "rigify", args.rigify_frames, rigs, repeats=args.repeats,
-                                    log=lambda line: print(line, flush=True))
-    tables = _rigify_rigs.table_markdown(rows, args.rigify_frames) + "\n" + _rigify_rigs.per_path_markdown(rows)
+    rows = compare_rigify.measure_all(args.out / "rigify", args.rigify_frames, rigs, repeats=args.repeats,
+                                      log=lambda line: print(line, flush=True))
+    tables = compare_rigify.tables_markdown(rows, args.rigify_frames)
     if args.doc is not None:
-        paste_into_doc(args.doc, tables, "<!-- rigify:start -->", "<!-- rigify:end -->")
+        paste_between_markers(args.doc, *compare_rigify.RIGIFY_MARKERS, tables + "\n")
     print(tables)
 
 
@@ -592,7 +517,7 @@ def _native(args, rigs: list[str], started: float) -> None:
     (args.out / "results.json").write_text(json.dumps({"frames_per_path": args.frames, "paths": PATHS,
                                                        "figures": figures, "results": public}, indent=2))
     if args.doc is not None:
-        paste_into_doc(args.doc, tables)
+        paste_between_markers(args.doc, *TABLE_MARKERS, tables + "\n")
     print(tables)
 
 

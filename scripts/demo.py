@@ -31,11 +31,19 @@ from typing import Any
 
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
+from _measure import (
+    FLIP_TURN_DEGREES,
+    evaluate_chain,
+    flip_frames,
+    joint_normals,
+    lower_bounds,
+    normal_turns,
+    tip_errors,
+    warned_flips,
+)
 
 ARM_METHODS = ("DLS", "CCD", "FABRIK", "ANALYTIC", "HI")
 """Methods the arm is baked with, in order; the last one stays in ``demo.blend``."""
-FLIP_TURN_DEGREES = 30.0
-"""Bend-plane turn between consecutive frames counted as a flip (as the HI solver's own report)."""
 SHOULDER = np.array([0.2, 0.0, 1.45])
 HIP = np.array([0.1, 0.0, 0.95])
 
@@ -177,29 +185,8 @@ def bake(rig, chain_name: str, frame_count: int) -> dict:
 
 def evaluated_chain(rig, bones: list[str], target, frame_count: int) -> dict[str, np.ndarray]:
     """Blender's evaluation of the baked keys per frame: joint positions (N, len(bones) + 1, 3), targets (N, 3)."""
-    bpy = import_bpy()
-    scene = bpy.context.scene
-    joints, targets = [], []
-    for frame in range(1, frame_count + 1):
-        scene.frame_set(frame)
-        world = rig.matrix_world
-        pose = rig.pose.bones
-        joints.append([tuple(world @ pose[b].head) for b in bones] + [tuple(world @ pose[bones[-1]].tail)])
-        targets.append(tuple(target.matrix_world.translation))
-    return {"joints": np.array(joints), "targets": np.array(targets)}
-
-
-def lower_bounds(rig, chain_name: str, targets: np.ndarray) -> np.ndarray:
-    """The geometric lower bound on the tip error per frame (core formula on the chain as read)."""
-    from ik_solvers.blender.rig import read_chain
-    from ik_solvers.blender.root_space import root_matrices_world, world_to_root
-    from ik_solvers.core import error_lower_bounds
-
-    chain = rig.ik_solvers.chains[chain_name]
-    read = read_chain(rig, chain.tip_bone, chain.chain_length)
-    root = root_matrices_world(rig, read)
-    scale = float(np.cbrt(np.linalg.det(root[:3, :3])))
-    return error_lower_bounds(read.chain, world_to_root(targets, root[None])) * scale
+    joints, targets, _ = evaluate_chain(rig, bones, target, range(1, frame_count + 1))
+    return {"joints": joints, "targets": targets}
 
 
 STRAIGHT_SINE = 0.02
@@ -207,19 +194,10 @@ STRAIGHT_SINE = 0.02
 
 
 def plane_turns(joints: np.ndarray) -> np.ndarray:
-    """Turn (degrees) of the bend-plane normal per frame, (N,): from the last frame that had a plane
-    (a straight chain has none: 0 there, and the turn across a straight stretch lands on the frame
-    after it)."""
-    upper, lower = joints[:, 1] - joints[:, 0], joints[:, 2] - joints[:, 1]
-    normals = np.cross(upper, lower)
-    sine = np.linalg.norm(normals, axis=1) / (np.linalg.norm(upper, axis=1) * np.linalg.norm(lower, axis=1))
-    turns, previous = np.zeros(len(joints)), None
-    for k in np.flatnonzero(sine > STRAIGHT_SINE):
-        normal = normals[k] / np.linalg.norm(normals[k])
-        if previous is not None:
-            turns[k] = np.degrees(np.arccos(np.clip(previous @ normal, -1.0, 1.0)))
-        previous = normal
-    return turns
+    """Turn (degrees) of the bend-plane normal (the first inner joint's) per frame, (N,): from the last
+    frame that had a plane (a straight chain has none: 0 there, and the turn across a straight stretch
+    lands on the frame after it)."""
+    return normal_turns(joint_normals(joints, STRAIGHT_SINE)[:, 0])
 
 
 def hi_diagnostics(rig, chain_name: str, frame_count: int) -> dict[str, Any]:
@@ -253,12 +231,13 @@ def measure(rig, chain_name: str, bones: list[str], target, frame_count: int, ba
     before or after it was warned. Other methods have no warning to give.
     """
     evaluated = evaluated_chain(rig, bones, target, frame_count)
-    error = np.linalg.norm(evaluated["joints"][:, -1] - evaluated["targets"], axis=1)
-    bound = lower_bounds(rig, chain_name, evaluated["targets"])
+    error = tip_errors(evaluated["joints"], evaluated["targets"])
+    chain = rig.ik_solvers.chains[chain_name]
+    bound = lower_bounds(rig, chain.tip_bone, chain.chain_length, evaluated["targets"])
     turns = plane_turns(evaluated["joints"])
     reachable = bound <= 0.0
     excess = np.maximum(error - bound, 0.0)
-    flips = np.flatnonzero(turns > FLIP_TURN_DEGREES) + 1
+    flips = [frame + 1 for frame in flip_frames(turns)]
     return {
         "bake": bake_report,
         "evaluated": {
@@ -266,8 +245,8 @@ def measure(rig, chain_name: str, bones: list[str], target, frame_count: int, ba
             "max_error_reachable": float(error[reachable].max()) if reachable.any() else None,
             "max_excess_out_of_reach": float(excess[~reachable].max()) if (~reachable).any() else None,
             "reachable_frames": int(reachable.sum()),
-            "flip_frames": [int(f) for f in flips],
-            "flips_warned": None if warnings is None else [bool(warnings[f - 2] or warnings[f - 1]) for f in flips],
+            "flip_frames": flips,
+            "flips_warned": None if warnings is None else warned_flips([frame - 1 for frame in flips], warnings),
         },
         "_series": {"error": error, "bound": bound, "turns": turns, "joints": evaluated["joints"],
                     "targets": evaluated["targets"]},

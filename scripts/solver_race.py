@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 from _cli import Parser, UsageError, run_main
+from _measure import check_markers, paste_between_markers
 
 from ik_solvers.core import Chain, IKInputError, JointKind, Method, SolveOptions, Status, solve
 
@@ -358,20 +359,14 @@ def markdown_tables(points: list[Point], checks: list[dict], args: argparse.Name
     return "\n".join(lines) + "\n"
 
 
-def _doc_parts(doc: Path, name: str) -> tuple[str, str, str, str]:
-    """``doc``'s text before and after the ``race-table:NAME`` block, and the block's two markers."""
-    begin, end = f"<!-- race-table:{name} -->", f"<!-- /race-table:{name} -->"
-    text = doc.read_text()
-    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
-        raise UsageError(f"{doc} needs exactly one {begin} ... {end} block")
-    head, rest = text.split(begin)
-    return head, begin, end, rest.split(end)[1]
+def race_markers(name: str) -> tuple[str, str]:
+    """The marker lines ``<!-- race-table:NAME -->`` and ``<!-- /race-table:NAME -->`` around a run's tables."""
+    return f"<!-- race-table:{name} -->", f"<!-- /race-table:{name} -->"
 
 
 def paste_into_doc(doc: Path, name: str, table: str) -> None:
     """Replace what stands between ``<!-- race-table:NAME -->`` and ``<!-- /race-table:NAME -->`` in ``doc``."""
-    head, begin, end, tail = _doc_parts(doc, name)
-    doc.write_text(f"{head}{begin}\n{table}{end}{tail}")
+    paste_between_markers(doc, *race_markers(name), table)
 
 
 def _plot_metric(ax, points: list[Point], category: str, metric: str, log_y: bool = False) -> None:
@@ -474,9 +469,7 @@ def _main(argv: list[str] | None) -> int:
     if args.repeats <= 0:
         raise UsageError(f"--repeats must be positive, got {args.repeats}")
     if args.doc is not None:
-        if not args.doc.is_file():
-            raise UsageError(f"--doc {args.doc} is not a file")
-        _doc_parts(args.doc, args.out.name)  # the markers must be there before anything runs
+        check_markers(args.doc, *race_markers(args.out.name))  # the markers must be there before anything runs
     if args.loop_samples < 0:
         raise UsageError(f"--loop-samples must not be negative, got {args.loop_samples}")
     chain = race_chain()

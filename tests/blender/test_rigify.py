@@ -1,7 +1,8 @@
 """Issue 11's "Done when", on rigs nobody here wrote: the Rigify metarigs shipped in the bpy wheel.
 
 Chains are set up through the add-on's operators (``chain_add``, ``capture_preferred_pose``, ``bake``)
-and every number is read from Blender's own evaluation of the baked keys (``scripts/_rigify_rigs.py``).
+and every number is read from Blender's own evaluation of the baked keys (``scripts/_rigify_rigs.py``,
+``_rigify_runs.py``).
 Each test failed on the code before issue 11's fixes (HI's in-plane solve pinned a joint at its
 straight limit on 3+ bones; iterative methods started from the current pose).
 """
@@ -19,7 +20,10 @@ import pytest
 from ik_solvers.core import METHOD_FACTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import _measure
 import _rigify_rigs as rr
+import _rigify_runs as runs
+import compare_rigify
 
 FRAMES = 20
 """Frames per target path: enough to sweep each path, few enough to keep the file fast."""
@@ -57,7 +61,8 @@ def test_paths_are_reachable_as_stated(rigify):
         reachable = setup.reachable_mask()
         assert ratio[reachable].max() <= 0.97 + 1e-6 and ratio[~reachable].min() >= 1.05 - 1e-6, name
         assert ratio[reachable].min() >= setup.min_preferred_ratio, name
-        np.testing.assert_array_equal(rr.lower_bounds(setup, setup.targets) > 0, ~reachable)
+        bounds = _measure.rest_lower_bounds(setup.rest_joints, setup.targets)
+        np.testing.assert_array_equal(bounds > 0, ~reachable)
         if "leg" in name:
             hip = setup.rest_joints[0]
             assert (setup.targets[:, 2] < hip[2]).mean() > 0.8, name  # the kick may rise a little above
@@ -67,11 +72,11 @@ def test_paths_are_reachable_as_stated(rigify):
 def test_rest_pose_measures(rigify):
     """At rest (target off): no error at the rest tip, every joint bent its own way, nothing backward."""
     setup = rr.human_leg_foot(frames=FRAMES)
-    joints, rotations, _ = rr.evaluate(setup, [1])
+    joints, rotations, _ = runs.evaluate(setup, [1])
     np.testing.assert_allclose(joints[0], setup.rest_joints, atol=1e-6)
-    bends = rr.bend_angles(setup, joints, rotations)
+    bends = _measure.bend_angles(joints, rotations, setup.rest_bend_axes)
     np.testing.assert_allclose(bends[0], [10.04, 63.66], atol=0.05)  # knee forward, ankle the other way
-    assert not rr.backward_joints(bends).any()
+    assert not _measure.backward_joints(bends).any()
 
 
 def test_backward_knee_is_detected(rigify):
@@ -83,18 +88,19 @@ def test_backward_knee_is_detected(rigify):
     for angle, backward in ((-np.radians(15.0), True), (np.radians(30.0), False), (-np.radians(9.5), False)):
         shin.rotation_quaternion = (np.cos(angle / 2), np.sin(angle / 2), 0.0, 0.0)
         bpy.context.view_layer.update()
-        joints = rr.evaluated_joints(setup)[None]
+        joints = runs.evaluated_joints(setup)[None]
         world = np.array(setup.rig.matrix_world)[:3, :3]
         rotations = np.array([[world @ np.array(setup.rig.pose.bones[b].matrix)[:3, :3] for b in setup.bones]])
-        assert rr.backward_joints(rr.bend_angles(setup, joints, rotations))[0, 0] == backward, angle
+        bends = _measure.bend_angles(joints, rotations, setup.rest_bend_axes)
+        assert _measure.backward_joints(bends)[0, 0] == backward, angle
 
 
 def test_blender_ik_with_pole_reaches_the_paths(rigify):
     """The paths and measures agree with Blender's own solver: its IK constraint with a pole reaches
     every reachable frame of the human leg within a millimetre and keeps the knee forward."""
     setup = rr.human_leg(frames=FRAMES)
-    rr.add_blender_ik(setup, pole=True)
-    result = rr.measure(setup)
+    runs.add_blender_ik(setup, pole=True)
+    result = runs.measure(setup)
     reachable = setup.reachable_mask()
     assert result.errors[reachable].max() < 1e-3
     assert not result.backward[reachable].any()
@@ -104,10 +110,10 @@ def test_generated_rig_fk_arm(rigify):
     """Rigify generates the full human rig headless; our HI bake of its FK arm reaches the hand
     targets (the FK controls hang from MCH parents with constraints and drivers)."""
     setup = rr.generated_fk_arm(frames=FRAMES)
-    chain = rr.add_chain(setup, "HI")
+    chain = runs.add_chain(setup, "HI")
     frames = setup.path_frames("reach_across")
-    rr.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
-    result = rr.measure(setup, frames)
+    runs.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
+    result = runs.measure(setup, frames)
     assert result.errors.max() < chain.tolerance + REACH_SLACK
     assert not result.backward.any()
 
@@ -116,9 +122,9 @@ def test_measure_all_writes_the_table(scene, tmp_path):
     """The table's generator on one rig: a row per solver, files written, the doc pasted between its
     markers; Blender's constraint and our closed forms reach every reachable frame."""
     doc = tmp_path / "doc.md"
-    doc.write_text("# t\n<!-- table:start -->\nSTALE TABLE\n<!-- table:end -->\ntail\n")
+    doc.write_text("# t\n<!-- rigify:start -->\nSTALE TABLE\n<!-- rigify:end -->\ntail\n")
     out = tmp_path / "out"
-    assert rr.main(["--out", str(out), "--frames", str(FRAMES), "--rigs", "human_arm", "--repeats", "1",
+    assert compare_rigify.main(["--out", str(out), "--frames", str(FRAMES), "--rigs", "human_arm", "--repeats", "1",
                     "--doc", str(doc)]) == 0
     rows = json.loads((out / "rows.json").read_text())
     labels = [r["solver"] for r in rows if "skipped" not in r]  # "SDLS, no pull": 3+ bones only
@@ -129,7 +135,7 @@ def test_measure_all_writes_the_table(scene, tmp_path):
         assert by[label]["misses"] == 0 and by[label]["max_reachable_mm"] < 0.5, label
     assert by["Blender IK"]["bake_ratio"] == 1.0 and (out / "rows.csv").is_file() and (out / "table.md").is_file()
     text = doc.read_text()
-    assert "STALE TABLE" not in text and text.endswith("<!-- table:end -->\ntail\n") and "| human_arm | HI |" in text
+    assert "STALE TABLE" not in text and text.endswith("<!-- rigify:end -->\ntail\n") and "| human_arm | HI |" in text
 
 
 # --------------------------------------------------------------------------- issue 11: HI on any chain length
@@ -146,9 +152,9 @@ def test_hi_reaches_with_every_joint_on_its_preferred_side(rigify, name):
     the least distance the chain reaches with each joint bent its own way) to tolerance, no joint
     bent backward."""
     setup = rr.BUILDERS[name](frames=FRAMES)
-    chain = rr.add_chain(setup, "HI")
-    rr.bake_ours(setup, chain.name)
-    result = rr.measure(setup)
+    chain = runs.add_chain(setup, "HI")
+    runs.bake_ours(setup, chain.name)
+    result = runs.measure(setup)
     reachable = setup.reachable_mask()
     worst = int(np.argmax(np.where(reachable, result.errors, 0.0)))
     assert result.errors[reachable].max() <= chain.tolerance + REACH_SLACK, (
@@ -161,9 +167,9 @@ def test_hi_reaches_with_every_joint_on_its_preferred_side(rigify, name):
 def test_hi_two_bone_leg_reaches_with_knee_forward(rigify, name):
     """The two-bone case: the same statement as above."""
     setup = rr.BUILDERS[name](frames=FRAMES)
-    chain = rr.add_chain(setup, "HI")
-    rr.bake_ours(setup, chain.name)
-    result = rr.measure(setup)
+    chain = runs.add_chain(setup, "HI")
+    runs.bake_ours(setup, chain.name)
+    result = runs.measure(setup)
     reachable = setup.reachable_mask()
     assert result.errors[reachable].max() <= chain.tolerance + REACH_SLACK
     assert not result.backward[reachable].any()
@@ -182,12 +188,12 @@ def test_default_method_keeps_knees_and_elbows_bent_their_way(rigify, name, path
     """The method ``chain_add`` chooses, baked over the path twice (the second time from the first
     bake's pose, as when an animator re-bakes): no joint bent backward on any frame."""
     setup = rr.BUILDERS[name](frames=FRAMES)
-    chain = rr.add_chain(setup)
+    chain = runs.add_chain(setup)
     frames = setup.path_frames(path)
     for _ in range(2):
         bpy.context.scene.frame_set(int(frames[len(frames) // 2]))
-        rr.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
-        result = rr.measure(setup, frames)
+        runs.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
+        result = runs.measure(setup, frames)
         assert result.errors.max() < 1e-3, chain.method
         backward = frames[result.backward.any(axis=1)]
         assert not len(backward), f"{chain.method}: backward on frames {backward.tolist()}"
@@ -199,15 +205,15 @@ def test_rebake_gives_identical_keys(rigify, method):
     """Baking the same range twice, from different current frames, writes the same keys bit for bit."""
     most = next(facts.bones[1] for m, facts in METHOD_FACTS.items() if m.value == method)
     setup = rr.human_leg(frames=FRAMES) if most == 2 else rr.human_leg_foot(frames=FRAMES)
-    chain = rr.add_chain(setup, method)
+    chain = runs.add_chain(setup, method)
     first = setup.path_frames("crouch")[0]
     last = setup.path_frames("kick")[-1]
     bpy.context.scene.frame_set(int(first))
-    rr.bake_ours(setup, chain.name, int(first), int(last))
-    keys = rr.action_keys(setup.rig, setup.bones)
+    runs.bake_ours(setup, chain.name, int(first), int(last))
+    keys = runs.action_keys(setup.rig, setup.bones)
     bpy.context.scene.frame_set(int(setup.path_frames("kick")[FRAMES // 2]))
-    rr.bake_ours(setup, chain.name, int(first), int(last))
-    again = rr.action_keys(setup.rig, setup.bones)
+    runs.bake_ours(setup, chain.name, int(first), int(last))
+    again = runs.action_keys(setup.rig, setup.bones)
     assert keys.keys() == again.keys() and keys
     changed = [k for k in keys if not np.array_equal(keys[k], again[k])]
     assert not changed, f"{method}: keys moved on {changed}"
@@ -230,9 +236,9 @@ def test_default_method_of_longer_chains_keeps_joints_bent_their_way(rigify, nam
     ~21° against its rest curve on the forward bend, at any weight 0 … 1 (docs/comparison.md)."""
     setup = rr.BUILDERS[name](frames=FRAMES)
     frames = setup.path_frames(path)
-    witness = rr.add_chain(setup, "HI", name="Witness")
-    rr.bake_ours(setup, witness.name, int(frames[0]), int(frames[-1]))
-    hi = rr.measure(setup, frames)
+    witness = runs.add_chain(setup, "HI", name="Witness")
+    runs.bake_ours(setup, witness.name, int(frames[0]), int(frames[-1]))
+    hi = runs.measure(setup, frames)
     exists = (hi.errors <= witness.tolerance + REACH_SLACK) & ~hi.backward.any(axis=1)
     assert exists.sum() >= len(frames) // 2, "HI found too few preferred-side poses to test against"
     setup.rig.ik_solvers.chains.remove(0)
@@ -240,10 +246,10 @@ def test_default_method_of_longer_chains_keeps_joints_bent_their_way(rigify, nam
     for pose_bone in setup.rig.pose.bones:
         pose_bone.matrix_basis.identity()
     bpy.context.view_layer.update()
-    chain = rr.add_chain(setup)
+    chain = runs.add_chain(setup)
     assert chain.method == "HI"
-    rr.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
-    result = rr.measure(setup, frames)
+    runs.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
+    result = runs.measure(setup, frames)
     assert result.errors[exists].max() <= chain.tolerance + REACH_SLACK
     backward = frames[exists & result.backward.any(axis=1)]
     worst = np.nan_to_num(result.bends[exists], nan=0.0).min(axis=0)
@@ -257,10 +263,10 @@ def test_default_method_of_longer_chains_keeps_joints_bent_their_way(rigify, nam
 def test_default_method_does_not_flip_in_a_stride(rigify, name):
     """The default of a three-bone leg through a stride: reached on every frame, no bend-plane flip."""
     setup = rr.BUILDERS[name](frames=FRAMES)
-    chain = rr.add_chain(setup)
+    chain = runs.add_chain(setup)
     assert chain.method == "HI"
-    rr.bake_ours(setup, chain.name)
-    result = rr.measure(setup)
+    runs.bake_ours(setup, chain.name)
+    result = runs.measure(setup)
     stride = setup.path_frames("stride")
     assert result.errors[stride - 1].max() <= chain.tolerance + REACH_SLACK
     flips = sorted(set(result.flips) & set(stride.tolist()))
@@ -283,10 +289,10 @@ def test_heuristic_methods_report_every_miss(rigify, name, method):
     than the tolerance from the target (beyond the lower bound out of reach) is listed as not reached
     in the bake's report, and the report counts at least that many frames with a non-success status."""
     setup = rr.BUILDERS[name](frames=FRAMES)
-    chain = rr.add_chain(setup, method)
-    rr.bake_ours(setup, chain.name)
-    result = rr.measure(setup)
-    report = rr.bake_report(chain)
+    chain = runs.add_chain(setup, method)
+    runs.bake_ours(setup, chain.name)
+    result = runs.measure(setup)
+    report = runs.bake_report(chain)
     assert report is not None and report["method"] == method
     missed = np.flatnonzero(result.errors - result.bounds > chain.tolerance + MODEL_GAP[name]) + 1
     listed = set(report["not_reached_frames"])
@@ -319,7 +325,7 @@ def test_generated_rig_fk_arm_follows_a_dragged_target_by_the_quick_path(rigify,
     monkeypatch.setattr(live_quick, "write_quaternion_joints", quick_write)
     monkeypatch.setattr(live, "write_pose", full_write)
     setup = rr.generated_fk_arm(frames=FRAMES)
-    chain = rr.add_chain(setup, "HI")
+    chain = runs.add_chain(setup, "HI")
     setup.target.animation_data_clear()
     rig = setup.rig
     bpy.context.view_layer.objects.active = rig
