@@ -15,7 +15,7 @@ checking them on Blender's evaluation.
 
 Prints a table and writes ``DIR/bench_bake.csv``, ``DIR/bench_bake.json`` and ``DIR/bench_bake.png``.
 
-    python scripts/bench_bake.py [--out DIR] [--frames N] [--repeats R] [--rigs NAME ...] [--quick]
+    .venv/bin/python scripts/bench_bake.py [--out DIR] [--frames N] [--repeats R] [--rigs NAME ...] [--quick]
 """
 
 from __future__ import annotations

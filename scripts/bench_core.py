@@ -4,7 +4,7 @@ Prints a table and writes ``DIR/bench_core.csv`` and ``DIR/bench_core.json``. Nu
 measured in one run on this machine and compared as ratios (batched / looped); nothing here
 asserts a speed.
 
-    python scripts/bench_core.py [--out DIR] [--targets N] [--loop-sample K] [--repeats R]
+    .venv/bin/python scripts/bench_core.py [--out DIR] [--targets N] [--loop-sample K] [--repeats R]
 """
 
 from __future__ import annotations

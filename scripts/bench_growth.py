@@ -9,7 +9,7 @@ are what carries over to other machines.
 
 Prints a table and writes ``DIR/bench_growth.csv``, ``DIR/bench_growth.json`` and ``DIR/bench_growth.png``.
 
-    python scripts/bench_growth.py [--out DIR] [--frames N] [--repeats R] [--bones 2 3 5 10 20 30]
+    .venv/bin/python scripts/bench_growth.py [--out DIR] [--frames N] [--repeats R] [--bones 2 3 5 10 20 30]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 The best of ``repeats`` runs is reported, by wall clock and by this process's CPU time (the
 machine may be shared: CPU time is what the solve itself costs); nothing here asserts a speed.
 
-    python scripts/bench_hi.py [--out DIR] [--frames N] [--repeats R]
+    .venv/bin/python scripts/bench_hi.py [--out DIR] [--frames N] [--repeats R]
 
 Targets (issue 4): two bones ≥ 500,000 frames/s, 4-bone in-plane ≥ 50,000 frames/s.
 """

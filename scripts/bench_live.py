@@ -13,7 +13,7 @@ solve of the quick path, ``solve_hi_one``).
 
 Prints a table and writes ``DIR/bench_live.csv`` and ``DIR/bench_live.json``.
 
-    python scripts/bench_live.py [--out DIR] [--moves K]
+    .venv/bin/python scripts/bench_live.py [--out DIR] [--moves K]
 """
 
 from __future__ import annotations

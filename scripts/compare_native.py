@@ -21,7 +21,7 @@ Per rig and solver:
 Rigify rigs (``--rigs`` names from ``scripts/_rigify_rigs.py``'s ``BUILDERS``: the human arm, leg,
 leg with foot and spine, the horse and wolf hind legs, the generated rig's FK arm): Rigify's own
 metarigs with paths over the reachable volume (crouch, kick, stride, reach across and behind, fold,
-out of reach), ``--rigify-frames`` frames each, measured by ``_rigify_rigs.measure_all`` (ours with
+out of reach), ``--rigify-frames`` frames each, measured by ``compare_rigify.measure_all`` (ours with
 the default method, HI, ANALYTIC+pole, CCD, FABRIK; Blender's IK with and without pole); written to
 ``DIR/rigify/`` and pasted between ``<!-- rigify:start -->`` and ``<!-- rigify:end -->``.
 
@@ -29,7 +29,7 @@ Writes ``--out DIR``: ``results.json``, ``summary.csv``, ``per_path.csv``, ``tab
 figures; ``--doc FILE`` pastes ``tables.md`` into FILE between ``<!-- tables:start -->`` and
 ``<!-- tables:end -->``.
 
-    python scripts/compare_native.py --out docs/comparison [--frames 300] [--rigify-frames 40] [--doc docs/comparison.md]
+    .venv/bin/python scripts/compare_native.py --out docs/comparison [--frames 300] [--rigify-frames 40] [--doc docs/comparison.md]
 """
 
 from __future__ import annotations

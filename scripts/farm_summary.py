@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/farm_summary.py --reports OUT/reports --out OUT/summary.json [INPUT.blend ...]
+    .venv/bin/python scripts/farm_summary.py --reports OUT/reports --out OUT/summary.json [INPUT.blend ...]
 
 Each task of the farm job ran ``ik_batch.py INPUT --report OUT/reports/NAME.json``. Given the job's
 input files, a file whose report is missing (its task crashed or never ran) or says ``"ok": false``

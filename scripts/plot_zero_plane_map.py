@@ -5,7 +5,7 @@ equator (the preferred plane, rule A: normal = n0), the zero meridian a0 and the
 Right: the northern hemisphere seen from above the pole: every meridian carries n0 up to the
 pole (rule B), so the normals arriving from opposite sides point opposite ways — the flip.
 
-    python scripts/plot_zero_plane_map.py [--out DIR]      (default DIR: docs)
+    .venv/bin/python scripts/plot_zero_plane_map.py [--out DIR]      (default DIR: docs)
 """
 
 from __future__ import annotations
