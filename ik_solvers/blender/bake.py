@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,11 @@ from .snapshots import ActionSnapshot, PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors
 from .spec import ChainSpec, chain_spec
 from .verify import BakedCheck, keys_alone_move_the_chain
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .rig_chain import RigChain
 
 
 # --------------------------------------------------------------------------- options
@@ -80,7 +86,7 @@ class ChainBake:
 
     spec: ChainSpec
     report: BakeReport | None = None
-    _rigs: dict = field(default_factory=dict)
+    _rigs: dict[bytes, RigChain] = field(default_factory=dict)
     """geometry key → RigChain read at a frame with that geometry (the first: the spec's rig)."""
     _blockers: list[str] | None = None
     """Why F-curve sampling is not exact, found just before sampling (an earlier chain of the
@@ -97,7 +103,7 @@ class ChainBake:
         return self.spec.name
 
     @property
-    def rig(self):
+    def rig(self) -> RigChain:
         return self.spec.rig
 
 
@@ -106,8 +112,8 @@ class _Sampling:
     """A chain's sampling at some frames, resumable frame by frame."""
 
     frames: np.ndarray
-    inputs: list = field(default_factory=list)
-    geometry: list = field(default_factory=list)
+    inputs: list[FrameInputs] = field(default_factory=list)
+    geometry: list[bytes] = field(default_factory=list)
     sampled: SampledFrames | None = None
 
 
@@ -125,15 +131,17 @@ class BakeJob:
     split does not change the keys.
     """
 
-    def __init__(self, context, obj, options: BakeOptions):
-        self.scene = context.scene
-        self.view_layer = context.view_layer
+    def __init__(self, context: bpy.types.Context, obj: bpy.types.Object, options: BakeOptions) -> None:
+        scene, view_layer = context.scene, context.view_layer
+        assert scene is not None and view_layer is not None  # a bake runs in a scene's context
+        self.scene = scene
+        self.view_layer = view_layer
         self.obj = obj
         self.options = options
         self.frames = options.frames
         self.reports: list[BakeReport] = []
         self._chains: list[ChainBake] = []
-        by_name = {chain.name: chain for chain in obj.ik_solvers.chains}
+        by_name = {chain.name: chain for chain in obj.ik_solvers.chains}  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         for name in options.chain_names:
             settings = by_name.get(name)
             if settings is None:
@@ -311,9 +319,11 @@ class BakeJob:
 
     def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
         """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""
+        check = chain._check
+        assert check is not None  # started by _write_keys
         with live_state.paused():  # live chains hold still, also while the frame goes back
             try:
-                if not chain._check.advance(deadline):
+                if not check.advance(deadline):
                     return False
             except BaseException:
                 self._restore_frame()
@@ -326,7 +336,7 @@ class BakeJob:
             frame_step=self.options.frame_step, sampling_reasons=self._sampling_blockers(chain),
             flip_threshold=chain.spec.flip_threshold,
             seconds=solved.seconds + time.perf_counter() - chain._write_started,
-            evaluation=chain._check.result(),
+            evaluation=check.result(),
         )
         self.reports.append(chain.report)
         return True
@@ -343,7 +353,7 @@ class BakeJob:
         self.view_layer.update()
         baked = {bone for chain in self._chains for bone in chain.rig.joint_bones}
         self._pose.restore(keep_rotation_of=baked)
-        settings = {chain.name: chain for chain in self.obj.ik_solvers.chains}
+        settings = {chain.name: chain for chain in self.obj.ik_solvers.chains}  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         for chain in self._chains:
             if chain.report is not None and chain.name in settings:
                 store_report(settings[chain.name], chain.report)
