@@ -15,7 +15,7 @@ from . import live, live_state
 from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
 from .checks import check_editable
-from .errors import IKSolversError, failure_sentence
+from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
 from .sampling import sample_inputs
 from .solving import prepare_solve
@@ -311,16 +311,18 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj = context.object
-        chain = obj.ik_solvers.active_chain
+        obj, scene = context.object, context.scene
+        assert obj is not None and scene is not None  # ActiveChainPoll: an armature of the scene
+        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # registered at runtime (properties.register)
         if chain.use_live:
             chain.use_live = False
             live_state.forget(obj, chain.name)
             self.report({"INFO"}, f"Live IK off for '{chain.name}'.")
             return {"FINISHED"}
         try:
-            spec = chain_spec(obj, chain)
-            prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
+            with chain_context(chain.name):
+                spec = chain_spec(obj, chain)
+                prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
         except Exception as error:  # one sentence, never a traceback
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
@@ -328,7 +330,7 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
         chain.last_message = ""
         # Setting use_live is an update of the armature: the depsgraph handler may have solved the chain
         # already while the depsgraph was evaluated, and then this call finds nothing new to solve.
-        live.update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=False)
+        live.update_live_chains(scene, context.evaluated_depsgraph_get(), force=False)
         if not chain.use_live:  # the first live solve failed and turned it off again
             self.report({"ERROR"}, chain.last_message)
             return {"CANCELLED"}
