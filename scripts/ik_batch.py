@@ -87,7 +87,12 @@ METHOD_NAMES = tuple(method.value for method in METHOD_FACTS)
 
 
 class BatchError(Exception):
-    """A problem with one file (exit 2); the message is one line."""
+    """A problem with one file (exit 2); the message is one line. ``field``: the setting or input the
+    add-on or the core refused (``IKSolversError.field``), else None; the report keeps it."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class WorkerCrash(Exception):
@@ -273,12 +278,10 @@ def make_job(obj, chain_name: str, frames: tuple[int, int], step: int):
     """A ``BakeJob`` for one chain (BatchError when the chain cannot be baked)."""
     bpy = _bpy()
     bake = _bake_module()
-    from ik_solvers.blender.errors import IKSolversError
-
     try:
         return bake.BakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, (chain_name,)))
-    except IKSolversError as error:
-        raise BatchError(str(error)) from None
+    except bake.IKSolversError as error:  # the sentence names the chain (errors.chain_context); the field is kept
+        raise BatchError(str(error), error.field) from error
 
 
 def solve_chunk(job, frames: np.ndarray):
@@ -421,7 +424,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
                 job.finish()
             except bake.IKSolversError as error:
                 job.cancel()
-                raise BatchError(f"{obj.name}:{chain.name}: {error}") from None
+                raise BatchError(f"{obj.name}:{chain.name}: {error}", error.field) from error
             entry = chain_statistics(bake_report, time.perf_counter() - chain_started)
             entries.append(entry)
             baked.append(BakedChain(obj.name, chain.name, tuple(job.chains[0].rig.joint_bones),
@@ -448,6 +451,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
         result["error"] = (f"{path}: {first['armature']}:{first['chain']}: Blender's evaluation of the baked keys "
                            f"differs from the solve on {len(first['evaluated_mismatch_frames'])} frames "
                            f"(first {first['evaluated_mismatch_frames'][0]})")
+        result["error_field"] = None  # no setting or input was refused
     return result
 
 
@@ -523,7 +527,8 @@ def run(argv: list[str]) -> int:
             if not message.startswith(str(path)):
                 message = f"{path}: {message}"
             report_problem(PROG, message)
-            entry = {"input": str(path), "output": None, "ok": False, "error": message, "chains": []}
+            entry = {"input": str(path), "output": None, "ok": False, "error": message,
+                     "error_field": getattr(error, "field", None), "chains": []}
         else:
             if not entry["ok"]:
                 status = max(status, EXIT_FAILED)

@@ -68,11 +68,13 @@ def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | 
     state.busy = True
     forget_quick()
     solved, every_chain_quick = 0, True
+    updated: set[tuple[int, str]] = set()
     try:
         for obj, chains in live_chains(scene):
             checked: list[tuple[tuple[int, str], ChainSpec, FrameInputs]] = []
             for chain in chains:
                 key = (obj.session_uid, chain.name)
+                updated.add(key)
                 record = state.chains.setdefault(key, LiveChain())
                 try:
                     with chain_context(chain.name):
@@ -84,6 +86,10 @@ def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | 
                 assert record.spec is not None and record.inputs is not None  # set by _update_chain
                 checked.append((key, record.spec, record.inputs))
             every_chain_quick &= offer_quick(obj, checked)
+        # A record of these armatures not updated now is of a chain renamed or no longer live.
+        armatures = {key[0] for key in updated}
+        for key in [key for key in state.chains if key[0] in armatures and key not in updated]:
+            del state.chains[key]
     finally:
         state.busy = False
     if every_chain_quick and state.quick and depsgraph is not None:

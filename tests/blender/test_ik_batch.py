@@ -752,6 +752,24 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
 
 
 # --------------------------------------------------------------------------- versioned report
+def test_a_refused_input_keeps_the_errors_field_in_the_report(addon, tmp_path, capsys):
+    """Issue 19: the error the add-on raises keeps the core's ``field`` up to the report (it was
+    re-wrapped as a bare string); the sentence is the one the bake raised, named once."""
+    path = build_scene_file(tmp_path / "hinge.blend", arm_method="HI")
+    upper_arm = bpy.data.objects["Rig"].pose.bones["upper_arm"]
+    upper_arm.lock_ik_x = upper_arm.lock_ik_y = True  # a hinge start joint, which HI refuses
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    report = tmp_path / "r.json"
+    assert ik_batch.main(["ik_batch.py", str(path), "--dry-run", "--quiet", "--chain", "Arm",
+                          "--report", str(report)]) == 2
+    (entry,) = json.loads(report.read_text())["files"]
+    assert entry["ok"] is False and entry["error_field"] == "kinds"
+    assert entry["error"].count("'Arm'") == 1 and "needs a ball start joint" in entry["error"]
+    assert entry["error"] in capsys.readouterr().err
+    schema = json.loads((REPO / "docs" / "batch-report.schema.json").read_text())
+    assert schema["$defs"]["file"]["properties"]["error_field"]["type"] == ["string", "null"]
+
+
 def test_report_validates_against_its_schema(scene_file, tmp_path):
     """A real report (one good file, one missing) against docs/batch-report.schema.json, with the
     versions it carries."""
