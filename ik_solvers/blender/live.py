@@ -32,7 +32,7 @@ from .chains import store_solve_outcome
 from .errors import chain_context, failure_sentence
 from .identity import follow_renamed_tip
 from .live_quick import offer_quick, quick_update
-from .live_state import LiveChain, after_write, forget_quick, inputs_key, rig_values, state, turn_off
+from .live_state import ChainKey, LiveChain, after_write, forget_quick, inputs_key, rig_values, state, turn_off
 from .rig import write_pose
 from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
@@ -68,10 +68,10 @@ def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | 
     state.busy = True
     forget_quick()
     solved, every_chain_quick = 0, True
-    updated: set[tuple[int, str]] = set()
+    updated: set[ChainKey] = set()
     try:
         for obj, chains in live_chains(scene):
-            checked: list[tuple[tuple[int, str], ChainSpec, FrameInputs]] = []
+            checked: list[tuple[ChainKey, ChainSpec, FrameInputs]] = []
             for chain in chains:
                 key = (obj.session_uid, chain.name)
                 updated.add(key)

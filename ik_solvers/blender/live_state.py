@@ -3,9 +3,10 @@
 ``state`` is the one :class:`LiveState`, with one :class:`LiveChain` record per live chain.
 ``load_pre`` forgets everything (the kept specs name the target and pole objects, which a file load
 frees); a chain turned off forgets its record (:func:`forget`); anything that may change what the
-last full update checked forgets the quick path (:func:`forget_quick`; ``register`` makes it the
-listener of ``properties.SOLVE_SETTINGS``' update hook). :class:`RigValues` is the bulk read of every armature value the rig reader
-can depend on, whose bytes tell whether the chain read before still holds.
+last full update checked forgets the quick path (:func:`forget_quick`; ``live.register`` makes it
+the listener of the update hook of ``properties.SOLVE_SETTINGS``). :class:`RigValues` is the bulk
+read of every armature value the rig reader can depend on, whose bytes tell whether the chain read
+before still holds.
 """
 
 from __future__ import annotations
