@@ -297,10 +297,7 @@ def save_solved(solved, path: Path) -> None:
 
 def load_solved(path: Path):
     """The ``SolvedFrames`` that ``save_solved`` wrote, bit for bit."""
-    _bpy()
-    from ik_solvers.blender.frames import SolvedFrames
-
-    return SolvedFrames.load(path)
+    return _bake_module().SolvedFrames.load(path)
 
 
 # --------------------------------------------------------------------------- files
@@ -350,13 +347,16 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         processes.append((task_path, subprocess.Popen(worker_command(task_path), stdout=subprocess.DEVNULL,
                                                       stderr=subprocess.PIPE, text=True)))
     failures, crashed = [], False
-    for _task_path, process in processes:
+    for task_path, process in processes:
         _, stderr = process.communicate()
         if process.returncode != 0:
-            failures.append(one_line(stderr) or f"worker exited with {process.returncode}")
+            field = task_path.with_suffix(".field")  # run_worker's error's field, if it had one
+            failures.append((one_line(stderr) or f"worker exited with {process.returncode}",
+                             (field.read_text() if field.exists() else "") or None))
             crashed = crashed or process.returncode != EXIT_FAILED  # a signal, memory, a bug: exit 3
     if failures:
-        raise (WorkerCrash if crashed else BatchError)(f"a worker failed: {failures[0]}")
+        message = f"a worker failed: {failures[0][0]}"
+        raise WorkerCrash(message) if crashed else BatchError(message, failures[0][1])
     return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
 
 
@@ -384,6 +384,7 @@ def run_worker(task_path: Path) -> int:
             save_solved(solve_chunk(job, np.array(frames, dtype=job.frames.dtype)), out / f"chunk{index}.npz")
     except (BatchError, _bake_module().IKSolversError) as error:
         report_problem(f"{PROG} worker", error)
+        task_path.with_suffix(".field").write_text(getattr(error, "field", None) or "")  # for the report
         return EXIT_FAILED
     return EXIT_OK
 
@@ -445,13 +446,12 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     if output is not None:
         save_checked(output, baked, backup=options.in_place or output.exists())
     result = {"input": str(path), "output": None if output is None else str(output), "ok": not mismatched,
-              "chains": entries, "seconds": time.perf_counter() - started}
+              "error_field": None, "chains": entries, "seconds": time.perf_counter() - started}
     if mismatched:
         first = mismatched[0]
         result["error"] = (f"{path}: {first['armature']}:{first['chain']}: Blender's evaluation of the baked keys "
                            f"differs from the solve on {len(first['evaluated_mismatch_frames'])} frames "
                            f"(first {first['evaluated_mismatch_frames'][0]})")
-        result["error_field"] = None  # no setting or input was refused
     return result
 
 
