@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import live_state
-from .errors import IKSolversError
+from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
 from .keyframes import key_rotations
@@ -189,15 +189,16 @@ class BakeJob:
         deadline = None if time_budget is None else time.perf_counter() + time_budget
         while self._index < len(self._chains):
             chain = self._chains[self._index]
-            if chain._check is None:
-                if chain._sampling is None:
-                    chain._sampling = _Sampling(self.frames)
-                if not self._continue_sampling(chain, chain._sampling, deadline):
+            with chain_context(chain.name):
+                if chain._check is None:
+                    if chain._sampling is None:
+                        chain._sampling = _Sampling(self.frames)
+                    if not self._continue_sampling(chain, chain._sampling, deadline):
+                        return False
+                    assert chain._sampling.sampled is not None  # set when sampling is done
+                    self._write_keys(chain, self.solve(chain, chain._sampling.sampled))
+                if not self._continue_check(chain, deadline):
                     return False
-                assert chain._sampling.sampled is not None  # set when sampling is done
-                self._write_keys(chain, self.solve(chain, chain._sampling.sampled))
-            if not self._continue_check(chain, deadline):
-                return False
             self._index += 1
             if deadline is not None and time.perf_counter() > deadline:
                 return self._index == len(self._chains)
@@ -210,7 +211,8 @@ class BakeJob:
         frame (the current frame is put back afterwards). Raises IKSolversError.
         """
         sampling = _Sampling(self.frames if frames is None else np.asarray(frames))
-        self._continue_sampling(chain, sampling, None)
+        with chain_context(chain.name):
+            self._continue_sampling(chain, sampling, None)
         assert sampling.sampled is not None  # no deadline: sampling ran to the end
         return sampling.sampled
 
@@ -244,10 +246,8 @@ class BakeJob:
             self.scene.frame_set(frame)
             key = geometry_key(self.obj, chain.rig)
             if key not in chain._rigs:
-                try:
+                with chain_context(chain.name, frame):
                     chain._rigs[key] = chain.spec.read_rig(self.obj)
-                except IKSolversError as error:
-                    raise error.about(chain.name, frame) from None
             sampling.geometry.append(key)
             sampling.inputs.append(sample_inputs(self.obj, chain.spec, chain.rig, self._depsgraph))
             if deadline is not None and time.perf_counter() > deadline and len(sampling.inputs) < len(frames):
@@ -271,11 +271,9 @@ class BakeJob:
             if rows.size == 0:
                 continue
             subset = inputs if rows.size == n else inputs.select(rows)
-            try:
+            with chain_context(chain.name, int(frames[rows[0]])):
                 prepared = prepare_solve(chain.spec, subset, rig)
                 result = run_solve(prepared)
-            except IKSolversError as exc:
-                raise exc.about(chain.name, int(frames[rows[0]])) from None
             error, bound = world_errors(prepared, result)
             parts.append(SolvedFrames.from_result(frames[rows], result, error, bound, 0.0))
             rows_of.append(rows)
@@ -290,8 +288,9 @@ class BakeJob:
         rotation that is not finite. After keying, Blender evaluates the keys (:mod:`.verify`,
         the current frame put back) and the report says where that differs from the solve.
         """
-        self._write_keys(chain, solved)
-        self._continue_check(chain, None)
+        with chain_context(chain.name):
+            self._write_keys(chain, solved)
+            self._continue_check(chain, None)
         assert chain.report is not None  # set when the check has run to the end
         return chain.report
 
@@ -301,10 +300,7 @@ class BakeJob:
         if not np.array_equal(solved.frames, self.frames):
             raise IKSolversError("the solved frames are not the bake's frames.", chain=chain.name)
         self._sampling_blockers(chain)  # found (and kept for the report) before our keys: sampled elsewhere
-        try:
-            values = rotation_channel_values(self.obj, chain.rig, solved.q)
-        except IKSolversError as error:
-            raise error.about(chain.name) from None
+        values = rotation_channel_values(self.obj, chain.rig, solved.q)  # inside the chain's chain_context
         for bone, channel in values.items():
             bad = np.flatnonzero(~np.all(np.isfinite(channel), axis=1))
             if bad.size:

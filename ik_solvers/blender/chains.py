@@ -19,7 +19,7 @@ from ..core import (
     swivel_for_plane,
 )
 from .checks import check_editable
-from .errors import IKSolversError
+from .errors import IKSolversError, chain_context
 from .identity import remember
 from .rig import basis_quaternion, read_chain, write_pose
 from .rig_chain import RigChain
@@ -65,11 +65,9 @@ def method_reason(chain_settings: IK_SOLVERS_PG_chain) -> str:
 
 def capture_preferred_pose(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
     """Store the chain's current pose as its preferred pose (IKSolversError if the chain is unusable)."""
-    try:
+    with chain_context(chain_settings.name):
         check_editable(obj)
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
-    except IKSolversError as error:
-        raise error.about(chain_settings.name) from None
     assert obj.pose is not None  # read_chain read the chain from it
     rotations = [basis_quaternion(obj.pose.bones[name]) for name in rig.bone_names]
     chain_settings.preferred_pose.clear()
@@ -165,8 +163,9 @@ def solve_chains(obj: bpy.types.Object, chains: Sequence[IK_SOLVERS_PG_chain], v
             if index:
                 view_layer.update()  # the next chain reads its rig and root from the pose just written
                 spec = chain_spec(obj, chains[index])
-            prepared = prepare_solve(spec, sample_inputs(obj, spec))
-            result = run_solve(prepared)
+            with chain_context(spec.name):
+                prepared = prepare_solve(spec, sample_inputs(obj, spec))
+                result = run_solve(prepared)
             write_pose(obj, spec.rig, result.q[0])
             outcomes.append((result, prepared))
     except Exception:  # anything: the pose goes back before the error propagates

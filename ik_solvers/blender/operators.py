@@ -15,7 +15,7 @@ from . import live, live_state
 from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
 from .checks import check_editable
-from .errors import IKSolversError, failure_sentence
+from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
 from .sampling import sample_inputs
 from .solving import prepare_solve
@@ -329,8 +329,9 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
             self.report({"INFO"}, f"Live IK off for '{chain.name}'.")
             return {"FINISHED"}
         try:
-            spec = chain_spec(obj, chain)
-            prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
+            with chain_context(chain.name):
+                spec = chain_spec(obj, chain)
+                prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
         except Exception as error:  # one sentence, never a traceback
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}

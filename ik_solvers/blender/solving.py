@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..core import IKInputError, Method, SolveResult, solve, sphere_rotations_for_parent_space
+from ..core import IKInputError, Method, ParentSpace, SolveResult, solve, sphere_rotations_for_parent_space
 from .errors import IKSolversError
 from .rig_chain import RigChain
 from .root_space import KeptResults, uniform_scale, world_to_root
@@ -106,10 +106,7 @@ def root_scales(spec: ChainSpec, root_world: np.ndarray) -> np.ndarray:
     chain for a frame that is not finite, not uniformly scaled or mirrored."""
     if not np.isfinite(root_world).all():
         raise IKSolversError("the armature's world transform is not finite.", chain=spec.name)
-    try:
-        return _batch_uniform_scale(root_world)
-    except IKSolversError as error:
-        raise error.about(spec.name) from None
+    return _batch_uniform_scale(root_world)  # named by the caller's errors.chain_context
 
 
 def _batch_uniform_scale(root_world: np.ndarray) -> np.ndarray:
@@ -183,13 +180,13 @@ def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> di
         args["poles"] = poles_in_root(spec, inputs.pole_world, root_world)
     elif spec.zero_plane_map == "POLE_OBJECT":
         raise IKSolversError("the Pole Object zero-plane map needs a pole target.", chain=spec.name)
-    if spec.parent_space == "IK_TARGET":
+    if spec.parent_space is ParentSpace.IK_TARGET:
         if inputs.target_parent_world is None:
             raise IKSolversError("the IK Target parent space needs the target's parent frames.", chain=spec.name)
         root_rotations = _rotations(root_world)
         target_parent = np.broadcast_to(np.asarray(inputs.target_parent_world, float), (n, 4, 4))
         args["sphere_rotations"] = sphere_rotations_for_parent_space(
-            "IK_TARGET", root_rotations, _rotations(target_parent), solving_rotations=root_rotations,
+            spec.parent_space, root_rotations, _rotations(target_parent), solving_rotations=root_rotations,
         )
     return args
 
@@ -223,10 +220,10 @@ def run_solve(prepared: PreparedSolve) -> SolveResult:
         result = solve(prepared.rig.chain, prepared.targets, spec.method, spec.options,
                        initial=prepared.initial, **prepared.method_args)
     except IKInputError as error:
-        raise IKSolversError.from_input(error, chain=spec.name) from None
+        raise IKSolversError.from_input(error, chain=spec.name) from error
     except Exception as error:  # a solver failure (LinAlgError, …) is one sentence, never a traceback
         raise IKSolversError(f"the {spec.method.value} solver failed ({type(error).__name__}: {error}); "
-                             "nothing was changed.", chain=spec.name) from None
+                             "nothing was changed.", chain=spec.name) from error
     if not np.all(np.isfinite(result.q)):
         raise IKSolversError("the solver produced non-finite joint values; nothing was changed.", chain=spec.name)
     return result

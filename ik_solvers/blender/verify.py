@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core import forward_kinematics
 from . import live_state
-from .errors import IKSolversError
+from .errors import chain_context
 from .keyframes import assigned_fcurves, rotation_data_path
 from .rig_chain import RigChain
 from .root_space import root_matrices_world
@@ -156,10 +156,8 @@ class BakedCheck:
         key = self._fixed_geometry if self._fixed_geometry is not None else geometry_key(obj, spec.rig)
         rig = self.rigs.get(key)
         if rig is None:
-            try:
+            with chain_context(spec.name, frame):
                 rig = self.rigs[key] = spec.read_rig(obj)
-            except IKSolversError as error:
-                raise error.about(spec.name, frame) from None
         assert obj.pose is not None  # the chain was read from this armature's pose
         tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
         target = np.array(spec.target.matrix_world.translation, dtype=float)
