@@ -39,10 +39,16 @@ $(CHECK_STAMP): pyproject.toml
 test: venv
 	$(PY) -m pytest tests
 
-# The whole suite on bpy 4.4.x and 4.5.x (pins: pyproject.toml groups bpy44, bpy45), each in its own
-# venv with the project installed editable. `timeout` turns a hang at exit into a failure.
-COMPAT_GROUPS ?= bpy44 bpy45
+# The whole suite on bpy 4.4.x, 4.5.x and the newest on PyPI (pins: pyproject.toml groups bpy44, bpy45, bpy53), each in
+# its own venv with the project installed editable. `timeout` turns a hang at exit into a failure.
+# `make test-compat COMPAT_GROUPS="bpy51 bpy52"` runs the series in between.
+COMPAT_GROUPS ?= bpy44 bpy45 bpy53
 COMPAT_VENVS  := .venv-compat
+# Blender 5.1 and newer are built for Python 3.13: the groups named here get a Python 3.13 venv.
+PY313_GROUPS  := bpy51 bpy52 bpy53
+# python3.13 on the PATH, else pyenv's (whose shim for a version that is not selected fails when run).
+PYTHON313 ?= $(firstword $(foreach candidate,python3.13 $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13),\
+  $(shell $(candidate) -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1 && echo $(candidate))))
 
 test-compat: $(COMPAT_GROUPS:%=$(COMPAT_VENVS)/%/.installed)
 	@status=0; for group in $(COMPAT_GROUPS); do \
@@ -51,8 +57,10 @@ test-compat: $(COMPAT_GROUPS:%=$(COMPAT_VENVS)/%/.installed)
 	done; exit $$status
 
 $(COMPAT_VENVS)/%/.installed: pyproject.toml
-	$(need_python311)
-	@test -x $(@D)/bin/python || $(PYTHON311) -m venv $(@D)
+	$(eval compat_python := $(if $(filter $*,$(PY313_GROUPS)),$(PYTHON313),$(PYTHON311)))
+	@test -n "$(compat_python)" && command -v $(compat_python) >/dev/null 2>&1 || { \
+	  echo "error: no Python for $* (Blender 4.4-5.0 need python3.11, 5.1 and newer python3.13; set PYTHON311 / PYTHON313)" >&2; exit 1; }
+	@test -x $(@D)/bin/python || $(compat_python) -m venv $(@D)
 	$(@D)/bin/python -m pip install --quiet --upgrade "pip>=25.1"
 	$(@D)/bin/python -m pip install --quiet --group $*
 	$(@D)/bin/python -m pip install --quiet --no-deps -e .

@@ -106,5 +106,5 @@ def import_bpy(register_addon: bool = True) -> ModuleType:
         ik_solvers.register()
         from ik_solvers.blender import compat
 
-        compat.unregister_at_exit()  # bpy 4.5 hangs at exit while the add-on is still registered
+        compat.unregister_at_exit(ik_solvers.unregister)  # bpy 4.5 hangs at exit while the add-on is still registered
     return bpy

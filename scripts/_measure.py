@@ -26,9 +26,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from _cli import UsageError
+
+if TYPE_CHECKING:
+    import bpy
 
 FLIP_TURN_DEGREES = 30.0
 """A bend-plane turn above this between consecutive frames of a path is a flip (the HI solver's own threshold)."""
@@ -45,7 +49,8 @@ or fully folded chain) has no bend plane worth comparing: its normal is float32 
 
 
 # --------------------------------------------------------------------------- Blender's evaluation
-def evaluate_chain(rig, bones: Sequence[str], target, frames: Iterable[int]) -> tuple[np.ndarray, np.ndarray, float]:
+def evaluate_chain(rig: bpy.types.Object, bones: Sequence[str], target: bpy.types.Object,
+                   frames: Iterable[int]) -> tuple[np.ndarray, np.ndarray, float]:
     """Blender's evaluation at each of ``frames`` (1-based, in the order given): world joints
     ``(F, len(bones) + 1, 3)`` (bone heads, then the tip bone's tail), the target's world location
     ``(F, 3)``, and the seconds the ``frame_set`` calls took."""
@@ -56,6 +61,7 @@ def evaluate_chain(rig, bones: Sequence[str], target, frames: Iterable[int]) -> 
     frames = [int(frame) for frame in frames]
     joints = np.empty((len(frames), len(bones) + 1, 3))
     targets = np.empty((len(frames), 3))
+    assert rig.pose is not None, f"{rig.name} is not an armature"
     chain = [rig.pose.bones[b] for b in bones]
     seconds = 0.0
     for row, frame in enumerate(frames):
@@ -63,9 +69,9 @@ def evaluate_chain(rig, bones: Sequence[str], target, frames: Iterable[int]) -> 
         scene.frame_set(frame)
         seconds += time.perf_counter() - started
         world = rig.matrix_world
-        joints[row, :-1] = [tuple(world @ b.head) for b in chain]
-        joints[row, -1] = tuple(world @ chain[-1].tail)
-        targets[row] = tuple(target.matrix_world.translation)
+        joints[row, :-1] = [(world @ b.head)[:] for b in chain]
+        joints[row, -1] = (world @ chain[-1].tail)[:]
+        targets[row] = target.matrix_world.translation[:]
     return joints, targets, seconds
 
 
@@ -74,7 +80,7 @@ def tip_errors(joints: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return np.linalg.norm(joints[:, -1] - targets, axis=1)
 
 
-def lower_bounds(rig, tip: str, length: int, targets: np.ndarray) -> np.ndarray:
+def lower_bounds(rig: bpy.types.Object, tip: str, length: int, targets: np.ndarray) -> np.ndarray:
     """The geometric lower bound ``(F,)`` on the tip error for world ``targets (F, 3)``: the core's
     ``error_lower_bounds`` on the chain of ``length`` bones ending at ``tip`` as the add-on reads it,
     in the chain's root space, scaled back to world units."""
@@ -216,7 +222,7 @@ def paste_between_markers(doc: Path, start: str, end: str, table: str) -> None:
     doc.write_text(f"{head}{start}\n{table}{end}{rest.split(end)[1]}")
 
 
-def format_number(value, digits: int = 3) -> str:
+def format_number(value: float | str | None, digits: int = 3) -> str:
     """A table cell: ``digits`` significant digits, whole numbers from 1000 up, '–' for None."""
     if value is None:
         return "–"

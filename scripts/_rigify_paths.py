@@ -46,14 +46,15 @@ def min_preferred_ratio(joints: np.ndarray, steps: int = 73) -> float:
     return float(np.linalg.norm(tip, axis=1).min() / lengths.sum())
 
 
-def _directions(alpha, beta, a, b, c) -> np.ndarray:
+def _directions(alpha: float | np.ndarray, beta: float | np.ndarray, a: np.ndarray, b: np.ndarray,
+                c: np.ndarray) -> np.ndarray:
     """Unit directions ``cos β (cos α a + sin α b) + sin β c`` for arrays of angles (radians)."""
     alpha, beta = np.broadcast_arrays(np.atleast_1d(np.asarray(alpha, float)), np.atleast_1d(np.asarray(beta, float)))
     d = np.cos(alpha)[:, None] * a + np.sin(alpha)[:, None] * b
     return np.cos(beta)[:, None] * d + np.sin(beta)[:, None] * c
 
 
-def leg_paths(root, reach, frames: int, low_ratio: float, quadruped: bool = False) -> dict[str, np.ndarray]:
+def leg_paths(root: np.ndarray, reach: float, frames: int, low_ratio: float, quadruped: bool = False) -> dict[str, np.ndarray]:
     """Foot-target paths of a leg hanging from ``root`` (hip): ratio of the reach in brackets.
 
     ``crouch`` (0.95 → ``low_ratio`` → 0.95): the foot rises toward the hip and moves forward of it
@@ -83,7 +84,7 @@ def leg_paths(root, reach, frames: int, low_ratio: float, quadruped: bool = Fals
     return {k: root + (reach * r)[:, None] * d for k, (r, d) in paths.items()}
 
 
-def arm_paths(root, reach, frames: int) -> dict[str, np.ndarray]:
+def arm_paths(root: np.ndarray, reach: float, frames: int) -> dict[str, np.ndarray]:
     """Hand-target paths of an arm from ``root`` (shoulder); ratio of the reach in brackets.
 
     ``reach_across`` (0.8): from out to the side, through in front, across the chest past the other
@@ -105,7 +106,7 @@ def arm_paths(root, reach, frames: int) -> dict[str, np.ndarray]:
     return {k: root + (reach * r)[:, None] * d for k, (r, d) in paths.items()}
 
 
-def spine_paths(root, reach, frames: int) -> dict[str, np.ndarray]:
+def spine_paths(root: np.ndarray, reach: float, frames: int) -> dict[str, np.ndarray]:
     """Chest-target paths of a spine from ``root`` (pelvis); ratio of the reach in brackets.
 
     ``bend_forward`` (0.97 → 0.9): 0° → 60° from up toward forward; ``side_bend`` (0.95): 30° to one

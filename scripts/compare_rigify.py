@@ -19,6 +19,7 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +135,8 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
     return row
 
 
-def measure_all(out_dir: Path | None = None, frames: int = 40, rigs=None, log=print, repeats: int = 3) -> list[dict]:
+def measure_all(out_dir: Path | None = None, frames: int = 40, rigs: Sequence[str] | None = None,
+                log: Callable[[str], object] = print, repeats: int = 3) -> list[dict]:
     """Every rig × solver of ``SOLVERS``; bake ratio = Blender's ``nla.bake`` time (without pole) /
     ours. Writes ``rows.json``, ``rows.csv`` and ``table.md`` into ``out_dir`` if given."""
     rows = []
@@ -220,7 +222,8 @@ SWEEP_RIGS = ("human_leg_foot", "human_spine", "horse_hind_leg", "wolf_hind_leg"
 """The rigs of three or more bones, where the reference-pose pull of SDLS was measured."""
 
 
-def reference_weight_sweep(weights, frames: int = 40, rigs=SWEEP_RIGS, log=print) -> str:
+def reference_weight_sweep(weights: Sequence[float], frames: int = 40, rigs: Sequence[str] = SWEEP_RIGS,
+                           log: Callable[[str], object] = print) -> str:
     """The default method of longer chains (SDLS) at each ``reference_weight``: a markdown table of
     backward frames (reachable, by path), flips, max reachable error, not-reached frames and the
     excess over the bound out of reach, per rig and weight."""

@@ -87,7 +87,12 @@ METHOD_NAMES = tuple(method.value for method in METHOD_FACTS)
 
 
 class BatchError(Exception):
-    """A problem with one file (exit 2); the message is one line."""
+    """A problem with one file (exit 2); the message is one line. ``field``: the setting or input the
+    add-on or the core refused (``IKSolversError.field``), else None; the report keeps it."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class WorkerCrash(Exception):
@@ -273,12 +278,10 @@ def make_job(obj, chain_name: str, frames: tuple[int, int], step: int):
     """A ``BakeJob`` for one chain (BatchError when the chain cannot be baked)."""
     bpy = _bpy()
     bake = _bake_module()
-    from ik_solvers.blender.errors import IKSolversError
-
     try:
         return bake.BakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, (chain_name,)))
-    except IKSolversError as error:
-        raise BatchError(str(error)) from None
+    except bake.IKSolversError as error:  # the sentence names the chain (errors.chain_context); the field is kept
+        raise BatchError(str(error), error.field) from error
 
 
 def solve_chunk(job, frames: np.ndarray):
@@ -294,10 +297,7 @@ def save_solved(solved, path: Path) -> None:
 
 def load_solved(path: Path):
     """The ``SolvedFrames`` that ``save_solved`` wrote, bit for bit."""
-    _bpy()
-    from ik_solvers.blender.frames import SolvedFrames
-
-    return SolvedFrames.load(path)
+    return _bake_module().SolvedFrames.load(path)
 
 
 # --------------------------------------------------------------------------- files
@@ -347,13 +347,16 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
         processes.append((task_path, subprocess.Popen(worker_command(task_path), stdout=subprocess.DEVNULL,
                                                       stderr=subprocess.PIPE, text=True)))
     failures, crashed = [], False
-    for _task_path, process in processes:
+    for task_path, process in processes:
         _, stderr = process.communicate()
         if process.returncode != 0:
-            failures.append(one_line(stderr) or f"worker exited with {process.returncode}")
+            field = task_path.with_suffix(".field")  # run_worker's error's field, if it had one
+            failures.append((one_line(stderr) or f"worker exited with {process.returncode}",
+                             (field.read_text() if field.exists() else "") or None))
             crashed = crashed or process.returncode != EXIT_FAILED  # a signal, memory, a bug: exit 3
     if failures:
-        raise (WorkerCrash if crashed else BatchError)(f"a worker failed: {failures[0]}")
+        message = f"a worker failed: {failures[0][0]}"
+        raise WorkerCrash(message) if crashed else BatchError(message, failures[0][1])
     return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
 
 
@@ -381,6 +384,7 @@ def run_worker(task_path: Path) -> int:
             save_solved(solve_chunk(job, np.array(frames, dtype=job.frames.dtype)), out / f"chunk{index}.npz")
     except (BatchError, _bake_module().IKSolversError) as error:
         report_problem(f"{PROG} worker", error)
+        task_path.with_suffix(".field").write_text(getattr(error, "field", None) or "")  # for the report
         return EXIT_FAILED
     return EXIT_OK
 
@@ -421,7 +425,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
                 job.finish()
             except bake.IKSolversError as error:
                 job.cancel()
-                raise BatchError(f"{obj.name}:{chain.name}: {error}") from None
+                raise BatchError(f"{obj.name}:{chain.name}: {error}", error.field) from error
             entry = chain_statistics(bake_report, time.perf_counter() - chain_started)
             entries.append(entry)
             baked.append(BakedChain(obj.name, chain.name, tuple(job.chains[0].rig.joint_bones),
@@ -442,7 +446,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     if output is not None:
         save_checked(output, baked, backup=options.in_place or output.exists())
     result = {"input": str(path), "output": None if output is None else str(output), "ok": not mismatched,
-              "chains": entries, "seconds": time.perf_counter() - started}
+              "error_field": None, "chains": entries, "seconds": time.perf_counter() - started}
     if mismatched:
         first = mismatched[0]
         result["error"] = (f"{path}: {first['armature']}:{first['chain']}: Blender's evaluation of the baked keys "
@@ -523,7 +527,8 @@ def run(argv: list[str]) -> int:
             if not message.startswith(str(path)):
                 message = f"{path}: {message}"
             report_problem(PROG, message)
-            entry = {"input": str(path), "output": None, "ok": False, "error": message, "chains": []}
+            entry = {"input": str(path), "output": None, "ok": False, "error": message,
+                     "error_field": getattr(error, "field", None), "chains": []}
         else:
             if not entry["ok"]:
                 status = max(status, EXIT_FAILED)

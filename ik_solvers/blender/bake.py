@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import live_state
-from .errors import IKSolversError
+from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
 from .keyframes import key_rotations
@@ -26,6 +27,11 @@ from .snapshots import ActionSnapshot, PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors
 from .spec import ChainSpec, chain_spec
 from .verify import BakedCheck, keys_alone_move_the_chain
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .rig_chain import RigChain
 
 
 # --------------------------------------------------------------------------- options
@@ -80,7 +86,7 @@ class ChainBake:
 
     spec: ChainSpec
     report: BakeReport | None = None
-    _rigs: dict = field(default_factory=dict)
+    _rigs: dict[bytes, RigChain] = field(default_factory=dict)
     """geometry key → RigChain read at a frame with that geometry (the first: the spec's rig)."""
     _blockers: list[str] | None = None
     """Why F-curve sampling is not exact, found just before sampling (an earlier chain of the
@@ -97,7 +103,7 @@ class ChainBake:
         return self.spec.name
 
     @property
-    def rig(self):
+    def rig(self) -> RigChain:
         return self.spec.rig
 
 
@@ -106,8 +112,8 @@ class _Sampling:
     """A chain's sampling at some frames, resumable frame by frame."""
 
     frames: np.ndarray
-    inputs: list = field(default_factory=list)
-    geometry: list = field(default_factory=list)
+    inputs: list[FrameInputs] = field(default_factory=list)
+    geometry: list[bytes] = field(default_factory=list)
     sampled: SampledFrames | None = None
 
 
@@ -125,15 +131,17 @@ class BakeJob:
     split does not change the keys.
     """
 
-    def __init__(self, context, obj, options: BakeOptions):
-        self.scene = context.scene
-        self.view_layer = context.view_layer
+    def __init__(self, context: bpy.types.Context, obj: bpy.types.Object, options: BakeOptions) -> None:
+        scene, view_layer = context.scene, context.view_layer
+        assert scene is not None and view_layer is not None  # a bake runs in a scene's context
+        self.scene = scene
+        self.view_layer = view_layer
         self.obj = obj
         self.options = options
         self.frames = options.frames
         self.reports: list[BakeReport] = []
         self._chains: list[ChainBake] = []
-        by_name = {chain.name: chain for chain in obj.ik_solvers.chains}
+        by_name = {chain.name: chain for chain in obj.ik_solvers.chains}  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         for name in options.chain_names:
             settings = by_name.get(name)
             if settings is None:
@@ -181,15 +189,16 @@ class BakeJob:
         deadline = None if time_budget is None else time.perf_counter() + time_budget
         while self._index < len(self._chains):
             chain = self._chains[self._index]
-            if chain._check is None:
-                if chain._sampling is None:
-                    chain._sampling = _Sampling(self.frames)
-                if not self._continue_sampling(chain, chain._sampling, deadline):
+            with chain_context(chain.name):
+                if chain._check is None:
+                    if chain._sampling is None:
+                        chain._sampling = _Sampling(self.frames)
+                    if not self._continue_sampling(chain, chain._sampling, deadline):
+                        return False
+                    assert chain._sampling.sampled is not None  # set when sampling is done
+                    self._write_keys(chain, self.solve(chain, chain._sampling.sampled))
+                if not self._continue_check(chain, deadline):
                     return False
-                assert chain._sampling.sampled is not None  # set when sampling is done
-                self._write_keys(chain, self.solve(chain, chain._sampling.sampled))
-            if not self._continue_check(chain, deadline):
-                return False
             self._index += 1
             if deadline is not None and time.perf_counter() > deadline:
                 return self._index == len(self._chains)
@@ -202,7 +211,8 @@ class BakeJob:
         frame (the current frame is put back afterwards). Raises IKSolversError.
         """
         sampling = _Sampling(self.frames if frames is None else np.asarray(frames))
-        self._continue_sampling(chain, sampling, None)
+        with chain_context(chain.name):
+            self._continue_sampling(chain, sampling, None)
         assert sampling.sampled is not None  # no deadline: sampling ran to the end
         return sampling.sampled
 
@@ -236,10 +246,8 @@ class BakeJob:
             self.scene.frame_set(frame)
             key = geometry_key(self.obj, chain.rig)
             if key not in chain._rigs:
-                try:
+                with chain_context(chain.name, frame):
                     chain._rigs[key] = chain.spec.read_rig(self.obj)
-                except IKSolversError as error:
-                    raise error.about(chain.name, frame) from None
             sampling.geometry.append(key)
             sampling.inputs.append(sample_inputs(self.obj, chain.spec, chain.rig, self._depsgraph))
             if deadline is not None and time.perf_counter() > deadline and len(sampling.inputs) < len(frames):
@@ -263,11 +271,9 @@ class BakeJob:
             if rows.size == 0:
                 continue
             subset = inputs if rows.size == n else inputs.select(rows)
-            try:
+            with chain_context(chain.name, int(frames[rows[0]])):
                 prepared = prepare_solve(chain.spec, subset, rig)
                 result = run_solve(prepared)
-            except IKSolversError as exc:
-                raise exc.about(chain.name, int(frames[rows[0]])) from None
             error, bound = world_errors(prepared, result)
             parts.append(SolvedFrames.from_result(frames[rows], result, error, bound, 0.0))
             rows_of.append(rows)
@@ -282,8 +288,9 @@ class BakeJob:
         rotation that is not finite. After keying, Blender evaluates the keys (:mod:`.verify`,
         the current frame put back) and the report says where that differs from the solve.
         """
-        self._write_keys(chain, solved)
-        self._continue_check(chain, None)
+        with chain_context(chain.name):
+            self._write_keys(chain, solved)
+            self._continue_check(chain, None)
         assert chain.report is not None  # set when the check has run to the end
         return chain.report
 
@@ -293,10 +300,7 @@ class BakeJob:
         if not np.array_equal(solved.frames, self.frames):
             raise IKSolversError("the solved frames are not the bake's frames.", chain=chain.name)
         self._sampling_blockers(chain)  # found (and kept for the report) before our keys: sampled elsewhere
-        try:
-            values = rotation_channel_values(self.obj, chain.rig, solved.q)
-        except IKSolversError as error:
-            raise error.about(chain.name) from None
+        values = rotation_channel_values(self.obj, chain.rig, solved.q)  # inside the chain's chain_context
         for bone, channel in values.items():
             bad = np.flatnonzero(~np.all(np.isfinite(channel), axis=1))
             if bad.size:
@@ -311,9 +315,11 @@ class BakeJob:
 
     def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
         """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""
+        check = chain._check
+        assert check is not None  # started by _write_keys
         with live_state.paused():  # live chains hold still, also while the frame goes back
             try:
-                if not chain._check.advance(deadline):
+                if not check.advance(deadline):
                     return False
             except BaseException:
                 self._restore_frame()
@@ -326,7 +332,7 @@ class BakeJob:
             frame_step=self.options.frame_step, sampling_reasons=self._sampling_blockers(chain),
             flip_threshold=chain.spec.flip_threshold,
             seconds=solved.seconds + time.perf_counter() - chain._write_started,
-            evaluation=chain._check.result(),
+            evaluation=check.result(),
         )
         self.reports.append(chain.report)
         return True
@@ -343,7 +349,7 @@ class BakeJob:
         self.view_layer.update()
         baked = {bone for chain in self._chains for bone in chain.rig.joint_bones}
         self._pose.restore(keep_rotation_of=baked)
-        settings = {chain.name: chain for chain in self.obj.ik_solvers.chains}
+        settings = {chain.name: chain for chain in self.obj.ik_solvers.chains}  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         for chain in self._chains:
             if chain.report is not None and chain.name in settings:
                 store_report(settings[chain.name], chain.report)

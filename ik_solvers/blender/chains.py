@@ -3,26 +3,36 @@ writing chains at the current frame, and the last-solve status kept on the setti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..core import (
     METHOD_FACTS,
     IKInputError,
     Method,
+    SolveResult,
     forward_kinematics,
     pose_plane_normals,
     preferred_pose,
     swivel_for_plane,
 )
 from .checks import check_editable
-from .errors import IKSolversError
+from .errors import IKSolversError, chain_context
 from .identity import remember
-from .rig import RigChain, basis_quaternion, read_chain, write_pose
+from .rig import basis_quaternion, read_chain, write_pose
+from .rig_chain import RigChain
 from .root_space import root_matrices_world, world_to_root
 from .sampling import sample_inputs
 from .snapshots import PoseSnapshot
-from .solving import prepare_solve, run_solve, world_errors
+from .solving import PreparedSolve, prepare_solve, run_solve, world_errors
 from .spec import chain_spec
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .properties import IK_SOLVERS_PG_chain
 
 DEFAULT_REFERENCE_WEIGHT = 0.0
 """Pull toward the reference pose a new SDLS chain gets: none. Measured on the Rigify rigs of three
@@ -41,7 +51,7 @@ def default_method(n_bones: int) -> Method:
     return Method.HI if n_bones >= 2 else Method.SDLS
 
 
-def method_reason(chain_settings) -> str:
+def method_reason(chain_settings: IK_SOLVERS_PG_chain) -> str:
     """One line for the panel: which method the chain uses and why."""
     method = Method(chain_settings.method)
     label = METHOD_FACTS[method].label
@@ -53,13 +63,12 @@ def method_reason(chain_settings) -> str:
     return f"{label}: chosen for this chain"
 
 
-def capture_preferred_pose(obj, chain_settings, scene) -> None:
+def capture_preferred_pose(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
     """Store the chain's current pose as its preferred pose (IKSolversError if the chain is unusable)."""
-    try:
+    with chain_context(chain_settings.name):
         check_editable(obj)
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
-    except IKSolversError as error:
-        raise error.about(chain_settings.name) from None
+    assert obj.pose is not None  # read_chain read the chain from it
     rotations = [basis_quaternion(obj.pose.bones[name]) for name in rig.bone_names]
     chain_settings.preferred_pose.clear()
     for name, quaternion in zip(rig.bone_names, rotations):
@@ -71,7 +80,7 @@ def capture_preferred_pose(obj, chain_settings, scene) -> None:
     remember(obj, chain_settings, rig.bone_names)
 
 
-def _keeping_swivel(obj, chain_settings, rig: RigChain) -> float:
+def _keeping_swivel(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, rig: RigChain) -> float:
     """The swivel angle whose solver plane is the current pose's (SPEC §5: a new chain keeps its plane)."""
     positions = forward_kinematics(rig.chain, rig.q[None]).positions
     normal = pose_plane_normals(positions)
@@ -87,7 +96,7 @@ def _keeping_swivel(obj, chain_settings, rig: RigChain) -> float:
     return float(swivel[0]) if np.all(np.isfinite(swivel)) else 0.0
 
 
-def set_up_new_chain(obj, chain_settings, scene) -> None:
+def set_up_new_chain(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
     """A new chain's defaults (issue 11): HI with the preferred pose captured now and the swivel set
     so that adding the chain does not move it; SDLS where HI cannot drive the chain (one bone, a
     hinge start joint, a straight pose). A chain without a usable tip bone yet keeps the settings'
@@ -109,7 +118,8 @@ def set_up_new_chain(obj, chain_settings, scene) -> None:
         chain_settings.reference_weight = DEFAULT_REFERENCE_WEIGHT
 
 
-def store_solve_outcome(chain_settings, status: str, message: str, result=None, prepared=None) -> None:
+def store_solve_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, message: str, result: SolveResult | None = None,
+                        prepared: PreparedSolve | None = None) -> None:
     """Keep a solve's outcome on the chain's settings (:func:`store_outcome`).
 
     HI chains also get the pole distance, so the panel's flip warning follows the live pose.
@@ -117,12 +127,13 @@ def store_solve_outcome(chain_settings, status: str, message: str, result=None, 
     if result is None:
         store_outcome(chain_settings, status, message)
         return
+    assert prepared is not None  # a result comes with the solve it was prepared by
     error, lower_bound = world_errors(prepared, result)
     store_outcome(chain_settings, status, message, float(error[0]), float(lower_bound[0]), int(result.iterations[0]),
                   None if result.hi is None else float(result.hi.pole_angles[0]))
 
 
-def store_outcome(chain_settings, status: str, message: str, error: float | None = None,
+def store_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, message: str, error: float | None = None,
                   lower_bound: float | None = None, iterations: int | None = None,
                   pole_distance: float | None = None) -> None:
     """Keep a solve's status, message and (scene-unit) error, lower bound, iterations and HI pole
@@ -137,7 +148,8 @@ def store_outcome(chain_settings, status: str, message: str, error: float | None
             setattr(chain_settings, name, value)
 
 
-def solve_chains(obj, chains, view_layer) -> list:
+def solve_chains(obj: bpy.types.Object, chains: Sequence[IK_SOLVERS_PG_chain], view_layer: bpy.types.ViewLayer,
+                 ) -> list[tuple[SolveResult, PreparedSolve]]:
     """Solve and write ``chains`` (settings) one after another (each sees the ones before it posed).
 
     Returns per chain the core ``SolveResult`` and its ``PreparedSolve``. On an IKSolversError
@@ -151,8 +163,9 @@ def solve_chains(obj, chains, view_layer) -> list:
             if index:
                 view_layer.update()  # the next chain reads its rig and root from the pose just written
                 spec = chain_spec(obj, chains[index])
-            prepared = prepare_solve(spec, sample_inputs(obj, spec))
-            result = run_solve(prepared)
+            with chain_context(spec.name):
+                prepared = prepare_solve(spec, sample_inputs(obj, spec))
+                result = run_solve(prepared)
             write_pose(obj, spec.rig, result.q[0])
             outcomes.append((result, prepared))
     except Exception:  # anything: the pose goes back before the error propagates

@@ -5,13 +5,20 @@ limits where that is exact, else refused), and targets that depend on the chain 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 from .errors import IKSolversError
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .rig_chain import RigChain
 
 OVERRIDE_HINT = "make a library override first (Object > Library Override > Make)"
 
 
-def check_editable(obj) -> None:
+def check_editable(obj: bpy.types.Object | None) -> None:
     """IKSolversError unless ``obj``'s pose and animation can be changed and saved.
 
     A linked armature (from a library, not overridden) can be posed in memory, but nothing written
@@ -24,7 +31,7 @@ def check_editable(obj) -> None:
         raise IKSolversError(f"Armature '{obj.name}' is linked{library} and cannot be changed; {OVERRIDE_HINT}.")
 
 
-def bakeable_armature(obj) -> bool:
+def bakeable_armature(obj: bpy.types.Object | None) -> bool:
     """True for an armature whose pose and keys can be written and saved (what a batch may offer)."""
     if obj is None or obj.type != "ARMATURE":
         return False
@@ -39,11 +46,11 @@ def bakeable_armature(obj) -> bool:
 _AXES = "xyz"
 
 
-def _active(constraint) -> bool:
+def _active(constraint: bpy.types.Constraint) -> bool:
     return not constraint.mute and constraint.influence > 0.0
 
 
-def rotation_constraint_limits(pose_bone, free: list[int]) -> dict[int, tuple[float, float]]:
+def rotation_constraint_limits(pose_bone: bpy.types.PoseBone, free: list[int]) -> dict[int, tuple[float, float]]:
     """Per free IK axis of ``pose_bone``, the ``(min, max)`` its Limit Rotation constraints impose.
 
     Honoured exactly only for a hinge (one free IK axis): its rotation is about that axis alone, so
@@ -80,10 +87,11 @@ def rotation_constraint_limits(pose_bone, free: list[int]) -> dict[int, tuple[fl
     return limits
 
 
-def constraint_limits_hold(obj, rig) -> bool:
+def constraint_limits_hold(obj: bpy.types.Object, rig: RigChain) -> bool:
     """Whether a chain read earlier (live mode keeps one) still has the limits the joint bones'
     Limit Rotation constraints impose now; IKSolversError for a constraint that cannot be honoured."""
     chain = rig.chain
+    assert obj.pose is not None  # the chain was read from this armature's pose
     for joint, name in enumerate(rig.joint_bones):
         pose_bone = obj.pose.bones.get(name)
         if pose_bone is None or not len(pose_bone.constraints):
@@ -99,8 +107,8 @@ def constraint_limits_hold(obj, rig) -> bool:
 
 
 # --------------------------------------------------------------------------- dependency cycles
-def _moves_with_chain(obj, bone_name: str, start_bone: str) -> bool:
-    bone = obj.data.bones.get(bone_name)
+def _moves_with_chain(obj: bpy.types.Object, bone_name: str, start_bone: str) -> bool:
+    bone = cast("bpy.types.Armature", obj.data).bones.get(bone_name)  # obj is the chain's armature
     while bone is not None:
         if bone.name == start_bone:
             return True
@@ -108,7 +116,7 @@ def _moves_with_chain(obj, bone_name: str, start_bone: str) -> bool:
     return False
 
 
-def _dependencies(point):
+def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, str, str]]:
     """(object, bone name or '', how) that ``point``'s transform depends on directly."""
     if point.parent is not None:
         bone = point.parent_bone if point.parent_type == "BONE" else ""
@@ -131,12 +139,13 @@ def _dependencies(point):
                            f"the driver of '{point.name}' {fcurve.data_path} reads")
 
 
-def check_target_independent(obj, start_bone: str, point, what: str) -> None:
+def check_target_independent(obj: bpy.types.Object, start_bone: str, point: bpy.types.Object | None, what: str) -> None:
     """IKSolversError when ``point`` (the target or pole) moves with the chain: parented,
     constrained or driven (directly or through other objects) by the chain's bones or bones below them."""
     if point is None:
         return
-    seen, todo = set(), [point]
+    seen: set[str] = set()
+    todo = [point]
     while todo:
         current = todo.pop()
         if current.name_full in seen:

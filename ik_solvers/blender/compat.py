@@ -8,6 +8,7 @@ where it exists (feature detection, not version numbers), else does the same wit
 from __future__ import annotations
 
 import atexit
+from collections.abc import Callable
 from typing import cast
 
 import bpy
@@ -21,7 +22,7 @@ FCURVE_SETTINGS = ("extrapolation", "color_mode", "color", "select", "lock", "mu
 """What ``new_from_fcurve`` copies besides keys and modifiers."""
 
 
-def channelbag_for_assigned_slot(anim_data):
+def channelbag_for_assigned_slot(anim_data: bpy.types.AnimData | None) -> bpy.types.ActionChannelbag | None:
     """The channel bag of ``anim_data``'s action and slot; None if either (or the bag) is missing.
 
     5.0+: ``anim_utils.animdata_get_channelbag_for_assigned_slot``. 4.4 / 4.5 lack it (and 4.4's
@@ -32,10 +33,10 @@ def channelbag_for_assigned_slot(anim_data):
         return helper(anim_data)
     if anim_data is None or anim_data.action is None or anim_data.action_slot is None:
         return None
-    return anim_utils.action_get_channelbag_for_slot(anim_data.action, anim_data.action_slot)
+    return anim_utils.action_get_channelbag_for_slot(anim_data.action, anim_data.action_slot)  # type: ignore[func-returns-value]  # stub: returns None
 
 
-def first_suitable_slot(action, id_type: str):
+def first_suitable_slot(action: bpy.types.Action, id_type: str) -> bpy.types.ActionSlot | None:
     """The first slot of ``action`` for ``id_type`` (or unspecified), else None.
 
     5.0+: ``anim_utils.action_get_first_suitable_slot``; 4.4 / 4.5: the same loop.
@@ -46,7 +47,7 @@ def first_suitable_slot(action, id_type: str):
     return next((s for s in action.slots if s.target_id_type in ("UNSPECIFIED", id_type)), None)
 
 
-def ensure_channelbag(action, slot):
+def ensure_channelbag(action: bpy.types.Action, slot: bpy.types.ActionSlot) -> bpy.types.ActionChannelbag:
     """The channel bag for ``slot`` in the action's first layer and strip, creating any of them.
 
     5.0+: ``anim_utils.action_ensure_channelbag_for_slot``; 4.4 / 4.5 have it only as the private
@@ -57,10 +58,11 @@ def ensure_channelbag(action, slot):
         return helper(action, slot)
     layer = action.layers[0] if len(action.layers) else action.layers.new("Layer")
     strip = layer.strips[0] if len(layer.strips) else layer.strips.new(type="KEYFRAME")
-    return strip.channelbag(slot, ensure=True)
+    return cast("bpy.types.ActionKeyframeStrip", strip).channelbag(slot, ensure=True)  # 4.4–5.0 have keyframe strips only
 
 
-def copy_fcurve(channelbag, fcurve, data_path: str):
+def copy_fcurve(channelbag: bpy.types.ActionChannelbag, fcurve: bpy.types.FCurve, data_path: str,
+                ) -> bpy.types.FCurve:
     """A copy of ``fcurve`` in ``channelbag`` under ``data_path``, same array index, in no group.
 
     5.0+: ``fcurves.new_from_fcurve`` (keys, ``FCURVE_SETTINGS``, modifiers). 4.4 / 4.5 lack it: a
@@ -83,7 +85,8 @@ def copy_fcurve(channelbag, fcurve, data_path: str):
     return copy
 
 
-def new_fcurve(channelbag, data_path: str, index: int, group_name: str):
+def new_fcurve(channelbag: bpy.types.ActionChannelbag, data_path: str, index: int, group_name: str,
+               ) -> bpy.types.FCurve:
     """A new F-curve in ``channelbag`` in the group ``group_name``, created if missing.
 
     5.0+: ``fcurves.new(..., group_name=)``; 4.4 / 4.5 lack the argument: ``fcurve.group = …``.
@@ -95,23 +98,23 @@ def new_fcurve(channelbag, data_path: str, index: int, group_name: str):
     return fcurve
 
 
-def select_pose_bone(pose_bone, select: bool = True) -> None:
+def select_pose_bone(pose_bone: bpy.types.PoseBone, select: bool = True) -> None:
     """Select or deselect a pose bone: 5.0+ keeps selection on the pose bone, 4.4 / 4.5 on its bone."""
-    (pose_bone if "select" in bpy.types.PoseBone.bl_rna.properties else pose_bone.bone).select = select
+    (pose_bone if "select" in bpy.types.PoseBone.bl_rna.properties else pose_bone.bone).select = select  # type: ignore[union-attr]  # Bone.select: 4.4 / 4.5 only, not in the 5.0 stubs
 
 
-def unregister_at_exit() -> None:
-    """Unregister the add-on at Python's exit if it is still registered then (repeat calls are harmless).
+def unregister_at_exit(unregister: Callable[[], None]) -> None:
+    """Call ``unregister`` (the add-on's, ``ik_solvers.unregister``) at Python's exit if the add-on is
+    still registered then (repeat calls are harmless).
 
     For scripts running Blender as the ``bpy`` module: Blender shuts down when the ``bpy`` module
     object is freed, and registered classes or handlers keep it alive; bpy 4.5 then hangs at exit
     (a static destructor waits on a condition variable a bpy worker thread waits on). 4.4 and 5.0 exit.
+    The caller passes ``unregister``: the package's registration imports this module, not the other way.
     """
-    atexit.register(_unregister_if_registered)
+    atexit.register(_unregister_if_registered, unregister)
 
 
-def _unregister_if_registered() -> None:
+def _unregister_if_registered(unregister: Callable[[], None]) -> None:
     if hasattr(bpy.types.Object, "ik_solvers"):
-        from . import unregister
-
         unregister()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from ..core import IKInputError
 
 
@@ -34,16 +37,33 @@ class IKSolversError(ValueError):
         where = f"Chain '{self.chain}'" + ("" if self.frame is None else f" at frame {self.frame}")
         return f"{where}: {self.message}"
 
-    def about(self, chain: str | None = None, frame: int | None = None) -> IKSolversError:
-        """This error with the chain / frame filled in where it did not name them yet."""
-        return IKSolversError(self.message, field=self.field, chain=self.chain if self.chain is not None else chain,
-                              frame=self.frame if self.frame is not None else frame)
+    def name_where(self, chain: str | None = None, frame: int | None = None) -> None:
+        """Fill in the chain / frame where this error does not name them yet (the innermost wins)."""
+        if self.chain is None:
+            self.chain = chain
+        if self.frame is None:
+            self.frame = frame
 
     @classmethod
     def from_input(cls, error: IKInputError, prefix: str = "the solver refused the input",
                    chain: str | None = None) -> IKSolversError:
         """The core's refusal as a Blender-layer error, keeping its ``field``."""
         return cls(f"{prefix}: {error}.", field=error.field, chain=chain)
+
+
+@contextmanager
+def chain_context(chain: str | None, frame: int | None = None) -> Iterator[None]:
+    """An ``IKSolversError`` raised inside names ``chain`` (and ``frame``) unless it already does.
+
+    Entered once where a chain's work starts (its spec built, a bake's step, a live update, an
+    operator, a batch): the code below raises without knowing which chain it serves. The error is
+    the same object, re-raised with its traceback and cause.
+    """
+    try:
+        yield
+    except IKSolversError as error:
+        error.name_where(chain, frame)
+        raise
 
 
 def failure_sentence(error: BaseException) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -94,7 +95,7 @@ class SolvedFrames:
     def concatenate(cls, parts: list[SolvedFrames]) -> SolvedFrames:
         """One solve from consecutive parts (all of one chain and method), in the order given."""
 
-        def joined(values):
+        def joined(values: Iterable[np.ndarray]) -> np.ndarray:
             return np.concatenate(list(values))
 
         hi = None

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 from .errors import IKSolversError
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .properties import IK_SOLVERS_PG_chain
 
 TAG = "ik_solvers_chains"
 """Bone ID property: a group ``{chain_id: index in the chain (start = 0)}``."""
 
 
-def remembered(chain_settings) -> list[str] | None:
+def remembered(chain_settings: IK_SOLVERS_PG_chain) -> list[str] | None:
     """The bones the chain remembers, start → tip, if they still describe its settings (else None)."""
     try:
         names = json.loads(chain_settings.chain_bones) if chain_settings.chain_bones else None
@@ -30,23 +37,28 @@ def remembered(chain_settings) -> list[str] | None:
     return names
 
 
-def _tag(bone, chain_id: str) -> int | None:
+def _tag(bone: bpy.types.Bone, chain_id: str) -> int | None:
     tags = bone.get(TAG)
     if tags is None or chain_id not in tags:
         return None
     return int(tags[chain_id])
 
 
-def _tagged(obj, chain_id: str, index: int):
-    found = [bone for bone in obj.data.bones if _tag(bone, chain_id) == index]
+def _tagged(obj: bpy.types.Object, chain_id: str, index: int) -> bpy.types.Bone | None:
+    found = [bone for bone in _armature(obj).bones if _tag(bone, chain_id) == index]
     return found[0] if len(found) == 1 else None
 
 
-def _data_savable(obj) -> bool:
-    return obj.data.library is None and obj.data.is_editable
+def _armature(obj: bpy.types.Object) -> bpy.types.Armature:
+    return cast("bpy.types.Armature", obj.data)  # obj is the chain's armature
 
 
-def remember(obj, chain_settings, bone_names) -> None:
+def _data_savable(obj: bpy.types.Object) -> bool:
+    armature = _armature(obj)
+    return armature.library is None and armature.is_editable
+
+
+def remember(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, bone_names: Sequence[str]) -> None:
     """Remember ``bone_names`` (start → tip) as the chain's bones; writes only what changed."""
     if not chain_settings.chain_id:
         chain_settings.chain_id = uuid.uuid4().hex
@@ -56,7 +68,7 @@ def remember(obj, chain_settings, bone_names) -> None:
     if not _data_savable(obj):
         return  # a linked armature's bones keep no tags: names only
     chain_id = chain_settings.chain_id
-    for bone in obj.data.bones:
+    for bone in _armature(obj).bones:
         index = _tag(bone, chain_id)
         wanted = bone_names.index(bone.name) if bone.name in bone_names else None
         if index == wanted:
@@ -69,7 +81,7 @@ def remember(obj, chain_settings, bone_names) -> None:
             bone[TAG][chain_id] = wanted
 
 
-def _rename(chain_settings, renamed: dict[str, str], names: list[str]) -> None:
+def _rename(chain_settings: IK_SOLVERS_PG_chain, renamed: dict[str, str], names: list[str]) -> None:
     """Carry renamed bones into the settings: tip bone, remembered names, preferred-pose items."""
     if chain_settings.tip_bone in renamed:
         chain_settings.tip_bone = renamed[chain_settings.tip_bone]
@@ -79,9 +91,9 @@ def _rename(chain_settings, renamed: dict[str, str], names: list[str]) -> None:
             item.bone_name = renamed[item.bone_name]
 
 
-def follow_renamed_tip(obj, chain_settings) -> None:
+def follow_renamed_tip(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain) -> None:
     """A tip bone renamed since the chain remembered it: point the chain at its new name."""
-    if obj.data.bones.get(chain_settings.tip_bone) is not None:
+    if _armature(obj).bones.get(chain_settings.tip_bone) is not None:
         return  # the usual case, and the cheapest test (live mode asks at every update)
     names = remembered(chain_settings)
     if names is None or names[-1] != chain_settings.tip_bone:
@@ -95,14 +107,14 @@ def follow_renamed_tip(obj, chain_settings) -> None:
         _rename(chain_settings, renamed, names)
 
 
-def check_bones(obj, chain_settings, bone_names) -> None:
+def check_bones(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, bone_names: Sequence[str]) -> None:
     """IKSolversError naming what changed when the bones read from the tip bone up are not the ones
     the chain remembers; bones renamed since are carried into the settings."""
     names = remembered(chain_settings)
     if names is None or names[-1] != chain_settings.tip_bone:
         return  # not remembered, or the user picked another tip bone / length since
     chain_id = chain_settings.chain_id
-    bones = obj.data.bones
+    bones = _armature(obj).bones
     mismatch = None
     for index in range(len(bone_names) - 1, -1, -1):
         tag = _tag(bones[bone_names[index]], chain_id)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import cast
+from collections.abc import Sequence
+from typing import Protocol, cast
 
 import bpy
 import numpy as np
@@ -29,10 +30,20 @@ KEYFRAME_ATTRIBUTES = (
 """Every stored property of a ``Keyframe`` (``co_ui`` mirrors ``co``), with the numpy type
 ``foreach_get`` / ``foreach_set`` use for it and its values per key."""
 
+
+class RememberingAction(Protocol):
+    """What :func:`key_rotations` needs of the bake's :class:`~.snapshots.ActionSnapshot` (which
+    imports this module): the channel bag to key into, and a copy of each F-curve before its first change."""
+
+    def channelbag(self) -> bpy.types.ActionChannelbag: ...
+
+    def remember(self, channelbag: bpy.types.ActionChannelbag, data_path: str, index: int, group: str) -> None: ...
+
+
 LINEAR = cast("bpy.types.EnumProperty", bpy.types.Keyframe.bl_rna.properties["interpolation"]).enum_items["LINEAR"].value
 
 
-def read_keyframes(fcurve) -> dict[str, np.ndarray]:
+def read_keyframes(fcurve: bpy.types.FCurve) -> dict[str, np.ndarray]:
     """All keyframe data of ``fcurve``: per attribute an array ``(K,)`` or ``(K, 2)``."""
     points = fcurve.keyframe_points
     count = len(points)
@@ -44,7 +55,7 @@ def read_keyframes(fcurve) -> dict[str, np.ndarray]:
     return keys
 
 
-def write_keyframes(fcurve, keys: dict[str, np.ndarray]) -> None:
+def write_keyframes(fcurve: bpy.types.FCurve, keys: dict[str, np.ndarray]) -> None:
     """Replace all keys of ``fcurve`` by ``keys`` (as ``read_keyframes`` gives them), bit for bit.
 
     No ``fcurve.update()``: it would recompute the stored handles, and a restored curve must
@@ -57,7 +68,7 @@ def write_keyframes(fcurve, keys: dict[str, np.ndarray]) -> None:
         points.foreach_set(name, keys[name].ravel())
 
 
-def key_coordinates(fcurve) -> np.ndarray:
+def key_coordinates(fcurve: bpy.types.FCurve) -> np.ndarray:
     """Frame and value of every key of ``fcurve``, ``(K, 2)`` float32 as Blender stores them."""
     points = fcurve.keyframe_points
     co = np.empty(2 * len(points), dtype=np.float32)
@@ -65,7 +76,7 @@ def key_coordinates(fcurve) -> np.ndarray:
     return co.reshape(-1, 2)
 
 
-def values_at_keys(fcurve, frames: np.ndarray) -> np.ndarray | None:
+def values_at_keys(fcurve: bpy.types.FCurve, frames: np.ndarray) -> np.ndarray | None:
     """``fcurve``'s values ``(N,)`` (float32) at ``frames (N,)`` read from its keys, or None unless
     every frame is a key's own frame of an unmodified curve.
 
@@ -82,7 +93,7 @@ def values_at_keys(fcurve, frames: np.ndarray) -> np.ndarray | None:
     return y[index] if np.array_equal(x[index], frames) else None
 
 
-def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start: float, end: float,
+def replace_keys_in_range(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, start: float, end: float,
                           coordinates: np.ndarray | None = None) -> None:
     """Key ``values (N,)`` at ``frames (N,)`` with linear interpolation, dropping the curve's keys in
     ``[start, end]`` and keeping every key outside it with all its data. ``coordinates``: the
@@ -117,7 +128,7 @@ def replace_keys_in_range(fcurve, frames: np.ndarray, values: np.ndarray, start:
     fcurve.update()  # handles of the new keys and of their kept neighbours
 
 
-def _stored_value(keyframe, name: str):
+def _stored_value(keyframe: bpy.types.Keyframe, name: str) -> int | float | bool | tuple[float, ...]:
     """A keyframe attribute as ``foreach_get`` gives it (enum identifiers as their integer values)."""
     value = getattr(keyframe, name)
     if isinstance(value, str):
@@ -126,14 +137,15 @@ def _stored_value(keyframe, name: str):
 
 
 
-def rotation_data_path(pose_bone) -> str:
+def rotation_data_path(pose_bone: bpy.types.PoseBone) -> str:
     """The F-curve data path of ``pose_bone``'s rotation channel in its rotation mode."""
     mode = pose_bone.rotation_mode
     prop = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode, "rotation_euler")
     return pose_bone.path_from_id(prop)
 
 
-def continue_from_previous_key(coordinates: list, values: np.ndarray, mode: str, start: float) -> np.ndarray:
+def continue_from_previous_key(coordinates: Sequence[np.ndarray | None], values: np.ndarray, mode: str, start: float,
+                               ) -> np.ndarray:
     """Shift baked channel values ``(N, k)`` so they continue the curves' last kept key before ``start``.
 
     ``coordinates``: per channel the curve's :func:`key_coordinates`, or None without a curve. The
@@ -141,15 +153,15 @@ def continue_from_previous_key(coordinates: list, values: np.ndarray, mode: str,
     other hemisphere than the key before it, an Euler block a whole turn away: both evaluate to the
     same rotation but would make Blender interpolate the long way round at the boundary.
     """
-    previous: list[float] | np.ndarray = []
+    kept_values: list[float] = []
     for keys in coordinates:
         if keys is None or len(keys) == 0:
             return values
         kept = np.flatnonzero(keys[:, 0] < start)
         if kept.size == 0:
             return values
-        previous.append(float(keys[kept[-1], 1]))
-    previous = np.array(previous)
+        kept_values.append(float(keys[kept[-1], 1]))
+    previous = np.array(kept_values)
     if mode == "QUATERNION":
         return -values if float(previous @ values[0]) < 0.0 else values
     if mode == "AXIS_ANGLE":
@@ -159,14 +171,15 @@ def continue_from_previous_key(coordinates: list, values: np.ndarray, mode: str,
 
 
 
-def assigned_fcurves(id_data) -> list:
+def assigned_fcurves(id_data: bpy.types.ID | None) -> list[bpy.types.FCurve]:
     """The F-curves of the action slot assigned to ``id_data`` (empty without animation)."""
     anim_data = getattr(id_data, "animation_data", None)
     channelbag = compat.channelbag_for_assigned_slot(anim_data)
     return [] if channelbag is None else list(channelbag.fcurves)
 
 
-def key_rotations(action, obj, values: dict[str, np.ndarray], frames: np.ndarray, start: float, end: float) -> None:
+def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict[str, np.ndarray], frames: np.ndarray,
+                  start: float, end: float) -> None:
     """Key rotation-channel ``values`` (bone → ``(N, k)``) at ``frames (N,)`` into ``obj``'s action.
 
     ``action`` is the bake's :class:`~.snapshots.ActionSnapshot`: it gives the channel bag and
@@ -175,6 +188,7 @@ def key_rotations(action, obj, values: dict[str, np.ndarray], frames: np.ndarray
     """
     channelbag = action.channelbag()
     frames = np.asarray(frames, dtype=np.float64)
+    assert obj.pose is not None  # the values are of the bones of this armature's chain
     for bone, channel in values.items():
         pose_bone = obj.pose.bones[bone]
         path = rotation_data_path(pose_bone)

@@ -2,7 +2,8 @@
 
 Two handlers drive it: ``frame_change_post`` re-solves every live chain (the frame change may have
 reset keyed bones), ``depsgraph_update_post`` re-solves a live chain only when what it reads changed
-(target, pole, root frame, swivel, the chain's spec). Our own pose writes trigger depsgraph updates too;
+(target, pole, root frame, swivel, the chain's spec: a setting of ``properties.SOLVE_SETTINGS`` changed
+changes the spec's ``source``). Our own pose writes trigger depsgraph updates too;
 they change none of those inputs, so they never cause another solve, and a busy flag keeps a
 handler that fires while we are writing from re-entering.
 
@@ -20,96 +21,31 @@ keeps between calls is in ``live_state``.
 
 from __future__ import annotations
 
-import operator
-from dataclasses import replace
+from collections.abc import Callable
+from typing import Any
 
 import bpy
-import numpy as np
 from bpy.app.handlers import persistent
 
+from . import properties
 from .chains import store_solve_outcome
-from .checks import check_editable, check_target_independent, constraint_limits_hold
-from .errors import IKSolversError, failure_sentence
-from .identity import check_bones, follow_renamed_tip
+from .errors import chain_context, failure_sentence
+from .identity import follow_renamed_tip
 from .live_quick import offer_quick, quick_update
-from .live_state import after_write, forget_quick, inputs_signature, rig_values, state, turn_off
-from .rig import read_chain, write_pose
-from .sampling import sample_inputs
+from .live_state import ChainKey, LiveChain, after_write, forget_quick, inputs_key, rig_values, state, turn_off
+from .rig import write_pose
+from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
-from .spec import chain_spec
+from .spec import ChainSpec, chain_spec
 
 
-def _read_rig(obj, chain, key, rig_key: bytes):
-    cached = state.rigs.get(key)
-    if cached is not None and cached[0] == rig_key:
-        return cached[1]
-    try:
-        return read_chain(obj, chain.tip_bone, chain.chain_length)
-    except IKSolversError as error:
-        raise error.about(chain.name) from None
-
-
-SPEC_SETTINGS = ("name", "tip_bone", "chain_length", "method", "max_iterations", "tolerance", "max_step_angle",
-                 "step", "damping", "reference_weight", "has_preferred_pose", "swivel_angle", "zero_plane_map",
-                 "parent_space", "flip_threshold")
-"""The chain settings ``spec.chain_spec`` reads (with the target, pole and preferred pose)."""
-_spec_settings = operator.attrgetter(*SPEC_SETTINGS)
-
-
-def _spec_key(obj, chain, rig) -> tuple:
-    """Everything ``chain_spec`` builds the spec from besides what it re-checks on every update
-    (:func:`_live_spec`): the chain read and the armature's scale, then the chain's settings
-    (:func:`_settings_key`)."""
-    return ((id(rig.chain), rig.joint_bones, rig.bone_names, rig.parent_bone,
-             np.array(obj.matrix_world, dtype=float).tobytes()), _settings_key(chain))
-
-
-def _settings_key(chain) -> tuple:
-    """The chain's settings, target, pole and preferred pose as ``chain_spec`` reads them."""
-    preferred = chain.preferred_pose
-    rotations = np.empty(4 * len(preferred), dtype=np.float64)
-    preferred.foreach_get("rotation", rotations)
-    target, pole = chain.target, chain.pole_target
-    return (chain.path_from_id(), *_spec_settings(chain),
-            None if target is None else target.session_uid, None if pole is None else pole.session_uid,
-            tuple(item.bone_name for item in preferred), rotations.tobytes())
-
-
-def _live_spec(obj, chain, rig, key):
-    """``chain_spec(obj, chain, rig)``, built again only when what it is built from changed.
-
-    The checks of the scene around the chain (editable armature, the chain's bones, Limit Rotation
-    limits, a target independent of the chain) run on every update as ``chain_spec`` runs them; the
-    rest (method, options, the preferred pose's joint variables, the armature's scale) is a function
-    of :func:`_spec_key`, so the spec kept is the one ``chain_spec`` would build, with this ``rig``.
-    """
-    cached = state.specs.get(key)
-    if cached is None or chain.target is None or cached[0] != _spec_key(obj, chain, rig):
-        spec = chain_spec(obj, chain, rig)
-        state.specs[key] = (_spec_key(obj, chain, spec.rig), spec, spec.signature())
-        return spec
-    try:
-        check_editable(obj)
-        if not constraint_limits_hold(obj, rig):
-            state.specs.pop(key, None)
-            return _live_spec(obj, chain, rig, key)  # chain_spec reads the chain again
-        check_bones(obj, chain, rig.bone_names)
-        for what, point in (("the target", chain.target), ("the pole target", chain.pole_target)):
-            check_target_independent(obj, rig.bone_names[0], point, what)
-    except IKSolversError as error:
-        raise error.about(chain.name) from None
-    spec = cached[1]
-    return spec if spec.rig is rig else replace(spec, rig=rig)
-
-
-
-def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
+def live_chains(scene: bpy.types.Scene) -> list[tuple[bpy.types.Object, list[Any]]]:
     """Armatures of ``scene`` with their chains marked Live, in list order."""
     found = []
     for obj in scene.objects:
         if obj.type != "ARMATURE" or obj.mode == "EDIT":
             continue
-        chains = [chain for chain in obj.ik_solvers.chains if chain.use_live]
+        chains = [chain for chain in obj.ik_solvers.chains if chain.use_live]  # type: ignore[attr-defined]  # registered at runtime (properties.register)
         for chain in chains:
             follow_renamed_tip(obj, chain)  # before the rig is read by the (old) tip bone's name
         if chains:
@@ -117,13 +53,14 @@ def live_chains(scene) -> list[tuple[bpy.types.Object, list]]:
     return found
 
 
-def update_live_chains(scene, depsgraph, *, force: bool) -> int:
+def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None, *, force: bool) -> int:
     """Re-solve the live chains whose inputs changed since their last live solve (all if ``force``).
 
     Returns how many chains were solved. A chain that cannot be solved (no target, a bone gone, a
     solver failure) keeps its pose, turns live mode off and shows the reason in its status
     (``live_state.turn_off``); nothing is raised into Blender's handler loop. Every chain is
-    checked in full; what the checks found is offered to the next target moves
+    checked in full (``spec.chain_spec``, which builds the spec again only when what it is built
+    from changed); what the checks found is offered to the next target moves
     (``live_quick.quick_update``).
     """
     if state.busy or state.loading or state.paused:
@@ -131,33 +68,28 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
     state.busy = True
     forget_quick()
     solved, every_chain_quick = 0, True
+    updated: set[ChainKey] = set()
     try:
         for obj, chains in live_chains(scene):
-            checked = []
+            checked: list[tuple[ChainKey, ChainSpec, FrameInputs]] = []
             for chain in chains:
                 key = (obj.session_uid, chain.name)
+                updated.add(key)
+                record = state.chains.setdefault(key, LiveChain())
                 try:
-                    rig_read = rig_values(obj, chain, key)
-                    spec = _live_spec(obj, chain, _read_rig(obj, chain, key, rig_read.key()), key)
-                    inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
-                    signature = inputs_signature(state.specs[key][2], inputs)
-                    if not force and state.signatures.get(key) == signature:
-                        checked.append((key, spec, inputs))
-                        continue
-                    prepared = prepare_solve(spec, inputs)
-                    result = run_solve(prepared)
-                    written = write_pose(obj, spec.rig, result.q[0])
+                    with chain_context(chain.name):
+                        result = _update_chain(obj, chain, record, depsgraph, force)
                 except Exception as error:  # never into Blender's handler loop
                     turn_off(obj, chain, error)
                     continue
-                state.signatures[key] = signature
-                # The chain as read (its q the pose at read time; nothing in a live solve reads q): the
-                # same object as the spec's, so the next update reuses the spec without a copy.
-                state.rigs[key] = (after_write(obj, rig_read, written), spec.rig)
-                solved += 1
-                store_solve_outcome(chain, result.status[0].value, "", result, prepared)
-                checked.append((key, spec, inputs))
+                solved += result
+                assert record.spec is not None and record.inputs is not None  # set by _update_chain
+                checked.append((key, record.spec, record.inputs))
             every_chain_quick &= offer_quick(obj, checked)
+        # A record of these armatures not updated now is of a chain renamed or no longer live.
+        armatures = {key[0] for key in updated}
+        for key in [key for key in state.chains if key[0] in armatures and key not in updated]:
+            del state.chains[key]
     finally:
         state.busy = False
     if every_chain_quick and state.quick and depsgraph is not None:
@@ -165,8 +97,26 @@ def update_live_chains(scene, depsgraph, *, force: bool) -> int:
     return solved
 
 
+def _update_chain(obj: bpy.types.Object, chain: Any, record: LiveChain, depsgraph: bpy.types.Depsgraph | None,
+                  force: bool) -> bool:
+    """Check one live chain in full and solve it if its inputs changed (or ``force``); True if solved."""
+    values = rig_values(obj, chain, record)
+    kept = record.spec
+    rig = kept.rig if kept is not None and record.rig_key == values.key() else None
+    spec = record.spec = chain_spec(obj, chain, rig, reuse=kept)
+    inputs = record.inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+    solved = (spec.source, inputs_key(inputs))
+    if not force and record.solved == solved:
+        return False
+    prepared = prepare_solve(spec, inputs)
+    result = run_solve(prepared)
+    written = write_pose(obj, spec.rig, result.q[0])
+    record.solved, record.rig_key = solved, after_write(obj, values, written)
+    store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+    return True
 
-def _guarded(update) -> None:
+
+def _guarded(update: Callable[[], object]) -> None:
     """Run a handler's work; anything escaping the per-chain guard turns every live chain off
     with the reason, printed once (never a traceback at every frame change)."""
     try:
@@ -185,16 +135,16 @@ def _guarded(update) -> None:
 
 # --------------------------------------------------------------------------- handlers
 @persistent
-def on_frame_change(scene, depsgraph=None) -> None:
+def on_frame_change(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | None = None) -> None:
     _guarded(lambda: update_live_chains(scene, depsgraph, force=True))
 
 
 @persistent
-def on_depsgraph_update(scene, depsgraph) -> None:
+def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     _guarded(lambda: _on_depsgraph_update(scene, depsgraph))
 
 
-def _on_depsgraph_update(scene, depsgraph) -> None:
+def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     if state.busy or state.loading or state.paused:
         return
     # One pass over the updates: an object moved, or an armature changed (its settings or pose).
@@ -217,18 +167,18 @@ def _on_depsgraph_update(scene, depsgraph) -> None:
 
 
 @persistent
-def on_load_pre(*_args) -> None:
+def on_load_pre(*_args: object) -> None:
     state.reset()
     state.loading = True
 
 
 @persistent
-def on_load_post(*_args) -> None:
+def on_load_post(*_args: object) -> None:
     state.loading = False
 
 
 @persistent
-def on_undo_redo(*_args) -> None:
+def on_undo_redo(*_args: object) -> None:
     forget_quick()
 
 
@@ -244,8 +194,11 @@ HANDLERS = (
 
 
 def register() -> None:
-    """Add live mode's handlers (its operator registers with the other operators)."""
+    """Add live mode's handlers (its operator registers with the other operators) and listen to the
+    settings a solve reads (``properties.SOLVE_SETTINGS``: a change forgets the quick path)."""
     state.reset()
+    if forget_quick not in properties.solve_setting_listeners:
+        properties.solve_setting_listeners.append(forget_quick)
     for name, handler in HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
         if handler not in handlers:
@@ -253,7 +206,9 @@ def register() -> None:
 
 
 def unregister() -> None:
-    """Remove live mode's handlers."""
+    """Remove live mode's handlers and its listener of the settings."""
+    while forget_quick in properties.solve_setting_listeners:
+        properties.solve_setting_listeners.remove(forget_quick)
     for name, handler in HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
         while handler in handlers:

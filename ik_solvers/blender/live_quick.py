@@ -14,59 +14,25 @@ chain samples its inputs and solves as the full update does, only without its ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any, cast
 
 import bpy
 import numpy as np
 
-from ..core import Method, PreferredPose, preferred_pose, solve_hi_one
+from ..core import Method, ParentSpace, preferred_pose, solve_hi_one
 from .chains import store_outcome, store_solve_outcome
-from .checks import check_target_independent
-from .errors import IKSolversError
-from .live_state import after_write, inputs_signature, state, turn_off
+from .errors import chain_context
+from .live_state import ChainKey, LiveChain, QuickChain, after_write, inputs_key, state, turn_off
 from .rig import write_pose, write_quaternion_joints
 from .root_space import point_to_root, single_inverse
 from .sampling import FrameInputs, sample_inputs
 from .solving import checked_swivel, checked_target_point, poles_in_root, prepare_solve, root_scales, run_solve
-from .spec import ChainSpec
+from .spec import ChainSpec, check_points
 
 QUICK_ZERO_PLANE_MAPS = ("DEFAULT", "POLE_OBJECT")
 
 
-@dataclass(frozen=True, eq=False)
-class QuickChain:
-    """What a target move needs to re-solve a live chain the last full update checked.
-
-    Attributes
-    ----------
-    object_name : str
-        The armature's name (looked up again at every move: no reference to scene data is kept).
-    preferred : PreferredPose or None
-        The spec's HI preferred pose, derived once, for a chain the one-target HI solve serves;
-        None: the chain solves as the full update does.
-    bone_indices : list of int
-        The joint bones' indices in the armature's pose bones.
-    quaternion_joints : bool
-        Every joint bone is in quaternion mode (written by ``write_quaternion_joints``, else by
-        ``write_pose``; a change of rotation mode is an update of the armature).
-    root_world : ndarray, shape (1, 4, 4)
-        The chain's root frame as the full update read it (only an update of the armature moves it).
-    root_inverse : list
-        Its inverse (``world_to_root``'s), as four rows of four floats.
-    world_scale : float
-        Its uniform scale (scene units per root-space unit).
-    """
-
-    object_name: str
-    preferred: PreferredPose | None
-    bone_indices: list[int]
-    quaternion_joints: bool
-    root_world: np.ndarray
-    root_inverse: list
-    world_scale: float
-
-
-def offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> bool:
+def offer_quick(obj: bpy.types.Object, checked: list[tuple[ChainKey, ChainSpec, FrameInputs]]) -> bool:
     """Offer the quick path to the chains of ``obj`` just checked; False if one of them cannot take it.
 
     A chain can when no other live chain of the armature moves a bone its root hangs from (each
@@ -84,47 +50,50 @@ def offer_quick(obj, checked: list[tuple[tuple, ChainSpec, FrameInputs]]) -> boo
             offered = False
             continue
         one_target = (spec.method is Method.HI and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
-                      and spec.parent_space == "START_JOINT")
+                      and spec.parent_space is ParentSpace.START_JOINT)
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
         indices = [obj.pose.bones.find(name) for name in spec.rig.joint_bones]
-        state.quick[key] = QuickChain(
+        state.chains[key].quick = QuickChain(
             obj.name, preferred_pose(spec.rig.chain, spec.reference) if one_target else None, indices,
             all(obj.pose.bones[index].rotation_mode == "QUATERNION" for index in indices), root_world,
             single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
     return offered
 
 
-def quick_update(scene, depsgraph) -> bool:
+def quick_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> bool:
     """Re-solve every live chain of ``scene`` after a move of objects other than armatures, without
     the full update's checks of the armature: the last full update checked it, and only an update of
     the armature (which this handler would see) changes what they checked or the chain's root frame,
-    and a changed setting forgets the quick path. Whether the chain is still live with the same
-    target and pole, the target's independence and the inputs are read again.
+    and a changed setting (``properties.SOLVE_SETTINGS``, ``use_live``) forgets the quick path. The
+    target's independence and the inputs are read again.
 
     Returns False, having done nothing, when a chain is not as the last full update left it (then
     the full update runs).
     """
-    if not state.quick or state.quick_scene != scene.session_uid:
+    if state.quick_scene != scene.session_uid:
         return False
-    chains: list[tuple] = []
-    for key, quick in state.quick.items():
+    chains: list[tuple[bpy.types.Object, Any, LiveChain, QuickChain, ChainSpec]] = []
+    for key, record in state.chains.items():
+        quick, spec = record.quick, record.spec
+        if quick is None or spec is None:
+            continue  # not offered: the full update that set ``quick_scene`` did not check it
         # By name in the blend file's objects (a scan, as the scene's would be, but of a flat list):
         # an object leaves the scene only with an update of the scene, which runs in full.
         obj = bpy.data.objects.get(quick.object_name)
-        if obj is None or obj.session_uid != key[0] or key not in state.specs:
+        if obj is None or obj.session_uid != key[0]:
             return False
-        chain = obj.ik_solvers.chains.get(key[1])
-        spec = state.specs[key][1]
-        # The settings the solve reads forget the quick path when they change (properties.py); a
-        # removed target or pole only empties the pointer, and the spec's object is gone.
-        if chain is None or not chain.use_live or chain.target != spec.target or chain.pole_target != spec.pole:
+        chain = obj.ik_solvers.chains.get(key[1])  # where the outcome is stored
+        if chain is None:
             return False
-        chains.append((obj, chain, key, quick, spec))
+        chains.append((obj, chain, record, quick, spec))
+    if not chains:
+        return False
     state.busy = True
     try:
-        for obj, chain, key, quick, spec in chains:
+        for obj, chain, record, quick, spec in chains:
             try:
-                quick_solve(obj, chain, key, quick, spec, depsgraph)
+                with chain_context(spec.name):
+                    quick_solve(obj, chain, record, quick, spec, depsgraph)
             except Exception as error:  # never into Blender's handler loop
                 turn_off(obj, chain, error)
     finally:
@@ -132,35 +101,32 @@ def quick_update(scene, depsgraph) -> bool:
     return True
 
 
-def quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph) -> None:
+def quick_solve(obj: bpy.types.Object, chain: Any, record: LiveChain, quick: QuickChain, spec: ChainSpec,
+                depsgraph: bpy.types.Depsgraph) -> None:
     """One chain's quick update: the target's independence checked, then target, pole and swivel read
     and checked as the full update does. With the one-target HI solve (``quick.preferred``) they are
     taken to the root frame the full update read and solved with the batch solve's bits; otherwise the
-    inputs are sampled and solved as in the full update."""
-    target, pole = chain.target, chain.pole_target  # the spec's (quick_update)
-    try:
-        for what, point in (("the target", target), ("the pole target", pole)):
-            check_target_independent(obj, spec.rig.bone_names[0], point, what)
-    except IKSolversError as error:
-        raise error.about(chain.name) from None
+    inputs are sampled and solved as in the full update. ``chain`` (the settings) only takes the outcome."""
+    check_points(obj, spec.rig, spec.target, spec.pole)
+    target, pole = spec.target, spec.pole
     if quick.preferred is None:
         inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
-        sampled = inputs_signature(state.specs[key][2], inputs)
-        if state.quick_signatures.get(key) != sampled:
-            _solve_as_in_full(obj, chain, key, spec, inputs, sampled)
+        sampled = inputs_key(inputs)
+        if record.quick_solved != sampled:
+            _solve_as_in_full(obj, chain, record, spec, inputs, sampled)
         return
-    target_world = checked_target_point(spec, tuple(target.evaluated_get(depsgraph).matrix_world.translation))
-    pole_world = None if pole is None else tuple(pole.evaluated_get(depsgraph).matrix_world.translation)
-    swivel = checked_swivel(spec, chain.swivel_angle)
+    target_world = checked_target_point(spec, _location(target, depsgraph))
+    pole_world = None if pole is None else _location(pole, depsgraph)
+    swivel = checked_swivel(spec, spec.per_frame_value(obj, "swivel_angle"))
     signature = (target_world, pole_world, swivel)
-    if state.quick_signatures.get(key) == signature:
+    if record.quick_solved == signature:
         return
     poles = None if pole_world is None else poles_in_root(spec, pole_world, quick.root_world)
     target_root = point_to_root(target_world, quick.root_inverse)
     solved = solve_hi_one(quick.preferred, target_root, swivel=swivel, zero_plane_map=spec.zero_plane_map,
                           pole=None if poles is None else poles[0], tolerance=spec.options.tolerance)
     if solved is None:  # input the one-target solve leaves to the batch solve (which refuses it, or decides)
-        _solve_as_in_full(obj, chain, key, spec, sample_inputs(obj, spec, depsgraph=depsgraph), signature)
+        _solve_as_in_full(obj, chain, record, spec, sample_inputs(obj, spec, depsgraph=depsgraph), signature)
         return
     # Non-finite joint values make non-finite rotations, which the writes refuse before writing.
     if quick.quaternion_joints:
@@ -170,16 +136,28 @@ def quick_solve(obj, chain, key, quick: QuickChain, spec: ChainSpec, depsgraph) 
     scale = quick.world_scale
     store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
                   solved.iterations, solved.pole_angle)
-    state.quick_signatures[key] = signature
-    state.rigs[key] = (after_write(obj, state.buffers[key], written), spec.rig)
+    _remember_write(obj, record, written, signature)
 
 
-def _solve_as_in_full(obj, chain, key, spec: ChainSpec, inputs: FrameInputs, signature) -> None:
+def _location(point: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[float, float, float]:
+    """The evaluated world location of ``point`` as three Python floats."""
+    x, y, z = cast(Any, point.evaluated_get(depsgraph).matrix_world.translation)
+    return (x, y, z)
+
+
+def _solve_as_in_full(obj: bpy.types.Object, chain: Any, record: LiveChain, spec: ChainSpec, inputs: FrameInputs,
+                      signature: object) -> None:
     """Prepare, solve, write and store as the full update does (without its checks of the armature)."""
     prepared = prepare_solve(spec, inputs)
     result = run_solve(prepared)
     written = write_pose(obj, spec.rig, result.q[0])
     store_solve_outcome(chain, result.status[0].value, "", result, prepared)
-    state.quick_signatures[key] = signature
-    state.rigs[key] = (after_write(obj, state.buffers[key], written), spec.rig)
+    _remember_write(obj, record, written, signature)
+
+
+def _remember_write(obj: bpy.types.Object, record: LiveChain, written: tuple[str, ...], signature: object) -> None:
+    """What the quick solve read, and the rig key after its write (the next full update reuses the chain read)."""
+    assert record.rig_values is not None  # read by the full update that offered the quick path
+    record.quick_solved = signature
+    record.rig_key = after_write(obj, record.rig_values, written)
 

@@ -1,10 +1,12 @@
 """Live mode's memory between handler calls: what it last solved and read, and how it forgets.
 
-``state`` is the one :class:`LiveState`. ``load_pre`` forgets everything (the kept specs name the
-target and pole objects, which a file load frees); a chain turned off forgets its part
-(:func:`forget`); anything that may change what the last full update checked forgets the quick path
-(:func:`forget_quick`). :class:`RigValues` is the bulk read of every armature value the rig reader
-can depend on, whose bytes tell whether the chain read before still holds.
+``state`` is the one :class:`LiveState`, with one :class:`LiveChain` record per live chain.
+``load_pre`` forgets everything (the kept specs name the target and pole objects, which a file load
+frees); a chain turned off forgets its record (:func:`forget`); anything that may change what the
+last full update checked forgets the quick path (:func:`forget_quick`; ``live.register`` makes it
+the listener of the update hook of ``properties.SOLVE_SETTINGS``). :class:`RigValues` is the bulk
+read of every armature value the rig reader can depend on, whose bytes tell whether the chain read
+before still holds.
 """
 
 from __future__ import annotations
@@ -12,12 +14,88 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core import PreferredPose
 from .chains import store_solve_outcome
 from .errors import failure_sentence
 from .sampling import FrameInputs
+from .spec import ChainSpec
+
+if TYPE_CHECKING:
+    import bpy
+
+
+@dataclass(frozen=True, eq=False)
+class QuickChain:
+    """What a target move needs to re-solve a live chain the last full update checked
+    (``live_quick.offer_quick`` makes it).
+
+    Attributes
+    ----------
+    object_name : str
+        The armature's name (looked up again at every move: no reference to scene data is kept).
+    preferred : PreferredPose or None
+        The spec's HI preferred pose, derived once, for a chain the one-target HI solve serves;
+        None: the chain solves as the full update does.
+    bone_indices : list of int
+        The joint bones' indices in the armature's pose bones.
+    quaternion_joints : bool
+        Every joint bone is in quaternion mode (written by ``write_quaternion_joints``, else by
+        ``write_pose``; a change of rotation mode is an update of the armature).
+    root_world : ndarray, shape (1, 4, 4)
+        The chain's root frame as the full update read it (only an update of the armature moves it).
+    root_inverse : list
+        Its inverse (``world_to_root``'s), as four rows of four floats.
+    world_scale : float
+        Its uniform scale (scene units per root-space unit).
+    """
+
+    object_name: str
+    preferred: PreferredPose | None
+    bone_indices: list[int]
+    quaternion_joints: bool
+    root_world: np.ndarray
+    root_inverse: list[list[float]]
+    world_scale: float
+
+
+@dataclass(eq=False)
+class LiveChain:
+    """Live mode's one record of a live chain between updates.
+
+    Attributes
+    ----------
+    spec : ChainSpec or None
+        The spec of the last full update (built again only when its ``source`` changed); its
+        ``rig`` is the chain as read then (its q the pose at read time; nothing in a live solve reads q).
+    rig_values : RigValues or None
+        The last bulk read of the armature (its buffer is reused).
+    rig_key : bytes or None
+        ``RigValues.key()`` after our last pose write: the next read equal to it reuses ``spec.rig``.
+    inputs : FrameInputs or None
+        The inputs the last full update sampled.
+    solved : tuple or None
+        The spec's ``source`` and the sampled inputs of the last full solve: equal, nothing to solve.
+    quick : QuickChain or None
+        Offered by the last full update to the target moves (``live_quick.quick_update``).
+    quick_solved : object
+        The target, pole and swivel (or the sampled inputs) of the last quick solve.
+    """
+
+    spec: ChainSpec | None = None
+    rig_values: RigValues | None = None
+    rig_key: bytes | None = None
+    inputs: FrameInputs | None = None
+    solved: tuple | None = None
+    quick: QuickChain | None = None
+    quick_solved: object = None
+
+
+ChainKey = tuple[int, str]
+"""(armature ``session_uid``, chain name): a live chain's key."""
 
 
 @dataclass
@@ -27,22 +105,10 @@ class LiveState:
 
     Attributes
     ----------
-    signatures : dict
-        (armature ``session_uid``, chain name) → bytes of the inputs of its last live solve.
-    rigs : dict
-        Same keys → (bytes of everything the rig reader reads, after our pose write; the chain read).
-    specs : dict
-        Same keys → (``live._spec_key`` of the settings, the chain spec built from them, the
-        spec's ``signature()``).
-    buffers : dict
-        Same keys → the :class:`RigValues` last read (its buffer is reused).
-    quick : dict
-        Same keys → ``live_quick.QuickChain``: the live chains a target move may re-solve without the
-        full update's checks (``live_quick.quick_update``), as the last full update left them.
+    chains : dict
+        :data:`ChainKey` → :class:`LiveChain`, one record per live chain.
     quick_scene : int or None
-        ``session_uid`` of the scene whose full update made ``quick``.
-    quick_signatures : dict
-        Same keys → the target, pole and swivel of the chain's last quick solve.
+        ``session_uid`` of the scene whose full update offered the quick path to every live chain.
     busy : bool
         Set while live mode itself writes, so handlers fired by those writes return at once.
     loading : bool
@@ -51,25 +117,20 @@ class LiveState:
         Nesting depth of :func:`paused` (a bake stepping through frames).
     """
 
-    signatures: dict = field(default_factory=dict)
-    rigs: dict = field(default_factory=dict)
-    specs: dict = field(default_factory=dict)
-    buffers: dict = field(default_factory=dict)
-    quick: dict = field(default_factory=dict)
+    chains: dict[ChainKey, LiveChain] = field(default_factory=dict)
     quick_scene: int | None = None
-    quick_signatures: dict = field(default_factory=dict)
     busy: bool = False
     loading: bool = False
     paused: int = 0
 
+    @property
+    def quick(self) -> dict[ChainKey, QuickChain]:
+        """The chains offered to the quick path, by key."""
+        return {key: record.quick for key, record in self.chains.items() if record.quick is not None}
+
     def reset(self) -> None:
-        self.signatures.clear()
-        self.rigs.clear()
-        self.specs.clear()
-        self.buffers.clear()
-        self.quick.clear()
+        self.chains.clear()
         self.quick_scene = None
-        self.quick_signatures.clear()
         self.busy = False
         self.loading = False
         self.paused = 0
@@ -78,22 +139,18 @@ class LiveState:
 state = LiveState()
 
 
-def forget(obj, chain_name: str) -> None:
+def forget(obj: bpy.types.Object, chain_name: str) -> None:
     """Drop what live mode remembers of a chain (it was turned off)."""
-    key = (obj.session_uid, chain_name)
-    state.signatures.pop(key, None)
-    state.rigs.pop(key, None)
-    state.specs.pop(key, None)
-    state.buffers.pop(key, None)
+    state.chains.pop((obj.session_uid, chain_name), None)
     forget_quick()
 
 
 def forget_quick() -> None:
-    """The next update runs in full (an undo, a redo, live mode turned on or off for a chain): the
-    quick path only trusts what the last full update checked."""
-    state.quick.clear()
+    """The next update runs in full (an undo, a redo, a setting a solve reads, live mode turned on or
+    off for a chain): the quick path only trusts what the last full update checked."""
+    for record in state.chains.values():
+        record.quick = record.quick_solved = None
     state.quick_scene = None
-    state.quick_signatures.clear()
 
 
 @contextmanager
@@ -137,7 +194,7 @@ class RigValues:
     """
 
     values: np.ndarray
-    slices: dict
+    slices: dict[str, slice]
     counts: tuple[int, int]
     names: bytes = b""
 
@@ -145,22 +202,22 @@ class RigValues:
         return self.names + self.values.tobytes()
 
 
-def rig_values(obj, chain, key) -> RigValues:
-    """Read :class:`RigValues` (bulk reads; the buffer of ``key``'s last read is reused).
+def rig_values(obj: bpy.types.Object, chain: Any, record: LiveChain) -> RigValues:
+    """Read :class:`RigValues` (bulk reads into the buffer of ``record``'s last read).
 
     Reading the chain costs several times more than this; a live chain whose bones, pose and IK
-    settings are as we left them reuses the chain read before (``live._read_rig``).
+    settings are as we left them reuses the chain read before (``record.rig_key``).
     """
     pose_bones, bones = obj.pose.bones, obj.data.bones
     counts = (len(pose_bones), len(bones))
-    rig = state.buffers.get(key)
+    rig = record.rig_values
     if rig is None or rig.counts != counts:
         layout, offset = {}, 0
         for count, props in zip(counts, (POSE_BONE_PROPS, BONE_PROPS)):
             for name, width in props:
                 layout[name] = slice(offset, offset + count * width)
                 offset += count * width
-        rig = state.buffers[key] = RigValues(np.empty(offset), layout, counts)
+        rig = record.rig_values = RigValues(np.empty(offset), layout, counts)
     values, slices = rig.values, rig.slices
     for collection, props in ((pose_bones, POSE_BONE_PROPS), (bones, BONE_PROPS)):
         for name, _ in props:
@@ -174,7 +231,7 @@ def rig_values(obj, chain, key) -> RigValues:
     return rig
 
 
-def after_write(obj, rig: RigValues, written: tuple[str, ...]) -> bytes:
+def after_write(obj: bpy.types.Object, rig: RigValues, written: tuple[str, ...]) -> bytes:
     """The rig key :func:`rig_values` would read after our pose write: ``write_pose`` sets the
     rotation ``written`` channels only, so only those are read again."""
     for name in written:
@@ -182,14 +239,13 @@ def after_write(obj, rig: RigValues, written: tuple[str, ...]) -> bytes:
     return rig.key()
 
 
-def inputs_signature(spec_signature: bytes, inputs: FrameInputs) -> bytes:
-    """Bytes of everything a live solve reads: the sampled inputs and the spec's ``signature()``."""
-    arrays = (inputs.target_world, inputs.root_world, inputs.pole_world, inputs.target_parent_world,
-              inputs.swivel_angle)
-    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() for a in arrays if a is not None) + spec_signature
+def inputs_key(inputs: FrameInputs) -> bytes:
+    """Bytes of the sampled inputs (with the spec's ``source``, everything a live solve reads)."""
+    arrays = (getattr(inputs, name) for name in FrameInputs.FIELDS)
+    return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() if a is not None else b"-" for a in arrays)
 
 
-def turn_off(obj, chain, error: BaseException) -> None:
+def turn_off(obj: bpy.types.Object, chain: Any, error: BaseException) -> None:
     """Live mode off for ``chain`` after it failed: the reason on the chain (the panel shows it),
     its memory dropped, the pose as it was. Writing the settings may fail too (a file closing):
     then there is nothing left to tell."""

@@ -6,7 +6,7 @@ short ``self.report`` sentence with the scene untouched; the logic modules never
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
@@ -15,7 +15,7 @@ from . import live, live_state
 from .bake import BakeJob, BakeOptions
 from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
 from .checks import check_editable
-from .errors import IKSolversError, failure_sentence
+from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
 from .sampling import sample_inputs
 from .solving import prepare_solve
@@ -23,6 +23,8 @@ from .spec import chain_spec
 
 if TYPE_CHECKING:
     from bpy.stub_internal.rna_enums import OperatorReturnItems
+
+    from .properties import IK_SOLVERS_PG_settings
 
 __all__ = ("capture_preferred_pose", "classes", "posable_armature", "register", "unregister")
 """``capture_preferred_pose`` is re-exported: ``tests/blender/test_ik_batch.py`` imports it from here."""
@@ -36,7 +38,7 @@ def posable_armature(context: bpy.types.Context) -> bpy.types.Object | None:
     return obj
 
 
-def _unique_chain_name(settings, base: str) -> str:
+def _unique_chain_name(settings: IK_SOLVERS_PG_settings, base: str) -> str:
     names = {chain.name for chain in settings.chains}
     if base not in names:
         return base
@@ -75,17 +77,18 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         return posable_armature(context) is not None
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj = posable_armature(context)
+        obj, scene = posable_armature(context), context.scene
+        assert obj is not None and scene is not None  # poll() found the armature in the scene
         try:
             check_editable(obj)
         except IKSolversError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        settings = obj.ik_solvers
+        settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         name = _unique_chain_name(settings, "Chain")
         chain = settings.chains.add()
         chain.name = name
-        bone = obj.data.bones.active
+        bone = cast("bpy.types.Armature", obj.data).bones.active  # posable_armature: an armature
         if bone is not None:
             chain.tip_bone = bone.name
             depth, parent = 1, bone.parent
@@ -97,7 +100,7 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
             chain.target = empties[0]
         settings.active_chain_index = len(settings.chains) - 1
         try:
-            set_up_new_chain(obj, chain, context.scene)
+            set_up_new_chain(obj, chain, scene)
         except Exception as error:  # the chain is not added, one sentence
             settings.chains.remove(len(settings.chains) - 1)
             settings.active_chain_index = max(0, len(settings.chains) - 1)
@@ -115,12 +118,13 @@ class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj = posable_armature(context)
+        assert obj is not None  # poll() found it
         try:
             check_editable(obj)
         except IKSolversError as error:
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        settings = obj.ik_solvers
+        settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         settings.chains.remove(settings.active_chain_index)
         settings.active_chain_index = max(0, min(settings.active_chain_index, len(settings.chains) - 1))
         return {"FINISHED"}
@@ -141,8 +145,9 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
         return obj is not None and len(obj.ik_solvers.chains) > 0  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj = posable_armature(context)
-        settings = obj.ik_solvers
+        obj, view_layer = posable_armature(context), context.view_layer
+        assert obj is not None and view_layer is not None  # poll() found the armature in the view layer
+        settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         if self.all_chains:
             chains = [chain for chain in settings.chains if chain.enabled]
         else:
@@ -151,7 +156,7 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             self.report({"ERROR"}, "No IK chain to solve.")
             return {"CANCELLED"}
         try:
-            outcomes = solve_chains(obj, chains, context.view_layer)
+            outcomes = solve_chains(obj, chains, view_layer)
         except Exception as error:  # one sentence, the pose already put back
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
@@ -170,10 +175,11 @@ class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj = posable_armature(context)
-        chain = obj.ik_solvers.active_chain
+        obj, scene = posable_armature(context), context.scene
+        assert obj is not None and scene is not None  # poll() found the armature in the scene
+        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         try:
-            capture_preferred_pose(obj, chain, context.scene)
+            capture_preferred_pose(obj, chain, scene)
         except Exception as error:  # one sentence, never a traceback
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
@@ -214,16 +220,17 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             return False
         return True
 
-    def invoke(self, context, _event):
-        scene = context.scene
+    def invoke(self, context: bpy.types.Context, _event: bpy.types.Event) -> set[OperatorReturnItems]:
+        scene, wm = context.scene, context.window_manager
+        assert scene is not None and wm is not None  # invoked from a window
         if scene.use_preview_range:
             self.frame_start, self.frame_end = scene.frame_preview_start, scene.frame_preview_end
         else:
             self.frame_start, self.frame_end = scene.frame_start, scene.frame_end
-        return context.window_manager.invoke_props_dialog(self)
+        return wm.invoke_props_dialog(self)
 
-    def _bake_options(self, obj) -> BakeOptions:
-        settings = obj.ik_solvers
+    def _bake_options(self, obj: bpy.types.Object) -> BakeOptions:
+        settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         if self.all_chains:
             names = tuple(chain.name for chain in settings.chains if chain.enabled)
         elif self.chain:
@@ -233,17 +240,17 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             names = () if active is None else (active.name,)
         return BakeOptions(self.frame_start, self.frame_end, self.step, names)
 
-    def execute(self, context):
-        obj = posable_armature(context)
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
+        obj, wm = posable_armature(context), context.window_manager
+        assert obj is not None and wm is not None  # poll() found the armature; every context has the window manager
         try:
             self._job = BakeJob(context, obj, self._bake_options(obj))
         except Exception as error:  # nothing written yet
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
-        wm = context.window_manager
         wm.progress_begin(0, self._job.total_steps)
         if self.options.is_invoke and context.window is not None and not bpy.app.background:
-            self._timer = wm.event_timer_add(0.001, window=context.window)
+            self._timer: bpy.types.Timer | None = wm.event_timer_add(0.001, window=context.window)
             wm.modal_handler_add(self)
             return {"RUNNING_MODAL"}
         try:
@@ -252,7 +259,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         except Exception as error:  # the action goes back, one sentence
             return self._fail(context, failure_sentence(error))
 
-    def modal(self, context, event):
+    def modal(self, context: bpy.types.Context, event: bpy.types.Event) -> set[OperatorReturnItems]:
         if event.type == "ESC":
             self._job.cancel()
             self._end(context)
@@ -262,12 +269,13 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             return {"RUNNING_MODAL"}
         try:
             finished = self._job.advance(self.TIME_PER_TICK)
+            assert context.window_manager is not None  # a modal operator runs in a window
             context.window_manager.progress_update(self._job.done_steps)
             return self._done(context) if finished else {"RUNNING_MODAL"}
         except Exception as error:  # the action goes back, one sentence
             return self._fail(context, failure_sentence(error))
 
-    def cancel(self, context):
+    def cancel(self, context: bpy.types.Context) -> None:
         """Blender ends the modal bake (file load, window closed): leave the action as it was."""
         try:
             self._job.cancel()
@@ -275,15 +283,16 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             print(f"IK Solvers: the cancelled bake could not put the action back: {failure_sentence(error)}")
         self._end(context)
 
-    def _end(self, context) -> None:
+    def _end(self, context: bpy.types.Context) -> None:
         wm = context.window_manager
+        assert wm is not None  # every context has the window manager
         timer = getattr(self, "_timer", None)
         if timer is not None:
             wm.event_timer_remove(timer)
             self._timer = None
         wm.progress_end()
 
-    def _fail(self, context, message: str):
+    def _fail(self, context: bpy.types.Context, message: str) -> set[OperatorReturnItems]:
         try:
             self._job.cancel()
         except Exception as error:  # the restore failed too: say so, still one report, no traceback
@@ -292,7 +301,7 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         self.report({"ERROR"}, message)
         return {"CANCELLED"}
 
-    def _done(self, context):
+    def _done(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         reports = self._job.finish()
         self._end(context)
         for report in reports:
@@ -311,16 +320,18 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj = context.object
-        chain = obj.ik_solvers.active_chain
+        obj, scene = context.object, context.scene
+        assert obj is not None and scene is not None  # poll() found the armature in the scene
+        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         if chain.use_live:
             chain.use_live = False
             live_state.forget(obj, chain.name)
             self.report({"INFO"}, f"Live IK off for '{chain.name}'.")
             return {"FINISHED"}
         try:
-            spec = chain_spec(obj, chain)
-            prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
+            with chain_context(chain.name):
+                spec = chain_spec(obj, chain)
+                prepare_solve(spec, sample_inputs(obj, spec))  # refuse a chain that cannot solve now
         except Exception as error:  # one sentence, never a traceback
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
@@ -328,7 +339,7 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
         chain.last_message = ""
         # Setting use_live is an update of the armature: the depsgraph handler may have solved the chain
         # already while the depsgraph was evaluated, and then this call finds nothing new to solve.
-        live.update_live_chains(context.scene, context.evaluated_depsgraph_get(), force=False)
+        live.update_live_chains(scene, context.evaluated_depsgraph_get(), force=False)
         if not chain.use_live:  # the first live solve failed and turned it off again
             self.report({"ERROR"}, chain.last_message)
             return {"CANCELLED"}

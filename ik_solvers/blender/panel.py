@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import bpy
 
@@ -13,6 +13,8 @@ from .properties import ITERATIVE_METHODS, METHOD_ITEMS
 
 if TYPE_CHECKING:
     from bpy.stub_internal.rna_enums import RegionTypeItems, SpaceTypeItems
+
+    from .properties import IK_SOLVERS_PG_chain
 
 BAKE_OPERATOR = "ik_solvers.bake"
 LIVE_OPERATOR = "ik_solvers.live_toggle"
@@ -27,12 +29,12 @@ def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
     return obj if obj is not None and obj.type == "ARMATURE" else None
 
 
-def _active_chain(context: bpy.types.Context):
+def _active_chain(context: bpy.types.Context) -> IK_SOLVERS_PG_chain | None:
     obj = _armature(context)
     return None if obj is None else obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
 
 
-def pole_warning(chain) -> str | None:
+def pole_warning(chain: IK_SOLVERS_PG_chain) -> str | None:
     """The flip warning for the last solve, or None: the EE axis came within the flip threshold of a pole."""
     if chain.method != "HI" or not chain.last_status:
         return None
@@ -44,7 +46,8 @@ def pole_warning(chain) -> str | None:
 class IK_SOLVERS_UL_chains(bpy.types.UIList):
     """The armature's IK chains."""
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0):  # type: ignore[override]  # stub: index, flt_flag required; Blender passes them only if taken
+    def draw_item(self, context: bpy.types.Context, layout: bpy.types.UILayout, data: Any, item: IK_SOLVERS_PG_chain,  # type: ignore[override]  # stub: index, flt_flag required; Blender passes them only if taken
+                  icon: int | None, active_data: Any, active_propname: str | None, index: int | None = 0) -> None:
         row = layout.row(align=True)
         row.prop(item, "enabled", text="")
         row.prop(item, "name", text="", emboss=False)
@@ -77,9 +80,9 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         return _armature(context) is not None
 
     def draw(self, context: bpy.types.Context) -> None:
-        layout = self.layout
-        obj = _armature(context)
-        settings = obj.ik_solvers
+        layout, obj = self.layout, _armature(context)
+        assert layout is not None and obj is not None  # Blender sets the layout to draw in; poll() found the armature
+        settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         row = layout.row()
         row.template_list("IK_SOLVERS_UL_chains", "", settings, "chains", settings, "active_chain_index", rows=3)
         buttons = row.column(align=True)
@@ -111,9 +114,9 @@ class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
     bl_label = "Method Settings"
 
     def draw(self, context: bpy.types.Context) -> None:
-        layout = self.layout
+        layout, chain = self.layout, _active_chain(context)
+        assert layout is not None and chain is not None  # Blender sets the layout to draw in; poll() found the chain
         layout.use_property_split = True
-        chain = _active_chain(context)
         method = chain.method
         col = layout.column()
         if method in ITERATIVE_METHODS:
@@ -141,9 +144,9 @@ class VIEW3D_PT_ik_solvers_hi(_ChainSubpanel, bpy.types.Panel):
         return chain is not None and chain.method == "HI"
 
     def draw(self, context: bpy.types.Context) -> None:
-        layout = self.layout
+        layout, chain = self.layout, _active_chain(context)
+        assert layout is not None and chain is not None  # Blender sets the layout to draw in; poll() found the chain
         layout.use_property_split = True
-        chain = _active_chain(context)
         col = layout.column()
         col.prop(chain, "swivel_angle")
         col.prop(chain, "zero_plane_map")
@@ -165,8 +168,8 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
     bl_label = "Status"
 
     def draw(self, context: bpy.types.Context) -> None:
-        layout = self.layout
-        chain = _active_chain(context)
+        layout, chain = self.layout, _active_chain(context)
+        assert layout is not None and chain is not None  # Blender sets the layout to draw in; poll() found the chain
         col = layout.column(align=True)
         if not chain.last_status:
             col.label(text="Not solved yet")

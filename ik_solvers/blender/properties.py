@@ -1,9 +1,14 @@
-"""Settings stored on the armature object: ``Object.ik_solvers.chains`` (SPEC §6)."""
+"""Settings stored on the armature object: ``Object.ik_solvers.chains`` (SPEC §6), and the one table
+of the chain settings a solve reads (:data:`SOLVE_SETTINGS`).
 
-from __future__ import annotations
+The properties' annotations are evaluated (no ``from __future__ import annotations``): the table's
+settings get their ``update`` hook from the table itself, after the classes are defined.
+"""
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import bpy
 from bpy.props import (
@@ -17,8 +22,7 @@ from bpy.props import (
     StringProperty,
 )
 
-from ..core import METHOD_FACTS, Method
-from . import live_state
+from ..core import METHOD_FACTS, Method, ParentSpace
 
 METHOD_ITEMS = tuple((method.value, facts.label, facts.description) for method, facts in METHOD_FACTS.items())
 """Enum items from ``core.METHOD_FACTS``; identifiers are ``ik_solvers.core.Method`` values."""
@@ -37,82 +41,138 @@ ITERATIVE_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.ite
 """Methods that use ``max_iterations`` and ``tolerance``."""
 
 
-def _is_empty(_self, obj: bpy.types.Object) -> bool:
+def _is_empty(_self: bpy.types.PropertyGroup, obj: bpy.types.Object) -> bool:
     return obj.type == "EMPTY"
 
 
-def _solve_setting_changed(_settings, _context) -> None:
-    """A setting a chain's solve reads changed: live mode's next update checks every chain in full.
+@dataclass(frozen=True)
+class SolveSetting:
+    """One chain setting a solve reads, and how it enters the chain spec (``spec.chain_spec``).
+
+    Attributes
+    ----------
+    name : str
+        The property of ``IK_SOLVERS_PG_chain``.
+    enters : str
+        The ``ChainSpec`` field it makes: ``'options'`` (a ``SolveOptions`` field, :attr:`option`),
+        ``'reference'`` (the reference pose), else the spec's field of that name.
+    convert : callable
+        The spec's value from the stored one (ValueError: the stored value is not a known one).
+    option : str or None
+        The ``SolveOptions`` field, for ``enters == 'options'``.
+    per_scene_unit : bool
+        A distance in scene units: divided by the armature's scale (root-space units).
+    per_frame : bool
+        Animatable: sampling reads it at every frame (``ChainSpec.per_frame_value``).
+    items : tuple of str
+        For a collection: the item properties read (each item's, in order).
+    """
+
+    name: str
+    enters: str
+    convert: Callable[[Any], Any] = lambda value: value
+    option: str | None = None
+    per_scene_unit: bool = False
+    per_frame: bool = False
+    items: tuple[str, ...] = ()
+
+
+def _or_none(value: float) -> float | None:
+    """0 means "not set" (automatic step, no step limit)."""
+    return float(value) or None
+
+
+SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
+    SolveSetting("name", "name", str),
+    SolveSetting("tip_bone", "tip_bone", str),
+    SolveSetting("chain_length", "chain_length", int),
+    SolveSetting("target", "target"),
+    SolveSetting("pole_target", "pole"),
+    SolveSetting("method", "method", Method),
+    SolveSetting("max_iterations", "options", int, option="max_iterations"),
+    SolveSetting("tolerance", "options", float, option="tolerance", per_scene_unit=True),
+    SolveSetting("max_step_angle", "options", _or_none, option="max_step_angle"),
+    SolveSetting("step", "options", _or_none, option="step"),
+    SolveSetting("damping", "options", float, option="damping", per_scene_unit=True),
+    SolveSetting("reference_weight", "options", float, option="reference_weight"),
+    SolveSetting("swivel_angle", "swivel_angle", float, per_frame=True),
+    SolveSetting("zero_plane_map", "zero_plane_map", str),
+    SolveSetting("parent_space", "parent_space", ParentSpace),
+    SolveSetting("flip_threshold", "flip_threshold", float),
+    SolveSetting("has_preferred_pose", "reference", bool),
+    SolveSetting("preferred_pose", "reference", items=("bone_name", "rotation")),
+)
+"""Every chain setting a solve reads, once: ``spec.chain_spec`` builds the spec from it, each gets
+the ``update`` hook below, and live mode tells a changed setting by ``spec.settings_key``."""
+
+solve_setting_listeners: list[Callable[[], None]] = []
+"""Called when a setting of :data:`SOLVE_SETTINGS` (or ``use_live``) changes: live mode adds its
+own at register time (this module imports nothing of live mode)."""
+
+
+def _solve_setting_changed(_settings: bpy.types.PropertyGroup, _context: bpy.types.Context) -> None:
+    """A setting a chain's solve reads changed: tell the listeners (live mode forgets its quick path).
 
     These settings change without any depsgraph update of their own, so live mode's quick path
     (which a target move takes) would not see the change otherwise.
     """
-    live_state.forget_quick()
+    for listener in solve_setting_listeners:
+        listener()
 
 
 class IK_SOLVERS_PG_preferred_bone(bpy.types.PropertyGroup):
     """One bone's rotation in the captured preferred pose."""
 
-    bone_name: StringProperty(name="Bone", description="Bone whose rotation this is", update=_solve_setting_changed)
+    bone_name: StringProperty(name="Bone", description="Bone whose rotation this is")
     rotation: FloatVectorProperty(
         name="Rotation",
         description="The bone's pose rotation (quaternion w, x, y, z) relative to its rest orientation",
         size=4,
         default=(1.0, 0.0, 0.0, 0.0),
         subtype="QUATERNION",
-        update=_solve_setting_changed,
     )
 
 
 class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     """One IK chain: bones, target, method and its parameters, HI settings, last-solve status."""
 
-    name: StringProperty(name="Name", description="Name of the chain", default="Chain", update=_solve_setting_changed)
+    name: StringProperty(name="Name", description="Name of the chain", default="Chain")
     enabled: BoolProperty(name="Enabled", description="Solve this chain when solving all chains", default=True)
     tip_bone: StringProperty(
         name="Tip Bone", description="Last bone of the chain; its tail reaches for the target",
-        update=_solve_setting_changed,
     )
     chain_length: IntProperty(
         name="Chain Length", description="Number of bones in the chain, counted from the tip bone up",
         default=2, min=1, soft_max=32,
-        update=_solve_setting_changed,
     )
     target: PointerProperty(
         name="Target", description="Empty whose location the tip reaches for", type=bpy.types.Object, poll=_is_empty,
-        update=_solve_setting_changed,
     )
     # SDLS by default: as accurate as DLS on reachable targets, and unlike fixed damping it
     # reaches the lower bound quickly when the target is out of reach (docs/solver-race.md).
     method: EnumProperty(
         name="Method", description="IK method", items=METHOD_ITEMS, default=Method.SDLS.value,
-        update=_solve_setting_changed,
     )
     max_iterations: IntProperty(
         name="Max Iterations", description="Iteration budget of the iterative methods", default=100, min=1,
         soft_max=1000,
-        update=_solve_setting_changed,
     )
     tolerance: FloatProperty(
         name="Tolerance", description="Distance from tip to target counted as reached (scene units)",
         default=1e-6, min=1e-9, soft_max=0.01, precision=7, subtype="DISTANCE",
-        update=_solve_setting_changed,
     )
     step: FloatProperty(
         name="Step",
         description="Jacobian transpose step size / pseudo-inverse step scale; 0 chooses it automatically",
         default=0.0, min=0.0, soft_max=10.0, precision=4,
-        update=_solve_setting_changed,
     )
     damping: FloatProperty(
         name="Damping", description="Damped least squares damping (scene units)", default=0.05, min=1e-6,
         soft_max=1.0, precision=4,
-        update=_solve_setting_changed,
     )
     max_step_angle: FloatProperty(
         name="Max Step Angle", description="Largest turn of any joint in one iteration; 0 means no limit",
         default=0.5, min=0.0, max=math.pi, subtype="ANGLE",
-        update=_solve_setting_changed,
     )
     reference_weight: FloatProperty(
         name="Reference Weight",
@@ -121,43 +181,38 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
             "target leaves the chain freedom; 0 turns it off. Keeps knees and elbows bending their rest way"
         ),
         default=0.0, min=0.0, soft_max=1.0, precision=3,
-        update=_solve_setting_changed,
     )
     swivel_angle: FloatProperty(
         name="Swivel Angle", description="Rotation of the solver plane about the start-to-target axis",
         default=0.0, subtype="ANGLE", options={"ANIMATABLE"},
-        update=_solve_setting_changed,
     )
     zero_plane_map: EnumProperty(
         name="Zero-Plane Map", description="How the zero solver plane follows the target", items=ZERO_PLANE_MAP_ITEMS,
         default="DEFAULT",
-        update=_solve_setting_changed,
     )
     pole_target: PointerProperty(
         name="Pole Target", description="Object the solver plane passes through (Pole Object map)",
         type=bpy.types.Object,
-        update=_solve_setting_changed,
     )
     parent_space: EnumProperty(
         name="Parent Space", description="What the swivel sphere rides with", items=PARENT_SPACE_ITEMS,
         default="START_JOINT",
-        update=_solve_setting_changed,
     )
     flip_threshold: FloatProperty(
         name="Flip Threshold", description="Warn when the start-to-target axis is closer than this to a pole",
         default=math.radians(10.0), min=0.0, max=math.pi / 2, subtype="ANGLE",
-        update=_solve_setting_changed,
     )
     # Chain identity (identity.py): a uuid tagging the chain's bones and their names when remembered.
     chain_id: StringProperty(name="Chain ID", description="Identifies the chain in its bones' tags")
     chain_bones: StringProperty(name="Chain Bones", description="The chain's bones, start to tip, as remembered (JSON)")
+    # Not read by a solve but by live mode (which chains it solves): toggled, the quick path is forgotten.
     use_live: BoolProperty(
         name="Live", description="Re-solve when the target moves or the frame changes", default=False,
         update=_solve_setting_changed,
     )
 
     # The preferred pose: per-bone rotations at capture time (the HI solver's and every method's reference).
-    has_preferred_pose: BoolProperty(name="Has Preferred Pose", default=False, update=_solve_setting_changed)
+    has_preferred_pose: BoolProperty(name="Has Preferred Pose", default=False)
     preferred_pose: CollectionProperty(type=IK_SOLVERS_PG_preferred_bone)
     preferred_frame: IntProperty(name="Captured At Frame", description="Scene frame the preferred pose was captured on")
 
@@ -197,6 +252,21 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         description="Largest error over the lower bound in Blender's own evaluation of the baked keys",
         subtype="DISTANCE", precision=7,
     )
+
+
+def _hook_solve_settings() -> None:
+    """Give every setting of :data:`SOLVE_SETTINGS` the ``update`` hook (collections: their items')."""
+    for setting in SOLVE_SETTINGS:
+        owner: Any = IK_SOLVERS_PG_chain
+        names: tuple[str, ...] = (setting.name,)
+        if setting.items:  # a collection: its items' properties (the collection has no update hook)
+            owner, names = owner.__annotations__[setting.name].keywords["type"], setting.items
+        for name in names:
+            prop = owner.__annotations__[name]
+            owner.__annotations__[name] = prop.function(**{**prop.keywords, "update": _solve_setting_changed})
+
+
+_hook_solve_settings()
 
 
 class IK_SOLVERS_PG_settings(bpy.types.PropertyGroup):

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core import Status, flips_from_normals
 from .frames import SolvedFrames
+
+if TYPE_CHECKING:
+    from .properties import IK_SOLVERS_PG_chain
+    from .verify import Evaluation
 
 NOT_REACHED_LISTED = 100
 """At most this many not-reached frames are listed (the counts hold them all)."""
@@ -68,23 +73,23 @@ class BakeReport:
     frame_end: int
     frame_step: int
     sampling: str
-    sampling_reasons: list
-    status_counts: dict
+    sampling_reasons: list[str]
+    status_counts: dict[str, int]
     max_error: float
     median_error: float
     max_excess: float
     max_excess_frame: int
-    not_reached_frames: list
-    flip_frames: list
+    not_reached_frames: list[int]
+    flip_frames: list[dict[str, Any]]
     pole_warning_frames: int | None
     min_pole_distance_degrees: float | None
     seconds: float
     evaluated_max_error: float = 0.0
-    evaluated_mismatch_frames: list = field(default_factory=list)
+    evaluated_mismatch_frames: list[int] = field(default_factory=list)
     evaluated_frames_checked: int = 0
     evaluated_max_offset: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def to_json(self) -> str:
@@ -120,7 +125,7 @@ def reached(status: np.ndarray) -> np.ndarray:
     return (status == Status.CONVERGED) | (status == Status.UNREACHABLE)
 
 
-def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict]:
+def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict[str, Any]]:
     """Solver-plane flips of an HI solve over its frames in order, within each chain shape.
 
     A shape is told by the sphere pole its frames were solved with; across two shapes the normals
@@ -153,7 +158,7 @@ def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict]:
 
 def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str, frame_step: int,
                 sampling_reasons: list[str], flip_threshold: float, seconds: float,
-                evaluation=None) -> BakeReport:
+                evaluation: Evaluation | None = None) -> BakeReport:
     """The statistics of one chain's solved frames (``solved.frames`` in order, the bake's frames),
     with Blender's evaluation of the keys (a ``verify.Evaluation``) when given."""
     status, error = solved.status, solved.error
@@ -187,7 +192,7 @@ def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str,
     )
 
 
-def store_report(chain_settings, report: BakeReport) -> None:
+def store_report(chain_settings: IK_SOLVERS_PG_chain, report: BakeReport) -> None:
     """Keep ``report`` on the chain's settings, where the panel draws it."""
     counts = report.status_counts
     chain_settings.last_bake_report = report.to_json()

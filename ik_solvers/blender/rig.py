@@ -1,5 +1,7 @@
 """Rig I/O: an armature's bone chain → core ``Chain`` and joint variables → pose-bone rotation channels.
 
+The chain read is a :class:`~.rig_chain.RigChain` (also importable from here).
+
 Conventions (they live here alone):
 
 - Blender bones point along their local +Y axis; a bone's tail is ``(0, length, 0)`` in its frame.
@@ -28,7 +30,8 @@ Conventions (they live here alone):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -50,7 +53,12 @@ from .euler import (
     quaternions_from_eulers,
     wrap_angles,
 )
+from .rig_chain import RigChain
 from .root_space import root_matrices_world, uniform_scale
+
+if TYPE_CHECKING:
+    import bpy
+    from mathutils import Matrix
 
 ROTATION_MODES = ("QUATERNION", *EULER_ORDERS, "AXIS_ANGLE")
 _AXIS_NAMES = "xyz"
@@ -62,34 +70,9 @@ is Blender's own floor; it also absorbs float32 rounding of 0.99 (0.99000001).""
 UNIT_SCALE_TOLERANCE = 1e-6
 """Largest deviation of a chain bone's pose scale from 1 accepted (float32 noise is ~6e-8)."""
 
-@dataclass(frozen=True)
-class RigChain:
-    """A bone chain read from an armature.
-
-    Attributes
-    ----------
-    chain : Chain
-        The core chain in the chain's root space (root frame identity, armature-space units).
-    bone_names : tuple of str
-        Every bone of the chain, start → tip.
-    q : ndarray, shape (n_dof,)
-        The pose at read time as joint variables (radians).
-    joint_bones : tuple of str
-        The bones that carry the chain's joints, start → tip: ``bone_names`` without the bones
-        whose IK axes are all locked (those are held fixed). ``joint_bones[i]`` is joint ``i``.
-    parent_bone : str or None
-        The start bone's parent (the root space), None for armature space.
-    """
-
-    chain: Chain
-    bone_names: tuple[str, ...]
-    q: np.ndarray
-    joint_bones: tuple[str, ...] = ()
-    parent_bone: str | None = None
-
 
 # --------------------------------------------------------------------------- channels
-def _current_channels(pose_bone) -> np.ndarray:
+def _current_channels(pose_bone: bpy.types.PoseBone) -> np.ndarray:
     """The rotation channel of ``pose_bone`` in its rotation mode, float64 (4,) or (3,)."""
     mode = pose_bone.rotation_mode
     if mode == "QUATERNION":
@@ -102,7 +85,7 @@ def _current_channels(pose_bone) -> np.ndarray:
 _IDENTITY_QUATERNION = np.array([1.0, 0.0, 0.0, 0.0])
 
 
-def basis_quaternion(pose_bone) -> np.ndarray:
+def basis_quaternion(pose_bone: bpy.types.PoseBone) -> np.ndarray:
     """Unit quaternion ``(4,)`` (w, x, y, z) of ``pose_bone.matrix_basis``'s rotation, in float64
     from the bone's channels (a zero quaternion or axis counts as no rotation, as in Blender)."""
     mode = pose_bone.rotation_mode
@@ -119,7 +102,7 @@ def basis_quaternion(pose_bone) -> np.ndarray:
     return quaternions_from_eulers(values, mode)
 
 
-def _channel_values(pose_bone, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
+def _channel_values(pose_bone: bpy.types.PoseBone, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
     """Channel values ``(N, 3|4)`` for rotations given as quaternions ``(N, 4)`` in the bone's
     mode, continuous from the channel's current value."""
     return _values_in_mode(pose_bone.rotation_mode, _current_channels(pose_bone), quaternions, keep_norm)
@@ -143,7 +126,7 @@ def _values_in_mode(mode: str, reference: np.ndarray, quaternions: np.ndarray, k
     return continuous_eulers(matrices_from_quaternions(quaternions), mode, reference)
 
 
-def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.ndarray]:
+def rotation_channel_values(obj: bpy.types.Object, rig: RigChain, q: np.ndarray) -> dict[str, np.ndarray]:
     """Rotation-channel values of every joint bone for joint variables ``q (N, n_dof)``.
 
     Returns, per bone name, an array in the bone's current ``rotation_mode``: ``(N, 4)``
@@ -163,14 +146,15 @@ def rotation_channel_values(obj, rig: RigChain, q: np.ndarray) -> dict[str, np.n
     }
 
 
-def quaternion_length(quaternion) -> float:
+def quaternion_length(quaternion: Sequence[float]) -> float:
     """Length of a quaternion given as four floats: the one formula the writes keep a channel's length
     with (summed in order, one correctly rounded square root)."""
     w, x, y, z = quaternion
     return math.sqrt(((w * w + x * x) + y * y) + z * z)
 
 
-def _quaternion_values(references, quaternions) -> list[tuple[float, float, float, float]]:
+def _quaternion_values(references: Iterable[Sequence[float]], quaternions: Iterable[Iterable[float]],
+                       ) -> list[tuple[float, float, float, float]]:
     """Quaternion channel values of B bones, each one frame: what ``_values_in_mode`` gives per bone
     with ``keep_norm`` (``continuous_quaternions`` for a single frame flips the quaternion into the
     reference's hemisphere, then it takes the reference's length), on Python floats instead of its
@@ -202,7 +186,7 @@ CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_a
 _EULER_CHANNEL = ("rotation_euler", 3)
 
 
-def _bone_indices(obj, names) -> list[int]:
+def _bone_indices(obj: bpy.types.Object | None, names: Sequence[str]) -> list[int]:
     """Indices of pose bones ``names`` in ``obj.pose.bones``; IKSolversError for a missing one."""
     if obj is None or obj.type != "ARMATURE" or obj.pose is None:
         raise IKSolversError("The object is not an armature.")
@@ -213,7 +197,7 @@ def _bone_indices(obj, names) -> list[int]:
     return indices
 
 
-def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
+def write_pose(obj: bpy.types.Object, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     """Set the joint bones' rotation channels to joint variables ``q (n_dof,)``; returns the channel
     properties written (``rotation_quaternion`` …: the others kept every value).
 
@@ -232,6 +216,7 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
         raise IKSolversError("The solve produced non-finite joint values; the pose was not changed.")
     rotations = local_quaternions(rig.chain, q[None])
     indices = _bone_indices(obj, rig.joint_bones)
+    assert obj.pose is not None  # _bone_indices refused an object without a pose
     pose_bones = obj.pose.bones
     count = len(pose_bones)
     mode_ids = np.empty(count, dtype=np.int32)
@@ -264,7 +249,8 @@ def write_pose(obj, rig: RigChain, q: np.ndarray) -> tuple[str, ...]:
     return tuple(channels)
 
 
-def write_quaternion_joints(obj, rotations, indices: list[int]) -> tuple[str, ...]:
+def write_quaternion_joints(obj: bpy.types.Object, rotations: Iterable[Iterable[float]], indices: list[int],
+                            ) -> tuple[str, ...]:
     """:func:`write_pose` for joint bones all in quaternion mode (the caller knows they are: a change
     of rotation mode is an update of the armature), at ``indices`` in ``obj.pose.bones``, from their
     local rotations ``(n, 4)`` ``(w, x, y, z)`` (``local_quaternions(rig.chain, q)`` for the ``q``
@@ -276,6 +262,7 @@ def write_quaternion_joints(obj, rotations, indices: list[int]) -> tuple[str, ..
     chain costs Blender ~30 µs more per update; tests/blender/test_live_quick.py checks Blender's
     evaluated tip after every such write).
     """
+    assert obj.pose is not None  # live mode read the chain from this armature's pose
     pose_bones = obj.pose.bones
     # Blender keeps the channels as float32: a float32 buffer is copied whole both ways (a float64
     # one or a list converts each value, ~3× dearer on a 1,000-bone rig), and numpy's cast to float32
@@ -290,16 +277,16 @@ def write_quaternion_joints(obj, rotations, indices: list[int]) -> tuple[str, ..
     return ("rotation_quaternion",)
 
 
-def _check_finite(values) -> None:
+def _check_finite(values: np.ndarray) -> None:
     if not np.isfinite(values).all():
         raise IKSolversError("The solve produced non-finite rotations; the pose was not changed.")
 
 
 # --------------------------------------------------------------------------- reading
-def _pose_bones(obj, names):
+def _pose_bones(obj: bpy.types.Object | None, names: Iterable[str]) -> list[bpy.types.PoseBone]:
     if obj is None or obj.type != "ARMATURE" or obj.pose is None:
         raise IKSolversError("The object is not an armature.")
-    out = []
+    out: list[bpy.types.PoseBone] = []
     for name in names:
         pose_bone = obj.pose.bones.get(name)
         if pose_bone is None:
@@ -308,11 +295,11 @@ def _pose_bones(obj, names):
     return out
 
 
-def _matrix(m) -> np.ndarray:
+def _matrix(m: Matrix) -> np.ndarray:
     return np.array(m, dtype=float)
 
 
-def _free_axes(pose_bone) -> list[int]:
+def _free_axes(pose_bone: bpy.types.PoseBone) -> list[int]:
     return [k for k, axis in enumerate(_AXIS_NAMES) if not getattr(pose_bone, f"lock_ik_{axis}")]
 
 
@@ -354,7 +341,7 @@ def joint_variables_from_quaternions(rig: RigChain, quaternions: dict[str, np.nd
     return np.array(q, dtype=float)
 
 
-def read_pose(obj, rig: RigChain) -> np.ndarray:
+def read_pose(obj: bpy.types.Object, rig: RigChain) -> np.ndarray:
     """The joint bones' current rotations as joint variables ``(n_dof,)`` of an already read chain.
 
     The cheap part of :func:`read_chain` for callers that keep a ``RigChain`` while only the pose
@@ -364,7 +351,7 @@ def read_pose(obj, rig: RigChain) -> np.ndarray:
     return joint_variables_from_quaternions(rig, {b.name: basis_quaternion(b) for b in bones})
 
 
-def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
+def read_chain(obj: bpy.types.Object | None, tip_bone: str, chain_length: int) -> RigChain:
     """Read the chain of ``chain_length`` bones ending at ``tip_bone`` from armature ``obj``.
 
     Raises
@@ -378,7 +365,9 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
         raise IKSolversError("The chain's object is not an armature.")
     if chain_length < 1:
         raise IKSolversError("The chain length must be at least 1 bone.")
-    bones = obj.data.bones
+    bones = cast("bpy.types.Armature", obj.data).bones  # an armature object's data is its Armature
+    pose = obj.pose
+    assert pose is not None  # every armature object has a pose
     tip = bones.get(tip_bone) if tip_bone else None
     if tip is None:
         raise IKSolversError(f"Tip bone '{tip_bone}' not found in armature '{obj.name}'.")
@@ -399,7 +388,7 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
     joint_bones, q = [], []
     fixed = np.eye(4)  # transform accumulated since the last joint frame by fully locked bones
     for bone in chain_bones:
-        pose_bone = obj.pose.bones[bone.name]
+        pose_bone = pose.bones[bone.name]
         if bone.parent is not None and not bone.use_inherit_rotation:
             raise IKSolversError(f"Bone '{bone.name}' does not inherit rotation; enable Inherit Rotation.")
         if np.abs(np.array(pose_bone.scale, dtype=float) - 1.0).max() > UNIT_SCALE_TOLERANCE:
@@ -464,7 +453,7 @@ def read_chain(obj, tip_bone: str, chain_length: int) -> RigChain:
     uniform_scale(root_matrices_world(obj, rig))
     start = chain_bones[0]
     if start_parent is not None and start.inherit_scale != "FULL":
-        parent_scale = np.linalg.svd(_matrix(obj.pose.bones[start_parent.name].matrix)[:3, :3], compute_uv=False)
+        parent_scale = np.linalg.svd(_matrix(pose.bones[start_parent.name].matrix)[:3, :3], compute_uv=False)
         if np.abs(parent_scale - 1.0).max() > UNIT_SCALE_TOLERANCE:
             raise IKSolversError(
                 f"Bone '{start.name}' does not fully inherit the scale of its scaled parent "

@@ -8,7 +8,7 @@ the batch mapping gives (:func:`point_to_root`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,18 +16,22 @@ import numpy as np
 from .errors import IKSolversError
 
 if TYPE_CHECKING:
-    from .rig import RigChain
+    import bpy
+    from mathutils import Matrix
+
+    from .rig_chain import RigChain
 
 UNIFORM_SCALE_TOLERANCE = 1e-4
 """Relative spread of the root frame's axis lengths accepted as uniform scale. float32 matrices
 carry about 1e-7 relative noise; a deliberate non-uniform scale is far above 1e-4."""
 
 
-def _matrix(m) -> np.ndarray:
+def _matrix(m: Matrix) -> np.ndarray:
     return np.array(m, dtype=float)
 
 
-def root_matrices_world(obj, rig: RigChain, depsgraph=None) -> np.ndarray:
+def root_matrices_world(obj: bpy.types.Object, rig: RigChain, depsgraph: bpy.types.Depsgraph | None = None,
+                        ) -> np.ndarray:
     """World matrix ``(4, 4)`` of the chain's root space as currently evaluated.
 
     ``obj.matrix_world @ parent_pose_bone.matrix`` (or just ``matrix_world`` without a parent
@@ -37,6 +41,7 @@ def root_matrices_world(obj, rig: RigChain, depsgraph=None) -> np.ndarray:
     world = _matrix(source.matrix_world)
     if rig.parent_bone is None:
         return world
+    assert source.pose is not None  # the chain was read from this armature's pose
     parent = source.pose.bones.get(rig.parent_bone)
     if parent is None:
         raise IKSolversError(f"Bone '{rig.parent_bone}' no longer exists in armature '{obj.name}'.")
@@ -74,7 +79,7 @@ def points_to_root(points: np.ndarray, inverse: np.ndarray) -> np.ndarray:
     return out
 
 
-def point_to_root(point: tuple[float, float, float], inverse_rows) -> tuple[float, ...]:
+def point_to_root(point: tuple[float, float, float], inverse_rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
     """:func:`points_to_root` of one point (three floats), given the inverse's rows as floats, with its bits."""
     x, y, z = point
     return tuple(((m0 * x + m1 * y) + m2 * z) + t for m0, m1, m2, t in inverse_rows[:3])

@@ -4,7 +4,7 @@ else by evaluating each frame — and the rules that choose (:func:`fcurve_sampl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from .keyframes import assigned_fcurves, values_at_keys
 from .rig import RigChain
 from .root_space import root_matrices_world
 from .spec import ChainSpec
+
+if TYPE_CHECKING:
+    import bpy
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,25 +67,25 @@ IDENTITY.setflags(write=False)
 """The frame of a target without a parent (read-only: shared by every sample)."""
 
 
-def _matrix(m) -> np.ndarray:
+def _matrix(m: Any) -> np.ndarray:
     return np.array(m, dtype=float)
 
 
-def _evaluated(obj, depsgraph):
+def _evaluated(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> bpy.types.Object:
     return obj.evaluated_get(depsgraph) if depsgraph is not None else obj
 
 
-def swivel_angle(obj, spec: ChainSpec) -> float:
-    """The chain's swivel angle as the current frame animates it (radians)."""
-    return float(obj.path_resolve(f"{spec.settings_path}.swivel_angle"))
+def sample_inputs(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain | None = None,
+                  depsgraph: bpy.types.Depsgraph | None = None) -> FrameInputs:
+    """The current evaluation of everything the chain's solve reads, as a batch of one frame.
 
-
-def sample_inputs(obj, spec: ChainSpec, rig: RigChain | None = None, depsgraph=None) -> FrameInputs:
-    """The current evaluation of everything the chain's solve reads, as a batch of one frame."""
+    Raises IKSolversError (named by the caller's ``errors.chain_context``) for a target gone or a
+    root bone that no longer exists.
+    """
     rig = spec.rig if rig is None else rig
     target = spec.target
     if target is None:
-        raise IKSolversError("the chain has no target; pick an Empty.", chain=spec.name)
+        raise IKSolversError("the chain has no target; pick an Empty.")
     target_eval = _evaluated(target, depsgraph)
     target_world = np.array(target_eval.matrix_world.translation, dtype=float)[None]
     pole_world = None
@@ -90,16 +93,13 @@ def sample_inputs(obj, spec: ChainSpec, rig: RigChain | None = None, depsgraph=N
         pole_world = np.array(_evaluated(spec.pole, depsgraph).matrix_world.translation, dtype=float)[None]
     parent = target_eval.parent
     target_parent_world = (_matrix(parent.matrix_world) if parent is not None else IDENTITY)[None]
-    try:
-        root_world = root_matrices_world(obj, rig, depsgraph)[None]
-    except IKSolversError as error:
-        raise error.about(spec.name) from None
+    root_world = root_matrices_world(obj, rig, depsgraph)[None]
     return FrameInputs(
         target_world=target_world,
         root_world=root_world,
         pole_world=pole_world,
         target_parent_world=target_parent_world,
-        swivel_angle=np.array([swivel_angle(obj, spec)], dtype=float),
+        swivel_angle=np.array([spec.per_frame_value(obj, "swivel_angle")], dtype=float),
     )
 
 
@@ -119,7 +119,7 @@ TRANSFORM_PATHS = frozenset(
 ``location`` (``delta_location`` can, so it is not here)."""
 
 
-def _animation_blockers(id_data, what: str) -> list[str]:
+def _animation_blockers(id_data: bpy.types.ID | None, what: str) -> list[str]:
     """Why ``id_data``'s animation is not a plain action evaluated at the scene frame."""
     anim_data = getattr(id_data, "animation_data", None)
     if anim_data is None:
@@ -137,7 +137,7 @@ def _animation_blockers(id_data, what: str) -> list[str]:
     return reasons
 
 
-def _point_blockers(point, what: str) -> list[str]:
+def _point_blockers(point: bpy.types.Object, what: str) -> list[str]:
     reasons = _animation_blockers(point, what)
     if point.parent is not None:
         reasons.append(f"{what} has a parent")
@@ -149,7 +149,7 @@ def _point_blockers(point, what: str) -> list[str]:
     return reasons
 
 
-def _bone_prefixes(obj, names) -> dict[str, str]:
+def _bone_prefixes(obj: bpy.types.Object, names: tuple[str, ...] | list[str]) -> dict[str, str]:
     """F-curve path prefix ``'pose.bones["name"].'`` → bone name."""
     return {obj.pose.bones[name].path_from_id() + ".": name for name in names}
 
@@ -161,7 +161,8 @@ def _bone_of_path(prefixes: dict[str, str], path: str) -> tuple[str | None, str]
     return None, path
 
 
-def fcurve_sampling_blockers(scene, obj, rig: RigChain, spec: ChainSpec) -> list[str]:
+def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig: RigChain,
+                             spec: ChainSpec) -> list[str]:
     """Reasons the chain's inputs cannot be read straight from F-curves (empty: they can).
 
     Sampling F-curves is exactly Blender's evaluation when every sampled point (target, pole) is
@@ -216,7 +217,7 @@ def fcurve_sampling_blockers(scene, obj, rig: RigChain, spec: ChainSpec) -> list
     return list(dict.fromkeys(reasons))  # one line per path, not per channel
 
 
-def sample_point_fcurves(point, frames: np.ndarray) -> np.ndarray:
+def sample_point_fcurves(point: bpy.types.Object, frames: np.ndarray) -> np.ndarray:
     """World positions ``(N, 3)`` of an unparented, unconstrained object from its location F-curves.
 
     Only valid where ``fcurve_sampling_blockers`` found nothing. Unkeyed (or muted) components keep
@@ -233,7 +234,7 @@ def sample_point_fcurves(point, frames: np.ndarray) -> np.ndarray:
     return (positions + np.array(point.delta_location, dtype=np.float32)).astype(float)
 
 
-def sample_fcurves(obj, spec: ChainSpec, rig: RigChain, frames: np.ndarray) -> FrameInputs:
+def sample_fcurves(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain, frames: np.ndarray) -> FrameInputs:
     """The chain's inputs for ``frames (N,)`` read from F-curves (see ``fcurve_sampling_blockers``)."""
     current = sample_inputs(obj, spec, rig)
     assert current.swivel_angle is not None  # sample_inputs always reads it
@@ -247,7 +248,7 @@ def sample_fcurves(obj, spec: ChainSpec, rig: RigChain, frames: np.ndarray) -> F
     )
 
 
-def geometry_key(obj, rig: RigChain) -> bytes:
+def geometry_key(obj: bpy.types.Object, rig: RigChain) -> bytes:
     """The pose values the solve does not set that shape the chain: location and scale of its joint
     bones, the whole basis of its locked bones (held as read)."""
     values: list[float] = []
@@ -255,8 +256,8 @@ def geometry_key(obj, rig: RigChain) -> bytes:
     for name in rig.bone_names:
         pose_bone = obj.pose.bones[name]
         if name in joints:
-            values.extend(pose_bone.location)
-            values.extend(pose_bone.scale)
+            values.extend(pose_bone.location[:])
+            values.extend(pose_bone.scale[:])
         else:
             values.extend(value for row in pose_bone.matrix_basis for value in row)
     return np.array(values, dtype=np.float32).tobytes()

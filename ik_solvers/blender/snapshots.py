@@ -34,9 +34,9 @@ class ActionSnapshot:
     """Holds copies of the F-curves before their first change (copied in C: the snapshot of
     thousands of keys costs next to nothing); removed when the bake ends either way."""
     _backup_channelbag: bpy.types.ActionChannelbag | None = None
-    _seen: set = field(default_factory=set)
+    _seen: set[tuple[str, int]] = field(default_factory=set)
 
-    def channelbag(self):
+    def channelbag(self) -> bpy.types.ActionChannelbag:
         """The channel bag of the object's assigned action slot, creating action / slot / bag as needed.
 
         An existing action is always reused: a bake never leaves an extra Action behind.
@@ -46,6 +46,7 @@ class ActionSnapshot:
             obj.animation_data_create()
             self.created_animation_data = True
         anim_data = obj.animation_data
+        assert anim_data is not None  # created just above if it was missing
         if anim_data.action is None:
             self.created_action = bpy.data.actions.new(f"{obj.name}Action")
             anim_data.action = self.created_action
@@ -58,7 +59,7 @@ class ActionSnapshot:
             self.assigned_slot = True
         return compat.ensure_channelbag(action, anim_data.action_slot)
 
-    def remember(self, channelbag, data_path: str, index: int, group: str) -> None:
+    def remember(self, channelbag: bpy.types.ActionChannelbag, data_path: str, index: int, group: str) -> None:
         """Copy a channel's F-curve before its first change in this bake."""
         if (data_path, index) in self._seen:
             return
@@ -71,6 +72,7 @@ class ActionSnapshot:
                 slot = self.backup.slots.new(self.obj.id_type, "backup")
                 self._backup_channelbag = compat.ensure_channelbag(self.backup, slot)
             backup = str(len(self.channels))
+            assert self._backup_channelbag is not None  # made with the backup action
             compat.copy_fcurve(self._backup_channelbag, fcurve, backup)
         self.channels.append(_ChannelSnapshot(data_path, index, backup))
         if channelbag.groups.get(group) is None and group not in self.created_groups:
@@ -96,6 +98,7 @@ class ActionSnapshot:
                     if fcurve is not None:
                         channelbag.fcurves.remove(fcurve)
                 elif fcurve is not None:
+                    assert self._backup_channelbag is not None  # it holds this channel's backup
                     write_keyframes(fcurve, read_keyframes(self._backup_channelbag.fcurves.find(snapshot.backup, index=snapshot.index)))
             for name in self.created_groups:
                 group = channelbag.groups.get(name)
@@ -105,6 +108,7 @@ class ActionSnapshot:
             if self.assigned_slot:
                 anim_data.action_slot = None
             if self.created_slot is not None:
+                assert anim_data.action is not None  # the slot was created in the assigned action
                 anim_data.action.slots.remove(self.created_slot)
             if self.created_action is not None:
                 anim_data.action = None
@@ -128,11 +132,12 @@ class PoseSnapshot:
              ("scale", 3))
     ROTATIONS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
 
-    def __init__(self, obj):
+    def __init__(self, obj: bpy.types.Object) -> None:
         self.obj = obj
+        assert obj.pose is not None  # the solve's or the bake's armature
         bones = obj.pose.bones
         self.names = [b.name for b in bones]
-        self.values = {}
+        self.values: dict[str, np.ndarray] = {}
         for prop, width in self.PROPS:
             values = np.empty(len(bones) * width, dtype=np.float32)
             bones.foreach_get(prop, values)
@@ -140,6 +145,7 @@ class PoseSnapshot:
 
     def restore(self, keep_rotation_of: frozenset[str] | set[str] = frozenset()) -> None:
         """Put every channel back, except the rotations of the bones in ``keep_rotation_of``."""
+        assert self.obj.pose is not None  # it had one when the snapshot was taken
         bones = self.obj.pose.bones
         keep = np.array([name in keep_rotation_of for name in self.names], dtype=bool)
         for prop, width in self.PROPS:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ..core import IKInputError, Method, SolveResult, solve, sphere_rotations_for_parent_space
+from ..core import IKInputError, Method, ParentSpace, SolveResult, solve, sphere_rotations_for_parent_space
 from .errors import IKSolversError
-from .rig import RigChain
+from .rig_chain import RigChain
 from .root_space import KeptResults, uniform_scale, world_to_root
 from .sampling import FrameInputs
 from .spec import ChainSpec
@@ -48,7 +49,7 @@ class PreparedSolve:
     rig: RigChain
     inputs: FrameInputs
     targets: np.ndarray
-    method_args: dict = field(default_factory=dict)
+    method_args: dict[str, Any] = field(default_factory=dict)
     world_scale: np.ndarray = field(default_factory=lambda: np.ones(1))
 
     @property
@@ -79,7 +80,7 @@ def prepare_solve(spec: ChainSpec, inputs: FrameInputs, rig: RigChain | None = N
                          world_scale=world_scale)
 
 
-def checked_target_world(spec: ChainSpec, target_world) -> np.ndarray:
+def checked_target_world(spec: ChainSpec, target_world: ArrayLike) -> np.ndarray:
     """Target locations ``(N, 3)`` (world) from any array of N × 3 numbers; IKSolversError naming the
     chain if one is not finite."""
     target_world = np.asarray(target_world, dtype=float).reshape(-1, 3)
@@ -105,10 +106,7 @@ def root_scales(spec: ChainSpec, root_world: np.ndarray) -> np.ndarray:
     chain for a frame that is not finite, not uniformly scaled or mirrored."""
     if not np.isfinite(root_world).all():
         raise IKSolversError("the armature's world transform is not finite.", chain=spec.name)
-    try:
-        return _batch_uniform_scale(root_world)
-    except IKSolversError as error:
-        raise error.about(spec.name) from None
+    return _batch_uniform_scale(root_world)  # named by the caller's errors.chain_context
 
 
 def _batch_uniform_scale(root_world: np.ndarray) -> np.ndarray:
@@ -141,7 +139,7 @@ def _rotations(matrices: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
-def poles_in_root(spec: ChainSpec, pole_world, root_world: np.ndarray) -> np.ndarray:
+def poles_in_root(spec: ChainSpec, pole_world: ArrayLike, root_world: np.ndarray) -> np.ndarray:
     """Pole target locations ``(N, 3)`` in the chain's root space; IKSolversError naming the chain if
     one is not finite."""
     poles = world_to_root(np.asarray(pole_world, float).reshape(-1, 3), root_world)
@@ -150,7 +148,7 @@ def poles_in_root(spec: ChainSpec, pole_world, root_world: np.ndarray) -> np.nda
     return poles
 
 
-def checked_swivels(spec: ChainSpec, swivel) -> np.ndarray:
+def checked_swivels(spec: ChainSpec, swivel: ArrayLike) -> np.ndarray:
     """Swivel angles ``(N,)`` (radians) from any array of N numbers; IKSolversError naming the chain if
     one is not finite."""
     swivel = np.asarray(swivel, dtype=float).reshape(-1)
@@ -170,7 +168,7 @@ def _swivel_not_finite(spec: ChainSpec) -> None:
     raise IKSolversError("the swivel angle is not finite.", chain=spec.name)
 
 
-def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> dict:
+def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> dict[str, Any]:
     n = root_world.shape[0]
     args: dict[str, Any] = {
         "swivel": checked_swivels(spec, np.full(n, spec.swivel_angle) if inputs.swivel_angle is None
@@ -182,18 +180,18 @@ def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> di
         args["poles"] = poles_in_root(spec, inputs.pole_world, root_world)
     elif spec.zero_plane_map == "POLE_OBJECT":
         raise IKSolversError("the Pole Object zero-plane map needs a pole target.", chain=spec.name)
-    if spec.parent_space == "IK_TARGET":
+    if spec.parent_space is ParentSpace.IK_TARGET:
         if inputs.target_parent_world is None:
             raise IKSolversError("the IK Target parent space needs the target's parent frames.", chain=spec.name)
         root_rotations = _rotations(root_world)
         target_parent = np.broadcast_to(np.asarray(inputs.target_parent_world, float), (n, 4, 4))
         args["sphere_rotations"] = sphere_rotations_for_parent_space(
-            "IK_TARGET", root_rotations, _rotations(target_parent), solving_rotations=root_rotations,
+            spec.parent_space, root_rotations, _rotations(target_parent), solving_rotations=root_rotations,
         )
     return args
 
 
-def _analytic_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict:
+def _analytic_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict[str, Any]:
     if inputs.pole_world is None:
         return {}
     return {"bend_directions": poles_in_root(spec, inputs.pole_world, root_world) - _joint0_root(rig)}
@@ -206,7 +204,7 @@ METHOD_ARGS = {
 """Builders of the extra keyword arguments of the core's ``solve`` for the methods that take any."""
 
 
-def _method_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict:
+def _method_args(spec: ChainSpec, rig: RigChain, inputs: FrameInputs, root_world: np.ndarray) -> dict[str, Any]:
     build = METHOD_ARGS.get(spec.method)
     return {} if build is None else build(spec, rig, inputs, root_world)
 
@@ -222,10 +220,10 @@ def run_solve(prepared: PreparedSolve) -> SolveResult:
         result = solve(prepared.rig.chain, prepared.targets, spec.method, spec.options,
                        initial=prepared.initial, **prepared.method_args)
     except IKInputError as error:
-        raise IKSolversError.from_input(error, chain=spec.name) from None
+        raise IKSolversError.from_input(error, chain=spec.name) from error
     except Exception as error:  # a solver failure (LinAlgError, …) is one sentence, never a traceback
         raise IKSolversError(f"the {spec.method.value} solver failed ({type(error).__name__}: {error}); "
-                             "nothing was changed.", chain=spec.name) from None
+                             "nothing was changed.", chain=spec.name) from error
     if not np.all(np.isfinite(result.q)):
         raise IKSolversError("the solver produced non-finite joint values; nothing was changed.", chain=spec.name)
     return result

@@ -1,25 +1,29 @@
 """The chain spec: a chain's settings and rig packed once, at the edge, into a frozen value.
 
 Everything downstream (the solve operator, live mode, the bake and ``scripts/ik_batch.py``) takes a
-:class:`ChainSpec`, never the settings PropertyGroup.
+:class:`ChainSpec`, never the settings PropertyGroup. The spec is built from the settings
+``properties.SOLVE_SETTINGS`` lists, each as that table says it enters the spec; a spec keeps what it
+was built from (:attr:`ChainSpec.source`), so live mode builds it again only when that changed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import Any
 
+import bpy
 import numpy as np
 
-from ..core import METHOD_FACTS, IKInputError, Method, SolveOptions
+from ..core import METHOD_FACTS, IKInputError, Method, ParentSpace, SolveOptions
 from .checks import check_editable, check_target_independent, constraint_limits_hold
-from .errors import IKSolversError
+from .errors import IKSolversError, chain_context
 from .identity import check_bones, follow_renamed_tip
+from .properties import SOLVE_SETTINGS, SolveSetting
 from .rig import RigChain, joint_variables_from_quaternions, read_chain
 from .root_space import uniform_scale
 
-if TYPE_CHECKING:
-    import bpy
+PER_FRAME_SETTINGS = {setting.enters: setting for setting in SOLVE_SETTINGS if setting.per_frame}
+"""Spec field → the setting sampling reads at every frame (the animatable swivel angle)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,7 +36,8 @@ class ChainSpec:
         The chain's name (errors name it once).
     settings_path : str
         RNA path of the chain's settings from the armature object (``'ik_solvers.chains[0]'``):
-        where per-frame (animated) settings such as the swivel angle are read while sampling.
+        where per-frame (animated) settings such as the swivel angle are read while sampling
+        (:meth:`per_frame_value`).
     tip_bone : str
     chain_length : int
         Bones counted from the tip bone up.
@@ -49,10 +54,14 @@ class ChainSpec:
     swivel_angle : float
         The swivel angle at build time (radians); sampling reads the animated value per frame.
     zero_plane_map : str
-    parent_space : str
-        ``'START_JOINT'`` or ``'IK_TARGET'``.
+        A name of the core's zero-plane map registry (``core.zero_plane.ZERO_PLANE_MAPS``, open
+        to new maps: the core has no enum of them).
+    parent_space : ParentSpace
     flip_threshold : float
         The HI pole warning angle (radians).
+    source : tuple
+        What the spec was built from: the chain read (its identity), the armature's world matrix
+        and :func:`settings_key`. Another spec with the same source is this spec.
     """
 
     name: str
@@ -67,57 +76,85 @@ class ChainSpec:
     pole: bpy.types.Object | None
     swivel_angle: float
     zero_plane_map: str
-    parent_space: str
+    parent_space: ParentSpace
     flip_threshold: float
+    source: tuple = ()
 
     @property
     def bone_names(self) -> tuple[str, ...]:
         """Every bone of the chain, start → tip."""
         return self.rig.bone_names
 
-    def read_rig(self, obj) -> RigChain:
+    def read_rig(self, obj: bpy.types.Object) -> RigChain:
         """The chain read again from ``obj`` (another frame's bone locations / scales)."""
-        try:
-            return read_chain(obj, self.tip_bone, self.chain_length)
-        except IKSolversError as error:
-            raise error.about(self.name) from None
+        return read_chain(obj, self.tip_bone, self.chain_length)
 
-    def signature(self) -> bytes:
-        """Bytes that change whenever anything a solve reads from the settings changes (live mode)."""
-        values = (self.tip_bone, self.chain_length, self.method.value, self.options, self.zero_plane_map,
-                  self.parent_space, self.flip_threshold, self.swivel_angle,
-                  None if self.pole is None else self.pole.name)
-        return repr(values).encode() + np.ascontiguousarray(self.reference).tobytes()
+    def per_frame_value(self, obj: bpy.types.Object, field: str) -> Any:
+        """The spec's ``field`` as the current frame animates its setting (``SolveSetting.per_frame``)."""
+        setting = PER_FRAME_SETTINGS[field]
+        return setting.convert(obj.path_resolve(f"{self.settings_path}.{setting.name}"))
 
 
-def preferred_q(chain_settings, rig: RigChain) -> np.ndarray:
+def _plain(value: Any) -> Any:
+    """A stored value as a comparable one: an object by its ``session_uid``, an array as a tuple."""
+    if isinstance(value, bpy.types.ID):
+        return value.session_uid
+    if isinstance(value, str) or not hasattr(value, "__len__"):
+        return value
+    return tuple(value)
+
+
+def _stored(chain_settings: Any, setting: SolveSetting) -> Any:
+    value = getattr(chain_settings, setting.name)
+    if setting.items:
+        return tuple(tuple(_plain(getattr(item, name)) for name in setting.items) for item in value)
+    return _plain(value)
+
+
+def settings_key(chain_settings: Any) -> tuple:
+    """Every setting of ``SOLVE_SETTINGS`` as stored (and where the settings are): equal keys, equal specs
+    of the same chain read and armature scale."""
+    return (chain_settings.path_from_id(), *(_stored(chain_settings, setting) for setting in SOLVE_SETTINGS))
+
+
+def preferred_q(chain_settings: Any, rig: RigChain) -> np.ndarray:
     """The chain's captured preferred pose as joint variables ``(n_dof,)`` of ``rig``."""
-    name = chain_settings.name
     if not chain_settings.has_preferred_pose:
-        raise IKSolversError("the chain has no preferred pose; capture one first.", chain=name)
+        raise IKSolversError("the chain has no preferred pose; capture one first.")
     stored = {item.bone_name: np.array(item.rotation, dtype=float) for item in chain_settings.preferred_pose}
     missing = [bone for bone in rig.joint_bones if bone not in stored]
     if missing:
-        raise IKSolversError(f"the preferred pose lacks bone '{missing[0]}'; capture it again.", chain=name)
+        raise IKSolversError(f"the preferred pose lacks bone '{missing[0]}'; capture it again.")
     return joint_variables_from_quaternions(rig, stored)
 
 
-def options_from_settings(chain_settings, scale: float) -> SolveOptions:
-    """Core options from a chain's settings; distances divided by ``scale`` (scene → root units)."""
-    try:
-        return SolveOptions(
-            max_iterations=int(chain_settings.max_iterations),
-            tolerance=float(chain_settings.tolerance) / scale,
-            max_step_angle=float(chain_settings.max_step_angle) or None,
-            step=float(chain_settings.step) or None,
-            damping=float(chain_settings.damping) / scale,
-            reference_weight=float(chain_settings.reference_weight),
-        )
-    except IKInputError as error:
-        raise IKSolversError(f"invalid setting {error}.", field=error.field, chain=chain_settings.name) from None
+def _checked_rig(obj: bpy.types.Object, chain_settings: Any, rig: RigChain | None) -> RigChain:
+    """The checks of the scene around the chain, made at every build (and every live update): an
+    editable armature, the remembered bones, Limit Rotation limits, a target independent of the chain.
+    Returns ``rig``, or the chain read again when ``rig`` is None or its limits changed."""
+    check_editable(obj)
+    if rig is not None and not constraint_limits_hold(obj, rig):
+        rig = None  # a chain read before a Limit Rotation changed (live mode): read it again
+    if rig is None:
+        follow_renamed_tip(obj, chain_settings)
+        rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
+    check_bones(obj, chain_settings, rig.bone_names)
+    if chain_settings.target is None:
+        raise IKSolversError("the chain has no target; pick an Empty.")
+    check_points(obj, rig, chain_settings.target, chain_settings.pole_target)
+    return rig
 
 
-def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
+def check_points(obj: bpy.types.Object, rig: RigChain, target: bpy.types.Object,
+                 pole: bpy.types.Object | None) -> None:
+    """IKSolversError when the target or the pole moves with the chain (also checked at every quick
+    live update: parenting or constraining the target is a move of objects only)."""
+    for what, point in (("the target", target), ("the pole target", pole)):
+        check_target_independent(obj, rig.bone_names[0], point, what)
+
+
+def chain_spec(obj: bpy.types.Object, chain_settings: Any, rig: RigChain | None = None, *,
+               reuse: ChainSpec | None = None) -> ChainSpec:
     """The frozen spec of ``chain_settings`` (an item of ``obj.ik_solvers.chains``).
 
     Parameters
@@ -126,6 +163,9 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
         The armature the settings belong to.
     rig : RigChain, optional
         The chain already read (default: read now).
+    reuse : ChainSpec, optional
+        A spec built before (live mode): returned (with ``rig``) when built from the same
+        :attr:`~ChainSpec.source`; the checks of the scene around the chain run either way.
 
     Raises
     ------
@@ -136,57 +176,49 @@ def chain_spec(obj, chain_settings, rig: RigChain | None = None) -> ChainSpec:
         chain, an unknown method, an invalid setting, an HI chain without preferred pose, an
         analytic chain without exactly two moving bones.
     """
-    name = chain_settings.name
-    try:
-        check_editable(obj)
-        if rig is not None and not constraint_limits_hold(obj, rig):
-            rig = None  # a chain read before a Limit Rotation changed (live mode): read it again
-        if rig is None:
-            follow_renamed_tip(obj, chain_settings)
-            rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
-        check_bones(obj, chain_settings, rig.bone_names)
-    except IKSolversError as error:
-        raise error.about(name) from None
-    if chain_settings.target is None:
-        raise IKSolversError("the chain has no target; pick an Empty.", chain=name)
-    try:
-        for what, point in (("the target", chain_settings.target), ("the pole target", chain_settings.pole_target)):
-            check_target_independent(obj, rig.bone_names[0], point, what)
-    except IKSolversError as error:
-        raise error.about(name) from None
-    try:
-        method = Method(chain_settings.method)
-    except ValueError:
-        raise IKSolversError(f"unknown method '{chain_settings.method}'.", field="method", chain=name) from None
-    if method is Method.ANALYTIC and rig.chain.n_joints != 2:
-        raise IKSolversError(f"the analytic method needs exactly 2 moving bones, the chain has {rig.chain.n_joints}.",
-                             field="method", chain=name)
+    with chain_context(chain_settings.name):
+        rig = _checked_rig(obj, chain_settings, rig)
+        world = np.array(obj.matrix_world, dtype=float)
+        source = ((id(rig.chain), rig.joint_bones, rig.bone_names, rig.parent_bone), world.tobytes(),
+                  settings_key(chain_settings))
+        if reuse is not None and reuse.source == source:
+            return reuse if reuse.rig is rig else replace(reuse, rig=rig)
+        return _built(chain_settings, rig, world, source)
+
+
+def _built(chain_settings: Any, rig: RigChain, world: np.ndarray, source: tuple) -> ChainSpec:
+    """The spec from the settings as ``SOLVE_SETTINGS`` says each enters it."""
     # Distances in the settings are scene units; convert with the armature object's own scale,
     # not the batch's root frames: a frame's result must not depend on which frames share its
     # batch (ik_batch --jobs chunks), and posed root bones carry float32 noise in their scale.
+    scale = uniform_scale(world)
+    fields: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    for setting in SOLVE_SETTINGS:
+        if setting.enters == "reference":
+            continue
+        stored = getattr(chain_settings, setting.name)
+        try:
+            value = setting.convert(stored)
+        except ValueError as error:
+            raise IKSolversError(f"unknown {setting.name.replace('_', ' ')} '{stored}'.",
+                                 field=setting.name) from error
+        if setting.enters == "options":
+            options[str(setting.option)] = value / scale if setting.per_scene_unit else value
+        else:
+            fields[setting.enters] = value
+    method = fields["method"]
+    if method is Method.ANALYTIC and rig.chain.n_joints != 2:
+        raise IKSolversError(f"the analytic method needs exactly 2 moving bones, the chain has {rig.chain.n_joints}.",
+                             field="method")
     try:
-        scale = uniform_scale(np.array(obj.matrix_world))
-    except IKSolversError as error:
-        raise error.about(name) from None
-    options = options_from_settings(chain_settings, scale)
+        solve_options = SolveOptions(**options)
+    except IKInputError as error:
+        raise IKSolversError(f"invalid setting {error}.", field=error.field) from error
     if METHOD_FACTS[method].needs_preferred_pose or chain_settings.has_preferred_pose:
         reference = preferred_q(chain_settings, rig)
     else:
         reference = np.zeros(rig.chain.n_dof)
     reference.setflags(write=False)
-    return ChainSpec(
-        name=name,
-        settings_path=chain_settings.path_from_id(),
-        tip_bone=chain_settings.tip_bone,
-        chain_length=int(chain_settings.chain_length),
-        rig=rig,
-        method=method,
-        options=options,
-        reference=reference,
-        target=chain_settings.target,
-        pole=chain_settings.pole_target,
-        swivel_angle=float(chain_settings.swivel_angle),
-        zero_plane_map=chain_settings.zero_plane_map,
-        parent_space=chain_settings.parent_space,
-        flip_threshold=float(chain_settings.flip_threshold),
-    )
+    return ChainSpec(settings_path=chain_settings.path_from_id(), rig=rig, options=solve_options,
+                     reference=reference, source=source, **fields)

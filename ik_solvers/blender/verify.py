@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core import forward_kinematics
 from . import live_state
-from .errors import IKSolversError
+from .errors import chain_context
 from .keyframes import assigned_fcurves, rotation_data_path
-from .rig import RigChain
+from .rig_chain import RigChain
 from .root_space import root_matrices_world
 from .sampling import geometry_key
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .frames import SolvedFrames
+    from .spec import ChainSpec
 
 DENSE_LIMIT = 500
 """Where something besides the keys could move the chain, bakes of at most this many keyed frames
@@ -58,7 +65,7 @@ class Evaluation:
 
     frames_checked: int
     max_error: float
-    mismatch_frames: list
+    mismatch_frames: list[int]
     max_offset: float
 
 
@@ -82,7 +89,7 @@ def rows_to_check(n: int, flagged: np.ndarray, limit: int = DENSE_LIMIT, flagged
     return np.union1d(_spread(np.arange(n), limit), flagged_rows)
 
 
-def keys_alone_move_the_chain(obj, rig: RigChain, sampling_blockers: list[str]) -> bool:
+def keys_alone_move_the_chain(obj: bpy.types.Object, rig: RigChain, sampling_blockers: list[str]) -> bool:
     """Whether Blender's evaluated chain at a keyed frame is exactly its baked keys there.
 
     True when F-curve sampling was exact (``sampling_blockers`` empty: no constraint on the chain or
@@ -91,6 +98,7 @@ def keys_alone_move_the_chain(obj, rig: RigChain, sampling_blockers: list[str]) 
     """
     if sampling_blockers:
         return False
+    assert obj.pose is not None  # the chain was read from this armature's pose
     paths = {rotation_data_path(obj.pose.bones[name]) for name in rig.joint_bones}
     for fcurve in assigned_fcurves(obj):
         if fcurve.data_path in paths and (fcurve.mute or (fcurve.group is not None and fcurve.group.mute)
@@ -99,7 +107,7 @@ def keys_alone_move_the_chain(obj, rig: RigChain, sampling_blockers: list[str]) 
     return True
 
 
-def _mismatch_thresholds(spec, rig: RigChain, root_world: np.ndarray, tip_world: np.ndarray) -> np.ndarray:
+def _mismatch_thresholds(spec: ChainSpec, rig: RigChain, root_world: np.ndarray, tip_world: np.ndarray) -> np.ndarray:
     """Per checked frame ``(M,)``: how far the evaluated tip may sit from the solved one (scene units),
     given root frames ``(M, 4, 4)`` and evaluated tips ``(M, 3)``."""
     scale = np.cbrt(np.abs(np.linalg.det(root_world[:, :3, :3])))
@@ -120,7 +128,8 @@ class BakedCheck:
     error). Each frame only reads Blender's evaluation; :meth:`result` compares them all at once.
     """
 
-    def __init__(self, scene, obj, spec, rigs: dict, solved, flagged: np.ndarray, *, keys_alone: bool = False):
+    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, spec: ChainSpec, rigs: dict[bytes, RigChain],
+                 solved: SolvedFrames, flagged: np.ndarray, *, keys_alone: bool = False) -> None:
         self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
         limit, flagged_limit = (SPARSE_LIMIT, SPARSE_LIMIT) if keys_alone else (DENSE_LIMIT, None)
         self.rows = rows_to_check(len(solved.frames), flagged, limit, flagged_limit).tolist()
@@ -147,10 +156,9 @@ class BakedCheck:
         key = self._fixed_geometry if self._fixed_geometry is not None else geometry_key(obj, spec.rig)
         rig = self.rigs.get(key)
         if rig is None:
-            try:
+            with chain_context(spec.name, frame):
                 rig = self.rigs[key] = spec.read_rig(obj)
-            except IKSolversError as error:
-                raise error.about(spec.name, frame) from None
+        assert obj.pose is not None  # the chain was read from this armature's pose
         tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
         target = np.array(spec.target.matrix_world.translation, dtype=float)
         self._seen.append((row, key, root_matrices_world(obj, rig), tip, target))

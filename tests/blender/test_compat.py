@@ -188,8 +188,8 @@ def test_a_script_with_the_add_on_registered_exits(tmp_path, unregister_first):
         "import ik_solvers\n"
         "from ik_solvers.blender import compat\n"
         "ik_solvers.register()\n"
-        "compat.unregister_at_exit()\n"
-        "compat.unregister_at_exit()\n"
+        "compat.unregister_at_exit(ik_solvers.unregister)\n"
+        "compat.unregister_at_exit(ik_solvers.unregister)\n"
         + ("ik_solvers.unregister()\n" if unregister_first else "")
         + "print('registered' if hasattr(bpy.types.Object, 'ik_solvers') else 'unregistered')\n"
         "raise SystemExit(3)\n"

@@ -752,6 +752,26 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
 
 
 # --------------------------------------------------------------------------- versioned report
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_refused_input_keeps_the_errors_field_in_the_report(addon, tmp_path, capsys, monkeypatch, jobs):
+    """Issue 19: the error the add-on raises keeps the core's ``field`` up to the report (it was
+    re-wrapped as a bare string), also from a worker; the sentence is the one the bake raised, named once."""
+    path = build_scene_file(tmp_path / "hinge.blend", arm_method="HI")
+    upper_arm = bpy.data.objects["Rig"].pose.bones["upper_arm"]
+    upper_arm.lock_ik_x = upper_arm.lock_ik_y = True  # a hinge start joint, which HI refuses
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    report = tmp_path / "r.json"
+    monkeypatch.setattr(ik_batch, "cap_jobs", lambda jobs: (jobs, None))  # two workers even on one CPU
+    assert ik_batch.main(["ik_batch.py", str(path), "--dry-run", "--quiet", "--chain", "Arm", "--jobs", str(jobs),
+                          "--chunk-size", "30", "--report", str(report)]) == 2
+    (entry,) = json.loads(report.read_text())["files"]
+    assert entry["ok"] is False and entry["error_field"] == "kinds"
+    assert entry["error"].count("'Arm'") == 1 and "needs a ball start joint" in entry["error"]
+    assert entry["error"] in capsys.readouterr().err
+    schema = json.loads((REPO / "docs" / "batch-report.schema.json").read_text())
+    assert schema["$defs"]["file"]["properties"]["error_field"]["type"] == ["string", "null"]
+
+
 def test_report_validates_against_its_schema(scene_file, tmp_path):
     """A real report (one good file, one missing) against docs/batch-report.schema.json, with the
     versions it carries."""
@@ -771,6 +791,7 @@ def test_report_validates_against_its_schema(scene_file, tmp_path):
         2, manifest["version"], bpy.app.version_string, 2)
     good, missing = data["files"]
     assert good["ok"] and not missing["ok"] and "no such file" in missing["error"]
+    assert good["error_field"] is missing["error_field"] is None
     assert {"evaluated_max_error", "evaluated_mismatch_frames", "evaluated_frames_checked"} <= set(good["chains"][0])
     broken = dict(data, files=[dict(good, ok="yes")])
     with pytest.raises(jsonschema.ValidationError):

@@ -10,7 +10,7 @@ import pytest
 from conftest import add_empty, build_arm, build_two_arms, evaluated_tip
 
 import ik_solvers
-from ik_solvers.blender import live
+from ik_solvers.blender import live, properties
 
 
 @pytest.fixture
@@ -131,10 +131,11 @@ def test_unregister_removes_every_handler(living):
         for name, handler in live.HANDLERS:
             assert handler not in getattr(bpy.app.handlers, name)
         assert not hasattr(bpy.types, "IK_SOLVERS_OT_live_toggle")
-        assert live.state.signatures == {}
+        assert live.state.chains == {}
+        assert live.forget_quick not in properties.solve_setting_listeners
         target.location = (0.2, 0.2, 1.2)
         bpy.context.view_layer.update()  # nothing left to react
-        assert live.state.signatures == {}
+        assert live.state.chains == {}
     finally:
         ik_solvers.register()  # the addon fixture unregisters at the end
 
@@ -143,9 +144,9 @@ def test_live_chain_survives_saving_and_loading_the_file(living, tmp_path):
     obj, target, chain = live_arm()
     path = str(tmp_path / "live.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
-    live.state.signatures[("stale", "entry")] = b"x"
+    live.state.chains[(0, "stale entry")] = live.LiveChain(solved=((), b"x"))
     bpy.ops.wm.open_mainfile(filepath=path)
-    assert ("stale", "entry") not in live.state.signatures and not live.state.loading
+    assert (0, "stale entry") not in live.state.chains and not live.state.loading
     obj, target = bpy.data.objects["Rig"], bpy.data.objects["Target"]
     assert obj.ik_solvers.chains[0].use_live
     target.location = (0.3, -0.25, 1.45)

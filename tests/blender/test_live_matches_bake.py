@@ -107,13 +107,16 @@ def _fcurve(obj, data_path: str, index: int):
 
 def test_live_mode_keeps_the_spec_chain_spec_would_build(addon, monkeypatch):
     """Live mode builds a chain's spec again only when what it is built from changed
-    (``live._live_spec``); after every kind of edit the spec it solves with is the one
-    ``chain_spec`` builds from scratch."""
+    (``spec.chain_spec(..., reuse=)``: its ``source``); after every kind of edit the spec it solves
+    with is the one ``chain_spec`` builds from scratch."""
     from ik_solvers.blender import live
+    from ik_solvers.blender import spec as spec_module
+    from ik_solvers.blender.properties import SOLVE_SETTINGS
     from ik_solvers.blender.spec import chain_spec
 
     built = []
-    monkeypatch.setattr(live, "chain_spec", lambda *args: built.append(1) or chain_spec(*args))
+    real_built = spec_module._built
+    monkeypatch.setattr(spec_module, "_built", lambda *args: built.append(1) or real_built(*args))
     used = []
     real_prepare = live.prepare_solve
     monkeypatch.setattr(live, "prepare_solve", lambda spec, inputs: used.append(spec) or real_prepare(spec, inputs))
@@ -135,12 +138,11 @@ def test_live_mode_keeps_the_spec_chain_spec_would_build(addon, monkeypatch):
         view_layer.update()
         live.update_live_chains(scene, bpy.context.evaluated_depsgraph_get(), force=True)
         assert (len(built) > before) == expect_rebuilt
-        before = len(built)
         fresh = chain_spec(obj, chain, used[-1].rig)
+        before = len(built)  # after the fresh build
         kept = used[-1]
-        assert kept.signature() == fresh.signature()
-        for name in ("name", "settings_path", "tip_bone", "chain_length", "method", "options", "target", "pole",
-                     "zero_plane_map", "parent_space", "flip_threshold", "swivel_angle"):
+        assert kept.source == fresh.source
+        for name in {"settings_path", *(setting.enters for setting in SOLVE_SETTINGS)} - {"reference"}:
             assert getattr(kept, name) == getattr(fresh, name), name
         np.testing.assert_array_equal(kept.reference, fresh.reference)
 
@@ -200,7 +202,7 @@ def test_a_target_dragged_to_each_keyed_location_poses_as_the_bake_keys(addon, m
     target.animation_data_clear()  # the target now moves only when dragged
     obj.animation_data_clear()  # and the chain is posed by live mode alone
     assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
-    chain_model = live.state.specs[(obj.session_uid, "Chain")][1].rig.chain
+    chain_model = live.state.chains[(obj.session_uid, "Chain")].spec.rig.chain
     for frame in (5, 1, FRAMES, 7, 2):  # out of order: each pose stands alone
         target.location = locations[frame - 1]
         bpy.context.view_layer.update()
