@@ -165,21 +165,20 @@ def test_one_task_per_file_bit_identical_to_ik_batch(shots, tmp_path):
 
 def test_a_bad_file_is_recorded_not_retried_and_the_summary_fails_the_job(shots, tmp_path):
     """One session, as `openjd run` and a worker run it: the bad file's task records ik_batch's exit 2 and
-    succeeds (so no farm retries it, and the session goes on), the others bake exactly as alone, the
-    Summary step writes summary.json naming the failure and exits 2: the job ends failed."""
+    succeeds (so no farm retries it, and the session goes on), the file after it bakes exactly as alone,
+    the Summary step writes summary.json naming the failure and exits 2: the job ends failed."""
     out = tmp_path / "farm"
-    files = [shots["shot_a"], shots["bad"], shots["shot_c"]]
+    files = [shots["bad"], shots["shot_c"]]
     run = openjd("run", TEMPLATE, params=job_params(files, out), check_rc=None)
     assert run.returncode != 0, run.stdout[-4000:]
-    assert run.stdout.count("Running Task") == 3 + 1, run.stdout[-4000:]  # the task after the bad one ran too
+    assert run.stdout.count("Running Task") == 2 + 1, run.stdout[-4000:]  # the task after the bad one ran too
     assert "openjd_fail: ik_batch: " in run.stdout and "has no target" in run.stdout  # ik_batch's reason
     assert "openjd_status: FAILED (exit 2, recorded in" in run.stdout
-    assert "openjd_fail: 1 of 3 files failed" in run.stdout and "exited with code: 2" in run.stdout  # Summary
+    assert "openjd_fail: 1 of 2 files failed" in run.stdout and "exited with code: 2" in run.stdout  # Summary
     assert not (out / "bad.blend").exists()
-    for source in (shots["shot_a"], shots["shot_c"]):
-        assert baked_keys(out / source.name) == baked_keys(shots["direct"] / source.name), source.name
+    assert baked_keys(out / "shot_c.blend") == baked_keys(shots["direct"] / "shot_c.blend")
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["files"], summary["files_ok"], summary["files_failed"]) == (3, 2, 1)
+    assert (summary["files"], summary["files_ok"], summary["files_failed"]) == (2, 1, 1)
     (failed,) = summary["failed_files"]
     assert failed["input"] == str(shots["bad"]) and "chain 'Rig:Leg' has no target" in failed["error"]
     report = json.loads((out / "reports" / "bad.json").read_text())
@@ -201,26 +200,6 @@ def test_two_inputs_of_one_file_name_are_refused_before_any_work(shots, tmp_path
     assert not out.exists() or not any(out.rglob("*"))
 
 
-def test_chain_names_stay_one_argument_each(tmp_path):
-    """Chains is a list: 'Character:Left Arm' is one chain (armature Character), '*' is a chain named '*',
-    neither split on spaces nor expanded as a glob."""
-    ik_solvers.register()
-    try:
-        shot = build_shot(tmp_path / "names.blend", "DLS", 0.3)
-        bpy.data.objects["Rig"].name = "Character"
-        chains = bpy.data.objects["Character"].ik_solvers.chains
-        chains["Arm"].name, chains["Leg"].name = "Left Arm", "*"
-        bpy.ops.wm.save_as_mainfile(filepath=str(shot))
-    finally:
-        ik_solvers.unregister()
-    out = tmp_path / "farm"
-    params = dict(job_params([shot], out), Chains=["Character:Left Arm", "*"], Frames="1 5")
-    openjd("run", TEMPLATE, params=params)
-    report = json.loads((out / "reports" / "names.json").read_text())
-    assert [(c["armature"], c["chain"], c["frames"]) for c in report["files"][0]["chains"]] == [
-        ("Character", "Left Arm", 5), ("Character", "*", 5)]
-
-
 def test_tools_without_ik_batchs_modules_are_refused_with_advice(shots, tmp_path):
     """A job upload of ik_batch.py alone cannot run (it imports its modules and ik_solvers): the job's
     environment says what ToolsDir must hold, before any task, with no traceback."""
@@ -234,16 +213,29 @@ def test_tools_without_ik_batchs_modules_are_refused_with_advice(shots, tmp_path
     assert "Traceback" not in run.stdout and "Running Task" not in run.stdout
 
 
-def test_the_packed_bundle_runs_on_its_own_tools(shots, tmp_path):
-    """farm/pack_bundle.py makes a complete bundle; its template's ToolsDir default is the bundle's tools/
-    (resolved beside the template, as Deadline Cloud resolves it in the bundle), and a bake from there is
-    the direct one bit for bit."""
+def test_the_packed_bundle_runs_on_its_own_tools_and_keeps_chain_names_whole(tmp_path):
+    """farm/pack_bundle.py makes a complete bundle whose ToolsDir default is its own tools/ (resolved
+    beside the template, as Deadline Cloud resolves it in the bundle), and a bake runs from there alone.
+    Chains is a list: 'Character:Left Arm' is one chain (armature Character), '*' a chain named '*',
+    neither split on spaces nor expanded as a glob."""
+    ik_solvers.register()
+    try:
+        shot = build_shot(tmp_path / "names.blend", "DLS", 0.3)
+        bpy.data.objects["Rig"].name = "Character"
+        chains = bpy.data.objects["Character"].ik_solvers.chains
+        chains["Arm"].name, chains["Leg"].name = "Left Arm", "*"
+        bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+    finally:
+        ik_solvers.unregister()
     bundle = pack_bundle(tmp_path / "bundle")
     assert (bundle / "tools" / "scripts" / "_openjd.py").is_file() and (bundle / "tools" / "ik_solvers").is_dir()
     out = tmp_path / "farm"
-    run = openjd("run", bundle / "template.yaml", params=job_params([shots["shot_b"]], out, tools=None))
+    params = dict(job_params([shot], out, tools=None), Chains=["Character:Left Arm", "*"], Frames="1 5")
+    run = openjd("run", bundle / "template.yaml", params=params)
     assert f"with {bundle / 'tools'}" in run.stdout
-    assert baked_keys(out / "shot_b.blend") == baked_keys(shots["direct"] / "shot_b.blend")
+    report = json.loads((out / "reports" / "names.json").read_text())
+    assert [(c["armature"], c["chain"], c["frames"]) for c in report["files"][0]["chains"]] == [
+        ("Character", "Left Arm", 5), ("Character", "*", 5)]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("deadline") is None,
