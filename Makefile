@@ -66,7 +66,7 @@ $(COMPAT_VENVS)/%/.installed: pyproject.toml
 	$(@D)/bin/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
-# Only the farm test (also part of `make test`): farm/ik_bake.yaml run by openjd on three files.
+# Only the farm test (also part of `make test`): the job bundle farm/ik_bake run by openjd.
 test-farm: venv
 	$(PY) -m pytest tests/farm
 

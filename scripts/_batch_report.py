@@ -96,6 +96,10 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w") as stream:
+            # mkstemp's 0600 would hide the report from the farm's other users: the mode of any new file instead.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(stream.fileno(), 0o666 & ~umask)
             json.dump(document, stream, indent=2)
             stream.write("\n")
         os.replace(temporary, path)

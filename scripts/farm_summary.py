@@ -1,8 +1,8 @@
-"""Gather the per-file reports of a farm bake (farm/ik_bake.yaml) into one summary JSON.
+"""Gather the per-file reports of a farm bake (farm/ik_bake/template.yaml) into one summary JSON.
 
 Usage::
 
-    .venv/bin/python scripts/farm_summary.py --reports OUT/reports --out OUT/summary.json [INPUT.blend ...]
+    .venv/bin/python scripts/farm_summary.py --reports OUT/reports --out OUT/summary.json [--fail-if-any-failed] [INPUT.blend ...]
 
 Each task of the farm job ran ``ik_batch.py INPUT --report OUT/reports/NAME.json``. Given the job's
 input files, a file whose report is missing (its task crashed or never ran) or says ``"ok": false``
@@ -12,7 +12,8 @@ statuses, flips), the worst frames (largest error over the geometric lower bound
 and the failed files. Needs only the standard library, so any Python (or Blender's) can run it.
 
 Exit status: 0 the summary is written (failed files are data, not an error of this step), 1 usage
-error, 2 an unreadable report or an unwritable summary.
+error, 2 an unreadable report or an unwritable summary, or, with ``--fail-if-any-failed`` (the farm
+template's Summary step, so that the job ends failed), a file that failed (the summary is written first).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 if importlib.util.find_spec("_cli") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _openjd
 from _cli import EXIT_FAILED, EXIT_OK, Parser, report, run_main, script_args
 
 SCHEMA_VERSION = 1
@@ -99,6 +101,8 @@ def _main(argv: list[str]) -> int:
     parser.add_argument("inputs", nargs="*", type=Path, help="the job's input .blend files")
     parser.add_argument("--reports", type=Path, required=True, help="folder of the per-file reports")
     parser.add_argument("--out", type=Path, required=True, help="summary JSON to write")
+    parser.add_argument("--fail-if-any-failed", action="store_true",
+                        help="exit 2 when a file failed or has no report (after writing the summary)")
     args = parser.parse_args(argv)
     try:
         summary = summarise(read_reports(args.reports, args.inputs))
@@ -109,6 +113,12 @@ def _main(argv: list[str]) -> int:
         return EXIT_FAILED
     print(f"{summary['files_ok']} of {summary['files']} files baked, {summary['chains']} chains, "
           f"{summary['frames']} frames; {summary['files_failed']} failed; wrote {args.out}")
+    if args.fail_if_any_failed and summary["failed_files"]:
+        first = summary["failed_files"][0]
+        reason = first["error"] if str(first["error"]).startswith(str(first["input"])) else f"{first['input']}: {first['error']}"
+        _openjd.fail(f"{summary['files_failed']} of {summary['files']} files failed (listed in {args.out}); first {reason}")
+        return EXIT_FAILED
+    _openjd.status(f"{summary['files_ok']} of {summary['files']} files baked")
     return EXIT_OK
 
 

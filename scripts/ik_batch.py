@@ -53,6 +53,7 @@ for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
     if importlib.util.find_spec(_name) is None:
         sys.path.insert(0, str(_folder))
 
+import _openjd  # noqa: E402
 import numpy as np  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
@@ -60,10 +61,12 @@ from _batch_report import chain_statistics, report_document, write_report  # noq
 from _batch_rigs import BakedChain, ChainSelector, RigError, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
-from _cli import report as report_problem  # noqa: E402
+from _cli import report as _report_line  # noqa: E402
 from _cli import script_args as script_args  # noqa: E402  (part of this script's interface)
 
 from ik_solvers.core import METHOD_FACTS  # noqa: E402
+
+report_problem = _openjd.with_fail_lines(_report_line)  # each problem also an openjd_fail line on a farm
 
 PROG = "ik_batch"
 EXIT_INTERNAL = 3
@@ -516,7 +519,7 @@ def run(argv: list[str]) -> int:
         report_problem(PROG, error)
         return EXIT_FAILED
     reports, status = [], EXIT_OK
-    progress = Progress(len(options.files))
+    progress = _openjd.make_progress(len(options.files))
     for index, path in enumerate(options.files):
         try:
             entry = bake_file(path, options, progress, already_open=(opened is not None and index == 0))

@@ -16,7 +16,8 @@ nothing here writes into the real docs) whose ``.venv/bin/python`` and ``blender
   is the real openjd-cli, so the farm template gets the documented job parameters as written, with
   the stand-in Python answering ``--help`` for ik_batch and farm_summary (``tests/farm`` bakes for real).
 
-Commands of tools this project does not install (``deadline``) are listed in ``NOT_RUN``.
+Commands that cannot run here (``deadline``: no farm) or would write into the checkout are listed in
+``NOT_RUN``; ``python scripts/…`` (a Python without the project) fails without running.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ FENCED_SH = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 MARKED_TABLE = re.compile(r"(<!-- (?:(\S+):start|race-table:(\S+)) -->\n).*?(<!-- (?:\2:end|/race-table:\3) -->)",
                           re.DOTALL)
 """A pasted table: ``<!-- NAME:start -->`` … ``<!-- NAME:end -->`` or ``<!-- race-table:NAME -->`` … ``<!-- /race-table:NAME -->``."""
-NOT_RUN = {"deadline": "the Deadline Cloud CLI: not installed here (docs/farm.md says it is untried)"}
+NOT_RUN = {
+    "deadline": "submits to a Deadline Cloud farm, which this machine has none of",
+    "farm/pack_bundle.py": "writes the bundle's tools/ into the checkout itself (tests/farm runs it)",
+}
+"""Commands naming these are not run (the doc's block or span is left out whole), each for its reason."""
+BARE_PYTHON = re.compile(r"^\s*python3? scripts/", re.MULTILINE)
+"""A script run by whatever ``python`` is on the reader's PATH: it has neither bpy nor the project."""
 OPENJD = shutil.which("openjd", path=str(Path(sys.executable).parent)) or shutil.which("openjd")
 MAKE = shutil.which("make")
 
@@ -158,8 +165,9 @@ def test_the_docs_have_commands():
 def test_documented_commands_run_as_written(sandbox, doc):
     log = sandbox / "commands.jsonl"
     for command in documented_commands(doc):
-        if any(re.search(rf"^\s*{tool}\b", command, re.MULTILINE) for tool in NOT_RUN):
+        if any(tool in command for tool in NOT_RUN):
             continue
+        assert not BARE_PYTHON.search(command), f"{doc.name}: `{command.strip()}`: run scripts with .venv/bin/python"
         pasted = [sandbox / "docs" / Path(name).name for name in re.findall(r"--doc (\S+)", command)]
         before = {path: path.read_text() for path in pasted}
         logged = len(log.read_text().splitlines()) if log.exists() else 0
