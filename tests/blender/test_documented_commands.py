@@ -158,7 +158,7 @@ def test_the_docs_have_commands():
     readme = documented_commands(REPO / "README.md")
     assert "make demo\nmake test\n" in readme and "make bench" in readme
     assert any("scripts/compare_rigify.py" in c for c in documented_commands(REPO / "docs" / "rigify.md"))
-    assert any("openjd run farm/ik_bake.yaml" in c for c in documented_commands(REPO / "docs" / "farm.md"))
+    assert any("openjd run farm/ik_bake/template.yaml" in c for c in documented_commands(REPO / "docs" / "farm.md"))
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[doc.name for doc in DOCS])
