@@ -19,17 +19,14 @@ the chunks do not depend on each other.
 
 Before any file is opened, every path the run writes is checked against every input and each
 other, an existing output is replaced only with ``--overwrite`` and every folder written into is
-probed (``_batch_paths``). After saving, the batch re-opens the saved file and checks every baked
-chain's rotation keys are there (``_batch_rigs``). Progress goes to stderr (``[ik_batch] ...``), the
-per-chain results to stdout (none with ``--quiet``), the report to ``--report`` (``_batch_report``,
-docs/batch-report.md).
+probed (``_batch_paths``). One run at a time bakes into an output; the file is saved under a name of
+its own beside it, re-opened and its keys checked (``_batch_rigs``), and moved into place only when
+every check passed (``_batch_output``). Progress goes to stderr (``[ik_batch] ...``), the per-chain
+results to stdout (none with ``--quiet``), the report to ``--report`` (``_batch_report``).
 
-Exit status (a farm's retry logic, docs/farm.md): 0 ok; 1 usage error (bad option or value, paths
-that collide, an output that exists without --overwrite: do not retry); 2 bad input or failed work
-(a bad / missing file, a missing, linked or target-less chain, a failed bake, Blender's evaluation
-differing from the solve, keys missing after the save, a folder that cannot be written: do not
-retry); 3 an internal error (an unexpected exception, a crashed worker: retry). One line on stderr per problem; the
-other files are still processed and saved.
+Exit status (``EXIT_HELP``, docs/batch-report.md, a farm's retry logic): 0 ok, 1 usage error, 2 bad
+input or failed work, 3 internal error (retry). One line on stderr per problem; the other files are
+still processed and saved.
 """
 
 from __future__ import annotations
@@ -54,9 +51,10 @@ for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
         sys.path.insert(0, str(_folder))
 
 import numpy as np  # noqa: E402
+from _batch_output import OutputError, output_lock, publish, staged  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
-from _batch_report import chain_statistics, report_document, write_report  # noqa: E402
+from _batch_report import chain_line, chain_statistics, report_document, write_report  # noqa: E402
 from _batch_rigs import BakedChain, ChainSelector, RigError, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
@@ -435,16 +433,13 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
             progress.chain(path, f"{entry['armature']}:{entry['chain']}", index, len(selected), entry["frames"],
                            entry["seconds"])
             if not options.quiet:
-                counts = ", ".join(f"{n} {s.lower()}" for s, n in entry["status_counts"].items() if n)
-                print(f"{path.name} {entry['armature']}:{entry['chain']} [{entry['method']}] {entry['frames']} frames: "
-                      f"{counts}; max error {entry['max_error']:.3g}, over bound {entry['max_error_over_lower_bound']:.3g}, "
-                      f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s")
+                print(chain_line(path.name, entry))
     for obj, chain in selected:
         if (obj.name, chain.name) in originals:
             chain.method = originals[(obj.name, chain.name)]
     output = options.output_path(path)
     if output is not None:
-        save_checked(output, baked, backup=options.in_place or output.exists())
+        save_checked(output, baked, replace=options.overwrite or output == path)
     result = {"input": str(path), "output": None if output is None else str(output), "ok": not mismatched,
               "error_field": None, "chains": entries, "seconds": time.perf_counter() - started}
     if mismatched:
@@ -455,28 +450,30 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     return result
 
 
-def save_checked(output: Path, baked: list[BakedChain], backup: bool) -> None:
-    """Save the open file as ``output``, re-open the saved file and check every baked chain's keys are
-    there (BatchError if not). ``backup``: Blender keeps the replaced file as ``output.blend1``."""
+def save_checked(output: Path, baked: list[BakedChain], replace: bool) -> None:
+    """Save the open file beside ``output`` under a name of its own, re-open that and check every baked
+    chain's keys are there, and only then move it to ``output`` (``_batch_output``); BatchError if not,
+    and ``output`` is left as it was. ``replace``: an existing output may be replaced (kept as
+    ``output.blend1``, as Blender keeps it); else one that appeared while baking is an OutputError."""
     bpy = _bpy()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    paths = bpy.context.preferences.filepaths
-    save_version = paths.save_version
-    # No .blend1 next to a fresh output; a replaced file (--overwrite, --in-place) keeps one.
-    paths.save_version = max(1, save_version) if backup else 0
-    try:
-        bpy.ops.wm.save_as_mainfile(filepath=str(output), copy=True)
-    except RuntimeError as error:
-        raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
-    finally:
-        paths.save_version = save_version
     from ik_solvers.blender import compat
 
-    open_blend(output)
-    for chain in baked:
-        problem = missing_keys(bpy.data.objects, chain, compat.channelbag_for_assigned_slot)
-        if problem is not None:
-            raise BatchError(f"{output}: the keys did not survive the save: {problem}")
+    paths = bpy.context.preferences.filepaths
+    save_version = paths.save_version
+    with staged(output) as temporary:
+        paths.save_version = 0  # the temporary name is new: no .blend1 of it
+        try:
+            bpy.ops.wm.save_as_mainfile(filepath=str(temporary), copy=True)
+        except RuntimeError as error:
+            raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
+        finally:
+            paths.save_version = save_version
+        open_blend(temporary)
+        for chain in baked:
+            problem = missing_keys(bpy.data.objects, chain, compat.channelbag_for_assigned_slot)
+            if problem is not None:
+                raise BatchError(f"{output}: the keys did not survive the save: {problem}")
+        publish(temporary, output, replace=replace, versions=max(1, save_version))  # OutputError
 
 
 def main(argv: list[str]) -> int:
@@ -519,9 +516,10 @@ def run(argv: list[str]) -> int:
     progress = Progress(len(options.files))
     for index, path in enumerate(options.files):
         try:
-            entry = bake_file(path, options, progress, already_open=(opened is not None and index == 0))
+            with output_lock(options.output_path(path)):  # one run at a time per output
+                entry = bake_file(path, options, progress, already_open=(opened is not None and index == 0))
         except Exception as error:  # one file's failure must not lose the others
-            expected = isinstance(error, BatchError)
+            expected = isinstance(error, (BatchError, OutputError))
             status = max(status, EXIT_FAILED if expected else EXIT_INTERNAL)
             message = str(error) if expected else f"internal error: {type(error).__name__}: {one_line(error)}"
             if not message.startswith(str(path)):

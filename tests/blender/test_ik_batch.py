@@ -733,7 +733,7 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
     run_batch(scene_file, "--output", out, "--chain", "Arm")
     bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
     chain = ik_batch.BakedChain("Rig", "Arm", ("upper_arm", "forearm"), tuple(range(FRAMES[0], FRAMES[1] + 1)))
-    ik_batch.save_checked(tmp_path / "again.blend", [chain], backup=False)  # all there
+    ik_batch.save_checked(tmp_path / "again.blend", [chain], replace=False)  # all there
     from ik_solvers.blender import compat
 
     def forearm_curve():  # looked up again after every save_checked: it re-opens the saved file
@@ -744,11 +744,11 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
     _channelbag, fcurve = forearm_curve()
     fcurve.keyframe_points.remove(fcurve.keyframe_points[10])
     with pytest.raises(ik_batch.BatchError, match=r"bone 'forearm' lacks keys on 1 baked frames \(first 11\)"):
-        ik_batch.save_checked(tmp_path / "lost.blend", [chain], backup=False)
+        ik_batch.save_checked(tmp_path / "lost.blend", [chain], replace=False)
     channelbag, fcurve = forearm_curve()
     channelbag.fcurves.remove(fcurve)
     with pytest.raises(ik_batch.BatchError, match="did not survive the save: .* no rotation keys on bone 'forearm'"):
-        ik_batch.save_checked(tmp_path / "lost2.blend", [chain], backup=False)
+        ik_batch.save_checked(tmp_path / "lost2.blend", [chain], replace=False)
 
 
 # --------------------------------------------------------------------------- versioned report

@@ -1,0 +1,68 @@
+"""scripts/ik_batch.py, issue 21: nothing it writes is lost or half-written, and nothing it leaves looks
+like a finished bake unless it is one — two runs on one output, failed checks with --in-place and
+--output, a --report onto a file that is not ours."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_ik_batch import SCRIPT, baked_keys, build_scene_file, ik_batch, run_batch, sha256
+
+assert ik_batch  # importing it put scripts/ on sys.path
+import _batch_output  # noqa: E402
+
+
+@pytest.fixture
+def scene_file(addon, tmp_path) -> Path:
+    return build_scene_file(tmp_path / "shot.blend")
+
+
+def start_batch(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+
+
+def test_two_runs_on_one_output_never_corrupt_it_and_a_loser_never_exits_0(scene_file, tmp_path):
+    """A duplicated farm task: two processes bake the same input into the same output at once. Blender
+    saved both through the fixed name ``shot.blend@`` (one run ended with an unreadable output while a
+    process exited 0 with its report ok), and without --overwrite both replaced the output. Now one
+    run at a time bakes into an output: the other fails that file (exit 2, its report not ok, no
+    output), or, started after the first finished, replaces it only with --overwrite, with the same
+    keys; the output is a whole bake either way, and nothing else is left in its folder."""
+    out = tmp_path / "out" / "shot.blend"
+    for flags, expected in (((), {"shot.blend"}), (("--overwrite",), {"shot.blend", "shot.blend1"})):
+        runs = [start_batch(scene_file, "--output", out, *flags, "--frames", "1", "300", "--quiet",
+                            "--report", tmp_path / f"r{i}.json") for i in range(2)]
+        codes = [run.wait(timeout=300) for run in runs]
+        stderr = [run.stderr.read() for run in runs]
+        assert sorted(codes) in ([0, 2], [0, 0]), stderr
+        if not flags:  # the output did not exist when both started: only one may write it
+            assert sorted(codes) == [0, 2], stderr
+        for i, code in enumerate(codes):
+            (entry,) = json.loads((tmp_path / f"r{i}.json").read_text())["files"]
+            assert entry["ok"] is (code == 0) and entry["output"] == (str(out) if code == 0 else None)
+            if code == 2:
+                assert "another ik_batch run is baking into it" in entry["error"] or "appeared while baking" in entry["error"]
+        keys = baked_keys(out)
+        assert len(keys) == 5 * 4 and all(len(co) == 300 for co in keys.values())
+        assert set(os.listdir(out.parent)) == expected  # no lock, no temporary, no shot.blend@
+
+
+def test_a_run_does_not_bake_into_an_output_another_run_is_writing(scene_file, tmp_path):
+    """The lock, deterministically: while another run holds an output's lock, a run with --overwrite
+    onto it fails that file before any work (exit 2) and leaves the output as it was."""
+    out = tmp_path / "shot_ik.blend"
+    out.write_bytes(scene_file.read_bytes())
+    before = sha256(out)
+    with _batch_output.output_lock(out):
+        process = run_batch(scene_file, "--output", out, "--overwrite", "--report", tmp_path / "r.json", check_rc=2)
+    assert f"{out}: another ik_batch run is baking into it" in process.stderr
+    assert ": chain " not in process.stderr  # nothing baked
+    assert sha256(out) == before and sorted(os.listdir(tmp_path)) == ["r.json", "shot.blend", "shot_ik.blend"]
+    run_batch(scene_file, "--output", out, "--overwrite")  # the lock is gone with its holder
+    assert sha256(Path(f"{out}1")) == before and len(baked_keys(out)) == 5 * 4
