@@ -437,7 +437,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     for obj, chain in selected:
         if (obj.name, chain.name) in originals:
             chain.method = originals[(obj.name, chain.name)]
-    output = options.output_path(path)
+    output = None if mismatched else options.output_path(path)  # a failed check saves nothing
     if output is not None:
         save_checked(output, baked, replace=options.overwrite or output == path)
     result = {"input": str(path), "output": None if output is None else str(output), "ok": not mismatched,

@@ -66,3 +66,35 @@ def test_a_run_does_not_bake_into_an_output_another_run_is_writing(scene_file, t
     assert sha256(out) == before and sorted(os.listdir(tmp_path)) == ["r.json", "shot.blend", "shot_ik.blend"]
     run_batch(scene_file, "--output", out, "--overwrite")  # the lock is gone with its holder
     assert sha256(Path(f"{out}1")) == before and len(baked_keys(out)) == 5 * 4
+
+
+def fail_the_check(monkeypatch, check: str) -> None:
+    """Make one of the checks after the bake fail: Blender's evaluation of the baked keys differing from
+    the solve (the add-on's ``BakeReport``), or keys missing in the saved file."""
+    if check == "evaluated":
+        import _batch_report
+
+        real = _batch_report.evaluated_fields
+
+        def mismatching(bake_report):
+            return dict(real(bake_report), evaluated_max_error=0.25, evaluated_mismatch_frames=[7, 8])
+
+        monkeypatch.setattr(_batch_report, "evaluated_fields", mismatching)
+    else:
+        monkeypatch.setattr(ik_batch, "missing_keys", lambda *_args: "'Rig:Arm' has no action in the saved file")
+
+
+@pytest.mark.parametrize("check", ["evaluated", "saved keys"])
+def test_in_place_replaces_the_input_only_after_every_check_passed(scene_file, tmp_path, monkeypatch, check):
+    """``--in-place`` on a file whose check after the bake fails exited 2 but replaced the input anyway
+    (and a retry pushed the original out of ``.blend1``): now the input, with no ``.blend1``, stays as
+    it was, and the report names no output."""
+    before = sha256(scene_file)
+    fail_the_check(monkeypatch, check)
+    report = tmp_path / "r.json"
+    for _retry in range(2):
+        assert ik_batch.main(["ik_batch.py", str(scene_file), "--in-place", "--quiet", "--report", str(report)]) == 2
+        assert sha256(scene_file) == before
+        assert sorted(os.listdir(tmp_path)) == ["r.json", "shot.blend"]  # no .blend1, no temporary
+    (entry,) = json.loads(report.read_text())["files"]
+    assert entry["ok"] is False and entry["output"] is None
