@@ -745,6 +745,7 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
     fcurve.keyframe_points.remove(fcurve.keyframe_points[10])
     with pytest.raises(ik_batch.BatchError, match=r"bone 'forearm' lacks keys on 1 baked frames \(first 11\)"):
         ik_batch.save_checked(tmp_path / "lost.blend", [chain], replace=False)
+    assert not (tmp_path / "lost.blend").exists()  # a failed check leaves no output (issue 21)
     channelbag, fcurve = forearm_curve()
     channelbag.fcurves.remove(fcurve)
     with pytest.raises(ik_batch.BatchError, match="did not survive the save: .* no rotation keys on bone 'forearm'"):

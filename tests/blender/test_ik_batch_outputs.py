@@ -98,3 +98,21 @@ def test_in_place_replaces_the_input_only_after_every_check_passed(scene_file, t
         assert sorted(os.listdir(tmp_path)) == ["r.json", "shot.blend"]  # no .blend1, no temporary
     (entry,) = json.loads(report.read_text())["files"]
     assert entry["ok"] is False and entry["output"] is None
+
+
+@pytest.mark.parametrize("check", ["evaluated", "saved keys"])
+def test_a_file_that_fails_leaves_no_output_that_looks_baked(scene_file, tmp_path, monkeypatch, check):
+    """An exit-2 run left an output that looked complete (a whole .blend with keys where a pipeline
+    looks for the bake): now a failed file leaves no output, and an existing one (``--overwrite``)
+    stays as it was, without a ``.blend1``."""
+    fail_the_check(monkeypatch, check)
+    out = tmp_path / "out" / "shot_ik.blend"
+    args = ["ik_batch.py", str(scene_file), "--output", str(out), "--quiet", "--report", str(tmp_path / "r.json")]
+    assert ik_batch.main(args) == 2
+    assert os.listdir(out.parent) == []
+    out.write_bytes(scene_file.read_bytes())
+    before = sha256(out)
+    assert ik_batch.main([*args, "--overwrite"]) == 2
+    assert sha256(out) == before and os.listdir(out.parent) == ["shot_ik.blend"]
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["files"]
+    assert entry["ok"] is False and entry["output"] is None
