@@ -116,3 +116,22 @@ def test_a_file_that_fails_leaves_no_output_that_looks_baked(scene_file, tmp_pat
     assert sha256(out) == before and os.listdir(out.parent) == ["shot_ik.blend"]
     (entry,) = json.loads((tmp_path / "r.json").read_text())["files"]
     assert entry["ok"] is False and entry["output"] is None
+
+
+def test_report_replaces_only_a_file_ik_batch_wrote(scene_file, tmp_path):
+    """``--report package.json`` replaced any JSON object with a ``files`` list (an npm manifest) and
+    exited 0: a report is recognised by its ``"tool": "ik_batch"`` and ``schema_version`` (or the
+    unversioned report's exact fields), anything else is a usage error, untouched."""
+    manifest = tmp_path / "package.json"
+    for text in ('{"name": "shot-tools", "version": "1.0.0", "files": ["dist"]}\n', '{"files": []}\n',
+                 '{"tool": "other", "schema_version": 2, "files": []}\n'):
+        manifest.write_text(text)
+        process = run_batch(scene_file, "--dry-run", "--report", manifest, check_rc=1)
+        assert f"--report {manifest} exists and is not an ik_batch report" in process.stderr
+        assert manifest.read_text() == text and "[ik_batch]" not in process.stderr  # before any work
+    report = tmp_path / "r.json"
+    for earlier in ('{"jobs": 1, "chunk_size": 100, "files": []}\n', None):  # schema 1, then our own
+        if earlier is not None:
+            report.write_text(earlier)
+        run_batch(scene_file, "--dry-run", "--chain", "Arm", "--report", report)
+        assert json.loads(report.read_text())["tool"] == "ik_batch"
