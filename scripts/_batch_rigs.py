@@ -5,7 +5,8 @@ library override of it is in the file, the override is what the user animates an
 original is hidden behind it: a default run bakes the override and skips the original. ``--chain``
 names an armature by its name (a local armature or an override) or by Blender's full name
 ``NAME [LIBRARY]`` (``Rig [rig.blend]``, the name Blender's outliner shows for a linked ID); a
-non-editable armature chosen either way is refused with how to make an override.
+non-editable armature chosen either way is refused with how to make an override, and so is one that
+plays a linked Action (the keys would be written into it and lost on saving), before any work.
 
 The functions take bpy objects; this module does not import bpy.
 """
@@ -76,13 +77,20 @@ def overridden_originals(objects: Iterable[Any]) -> set[int]:
 
 
 def refusal(obj: Any) -> str | None:
-    """Why ``obj``'s keys cannot be baked (None: it can)."""
+    """Why ``obj``'s keys cannot be baked (None: it can): a linked or non-editable armature, or one
+    whose Action is linked (the bake would key that Action, and nothing of it is saved)."""
     if obj.library is not None and obj.override_library is None:
         return (f"armature '{full_name(obj)}' is linked from {obj.library.filepath} and cannot be keyed; "
                 "make a library override (Object > Library Override > Make) and bake that")
     if not getattr(obj, "is_editable", True):
         return (f"armature '{full_name(obj)}' is a non-editable library override; make it editable "
                 "(Object > Library Override > Make Editable) and bake that")
+    action = obj.animation_data.action if obj.animation_data is not None else None
+    if action is not None and (action.library is not None or not getattr(action, "is_editable", True)):
+        where = f" linked from {action.library.filepath}" if action.library is not None else " not editable"
+        return (f"armature '{full_name(obj)}' plays the Action '{action.name}'{where}, whose keys cannot be "
+                "changed or saved; make the Action local (Outliner in Blender File view: right-click the Action > "
+                "Make Local) or give the armature a local Action, and bake that")
     return None
 
 
