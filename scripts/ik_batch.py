@@ -110,9 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chain", action="append", default=[], metavar="[ARMATURE:]NAME",
                         help="bake this chain (repeatable); default every enabled chain of every editable "
                              "armature (a library override, not the linked original behind it). ARMATURE is "
-                             "a local armature or override by name, or a linked one by Blender's full name "
-                             "'NAME [LIBRARY]', e.g. 'Rig [rig.blend]:Arm' (linked armatures are refused: "
-                             "bake an override)")
+                             "a local armature or override by name ('Rig [v2]' too), or a linked one by "
+                             "Blender's full name 'NAME [LIBRARY]', e.g. 'Rig [rig.blend]:Arm' (linked armatures "
+                             "are refused: bake an override). The text is split at the ':' whose left part is an "
+                             "armature with that chain, else it is all one chain name ('Left:Arm'); ':NAME' is "
+                             "NAME on any armature")
     parser.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"),
                         help=f"inclusive frame range within 0..{FRAME_MAX} (default the scene's)")
     parser.add_argument("--step", type=int, default=1, help="key every STEP frames; the end frame is always keyed")
