@@ -6,14 +6,15 @@ original is hidden behind it: a default run bakes the override and skips the ori
 names an armature by its name (a local armature or an override) or by Blender's full name
 ``NAME [LIBRARY]`` (``Rig [rig.blend]``, the name Blender's outliner shows for a linked ID); a
 non-editable armature chosen either way is refused with how to make an override, and so is one that
-plays a linked Action (the keys would be written into it and lost on saving), before any work.
+plays a linked Action (the keys would be written into it and lost on saving), before any work; a
+file whose library is missing is refused naming it (its linked rigs would be empty placeholders).
 
 The functions take bpy objects; this module does not import bpy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +121,18 @@ def refusal(obj: Any) -> str | None:
                 "changed or saved; make the Action local (Outliner in Blender File view: right-click the Action > "
                 "Make Local) or give the armature a local Action, and bake that")
     return None
+
+
+def check_libraries(libraries: Iterable[Any], abspath: Callable[[Any], str]) -> None:
+    """RigError naming the first library of the open file that Blender could not find (``is_missing``),
+    whose linked data are then empty placeholders (an armature without bones, a chain without its
+    target). ``abspath(library)``: the library's absolute path."""
+    missing = [library for library in libraries if library.is_missing]
+    if missing:
+        more = f" (and {len(missing) - 1} more libraries)" if len(missing) > 1 else ""
+        raise RigError(f"the library {missing[0].filepath} is missing ({abspath(missing[0])}){more}: what the file "
+                       "links from it could not be loaded; put the file back or relocate the library (Outliner in "
+                       "Blender File view: right-click it > Relocate)")
 
 
 def select_chains(objects: Sequence[Any], selectors: Sequence[ChainSelector]) -> list[tuple[Any, Any]]:

@@ -10,12 +10,11 @@ Per file: open it, pick the chains (default: every enabled chain on every armatu
 over the frame range through the add-on's bake machinery (the public steps of
 ``ik_solvers.blender.bake.BakeJob``: sample, solve, write_solved), and save the result as a new file (``--output``), or over the input only with ``--in-place``.
 
-``--jobs N`` solves fixed chunks of ``--chunk-size`` frames in N worker processes, each loading a
-snapshot of the file and sampling + solving its chunks, and the parent writes the keys once. The
-chunk boundaries depend on the frame range and the chunk size alone, never on N, so every N gives
-the same keys bit for bit as ``--jobs 1`` (which solves the same chunks in-process). Every frame
-starts from the same pose (the chain's pose when the bake starts; the preferred pose for HI), so
-the chunks do not depend on each other.
+``--jobs N`` solves fixed chunks of ``--chunk-size`` frames in N worker processes (each loads a
+snapshot of the file and samples and solves its chunks; the parent writes the keys once). The chunks
+depend on the frame range and the chunk size alone, never on N, and every frame starts from the same
+pose (the chain's pose when the bake starts; the preferred pose for HI), so every N gives the same
+keys bit for bit as ``--jobs 1`` (which solves the same chunks in-process).
 
 Before any file is opened, every path the run writes is checked against every input and each
 other, an existing output is replaced only with ``--overwrite`` and every folder written into is
@@ -55,7 +54,7 @@ from _batch_output import OutputError, output_lock, publish, staged  # noqa: E40
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
 from _batch_report import chain_line, chain_statistics, report_document, write_report  # noqa: E402
-from _batch_rigs import BakedChain, ChainSelector, RigError, missing_keys  # noqa: E402
+from _batch_rigs import BakedChain, ChainSelector, RigError, check_libraries, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
 from _cli import report as report_problem  # noqa: E402
@@ -318,10 +317,12 @@ def open_blend(path: Path) -> None:
 
 
 def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
-    """(armature object, chain settings) pairs to bake, in file order (``_batch_rigs.select_chains``:
-    overrides rather than the linked originals behind them; linked armatures refused); BatchError."""
+    """(armature object, chain settings) pairs to bake, in file order (``_batch_rigs``: overrides rather than
+    the linked originals behind them; linked rigs and actions, missing libraries refused); BatchError."""
+    bpy = _bpy()
     try:
-        return select_rig_chains(list(_bpy().data.objects), options.chains)
+        check_libraries(bpy.data.libraries, lambda lib: bpy.path.abspath(lib.filepath, library=lib.library))
+        return select_rig_chains(list(bpy.data.objects), options.chains)
     except RigError as error:
         raise BatchError(str(error)) from None
 
@@ -453,10 +454,9 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
 
 
 def save_checked(output: Path, baked: list[BakedChain], replace: bool) -> None:
-    """Save the open file beside ``output`` under a name of its own, re-open that and check every baked
-    chain's keys are there, and only then move it to ``output`` (``_batch_output``); BatchError if not,
-    and ``output`` is left as it was. ``replace``: an existing output may be replaced (kept as
-    ``output.blend1``, as Blender keeps it); else one that appeared while baking is an OutputError."""
+    """Save the open file beside ``output`` under a name of its own, re-open it, check every baked chain's
+    keys, and only then move it to ``output`` (``_batch_output``); else BatchError, ``output`` as it was.
+    ``replace``: an existing output may be replaced (kept as ``.blend1``); else it is an OutputError."""
     bpy = _bpy()
     from ik_solvers.blender import compat
 

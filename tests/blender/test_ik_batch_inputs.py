@@ -10,7 +10,7 @@ import subprocess
 
 import bpy
 import pytest
-from test_ik_batch import build_scene_file, ik_batch, problems, run_batch
+from test_ik_batch import build_scene_file, ik_batch, library_files, problems, run_batch  # noqa: F401 (a fixture)
 
 assert ik_batch  # importing it put scripts/ on sys.path
 from _batch_rigs import ChainSelector, RigError, select_chains  # noqa: E402
@@ -91,3 +91,19 @@ def test_chain_names_with_colons_and_armatures_with_brackets_can_be_picked(addon
             select_chains(objects, [ChainSelector.parse(text)])
     with pytest.raises(ik_batch.UsageError, match="empty chain name"):
         ChainSelector.parse("Rig:")
+
+
+def test_a_missing_library_is_named_not_reported_as_a_missing_bone(library_files, tmp_path):
+    """The rig's library moved away: Blender loads its linked data as empty placeholders, and the batch
+    said "Tip bone 'forearm' not found" (an override) or "no enabled IK chain" (a linked rig). Now the
+    file is refused before any work naming the missing library, its path as stored and resolved."""
+    library = library_files["rig"]
+    library.rename(tmp_path / "moved.blend")
+    for name in ("override", "linked"):
+        out = tmp_path / f"{name}_baked.blend"
+        process = run_batch(library_files[name], "--output", out, check_rc=2)
+        assert problems(process) == (
+            f"ik_batch: {library_files[name]}: the library //rig.blend is missing ({library}): what the file links "
+            "from it could not be loaded; put the file back or relocate the library (Outliner in Blender File view: "
+            "right-click it > Relocate)")
+        assert not baked_a_chain(process) and not out.exists()
