@@ -71,9 +71,9 @@ EXIT_HELP = """exit status (for a farm's retry logic):
   0  ok: every file baked, saved and its keys found in the saved file
   1  usage error: bad option or value, paths that collide, an existing output without --overwrite,
      a --report that is not an ik_batch report (do not retry: fix the command)
-  2  bad input or failed work: bad/missing file, no such chain, a linked chain, no target, a failed
-     bake, Blender's evaluation differs from the solve, keys missing after the save, a folder that
-     cannot be written (do not retry: the same run fails the same way)
+  2  bad input or failed work: bad/missing file or library, no such chain, a linked chain or action,
+     no target, a failed bake or check (nothing saved then), a folder that cannot be written, another
+     run baking into the same output (do not retry: the same run fails the same way)
   3  internal error: an unexpected exception or a crashed worker process (retry)"""
 DEFAULT_CHUNK_SIZE = 100
 """Frames per chunk: big enough for the core's batched solve to pay off, small enough that a long
