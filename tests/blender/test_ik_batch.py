@@ -86,6 +86,11 @@ def problems(process: subprocess.CompletedProcess) -> str:
     return "\n".join(line for line in process.stderr.splitlines() if not line.startswith("[ik_batch]")).strip()
 
 
+def baked_a_chain(process: subprocess.CompletedProcess) -> bool:
+    """Whether a run's progress lines say it baked a chain."""
+    return any(line.startswith("[ik_batch]") and ": chain " in line for line in process.stderr.splitlines())
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import bpy
 import pytest
-from test_ik_batch import build_scene_file, ik_batch, library_files, problems, run_batch  # noqa: F401 (a fixture)
+import test_ik_batch
+from test_ik_batch import baked_a_chain, build_scene_file, ik_batch, problems, run_batch
 
 assert ik_batch  # importing it put scripts/ on sys.path
 from _batch_rigs import ChainSelector, RigError, select_chains  # noqa: E402
 
-
-def baked_a_chain(process: subprocess.CompletedProcess) -> bool:
-    """Whether a run's progress lines say it baked a chain."""
-    return any(line.startswith("[ik_batch]") and ": chain " in line for line in process.stderr.splitlines())
+library_files = test_ik_batch.library_files  # the fixture: rig.blend, a shot linking it, one overriding it
 
 
 def test_a_rig_playing_a_linked_action_is_refused_before_any_work(addon, tmp_path):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_ik_batch import SCRIPT, baked_keys, build_scene_file, ik_batch, run_batch, sha256
+from test_ik_batch import SCRIPT, baked_a_chain, baked_keys, build_scene_file, ik_batch, run_batch, sha256
 
 assert ik_batch  # importing it put scripts/ on sys.path
 import _batch_output  # noqa: E402
