@@ -136,3 +136,21 @@ def test_report_replaces_only_a_file_ik_batch_wrote(scene_file, tmp_path):
         run_batch(scene_file, "--dry-run", "--chain", "Arm", "--report", report)
         assert json.loads(report.read_text())["tool"] == "ik_batch"
 
+
+
+def test_publish_replaces_only_when_allowed_and_keeps_the_old_file(tmp_path):
+    """The last step alone: an output that appeared while baking (another run, anything) is not replaced
+    without --overwrite; with it, the old file is kept as NAME.blend1 (older ones shifted as Blender's
+    save_version does) and the new one takes its place whole."""
+    out = tmp_path / "shot.blend"
+    for name, text in (("shot.blend", "old"), ("shot.blend1", "older"), ("new", "new")):
+        (tmp_path / name).write_text(text)
+    with pytest.raises(_batch_output.OutputError, match="appeared while baking"):
+        _batch_output.publish(tmp_path / "new", out, replace=False, versions=1)
+    assert out.read_text() == "old"
+    _batch_output.publish(tmp_path / "new", out, replace=True, versions=2)
+    assert [(tmp_path / n).read_text() for n in ("shot.blend", "shot.blend1", "shot.blend2")] == ["new", "old", "older"]
+    assert sorted(os.listdir(tmp_path)) == ["shot.blend", "shot.blend1", "shot.blend2"]
+    (tmp_path / "fresh").write_text("fresh")
+    _batch_output.publish(tmp_path / "fresh", tmp_path / "fresh.blend", replace=False, versions=1)
+    assert (tmp_path / "fresh.blend").read_text() == "fresh"  # a hard link: the temporary name goes with staged()
