@@ -2,8 +2,8 @@
 
 Nothing the batch writes may land on something it reads or on another thing it writes, compared
 resolved (symlinks followed) and, where both exist, by ``os.path.samefile`` (hard links); a report
-only ever replaces an ik_batch report; an existing output .blend is replaced only with
-``--overwrite`` (Blender keeps the old one as ``NAME.blend1``); and every folder written into is
+only ever replaces an ik_batch report (its ``tool`` field says so); an existing output .blend is
+replaced only with ``--overwrite`` (the old one kept as ``NAME.blend1``); and every folder written into is
 probed for writing first, so a read-only folder fails in a second, not after the whole bake.
 
 Conflicts are usage errors (``UsageError``, exit 1: the command line is wrong); a folder that
@@ -35,13 +35,22 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
+REPORT_V1_FIELDS = {"jobs", "chunk_size", "files"}
+"""The unversioned report of round 1 (schema version 1): exactly these fields."""
+
+
 def is_batch_report(path: Path) -> bool:
-    """Whether ``path`` holds a JSON report this script wrote (an object with a ``files`` list)."""
+    """Whether ``path`` holds a JSON report this script wrote: ``"tool": "ik_batch"`` with a
+    ``schema_version`` and a ``files`` list, or the unversioned report's exact fields. A ``files`` list
+    alone is not enough (an npm ``package.json`` has one)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError, UnicodeDecodeError):
         return False
-    return isinstance(data, dict) and isinstance(data.get("files"), list)
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        return False
+    versioned = data.get("tool") == "ik_batch" and isinstance(data.get("schema_version"), int)
+    return versioned or set(data) == REPORT_V1_FIELDS
 
 
 def check_written_paths(inputs: Iterable[Path], outputs: dict[Path, Path], report: Path | None, *,

@@ -74,6 +74,14 @@ def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
     return entry
 
 
+def chain_line(file_name: str, entry: dict[str, Any]) -> str:
+    """The one line on stdout for a baked chain's ``chain_statistics`` entry."""
+    counts = ", ".join(f"{n} {status.lower()}" for status, n in entry["status_counts"].items() if n)
+    return (f"{file_name} {entry['armature']}:{entry['chain']} [{entry['method']}] {entry['frames']} frames: "
+            f"{counts}; max error {entry['max_error']:.3g}, over bound {entry['max_error_over_lower_bound']:.3g}, "
+            f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s")
+
+
 def report_document(files: list[dict], *, exit_code: int, jobs: int, chunk_size: int,
                     blender_version: str) -> dict[str, Any]:
     """The whole report: versions and settings first, then one entry per input file."""

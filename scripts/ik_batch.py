@@ -10,26 +10,22 @@ Per file: open it, pick the chains (default: every enabled chain on every armatu
 over the frame range through the add-on's bake machinery (the public steps of
 ``ik_solvers.blender.bake.BakeJob``: sample, solve, write_solved), and save the result as a new file (``--output``), or over the input only with ``--in-place``.
 
-``--jobs N`` solves fixed chunks of ``--chunk-size`` frames in N worker processes, each loading a
-snapshot of the file and sampling + solving its chunks, and the parent writes the keys once. The
-chunk boundaries depend on the frame range and the chunk size alone, never on N, so every N gives
-the same keys bit for bit as ``--jobs 1`` (which solves the same chunks in-process). Every frame
-starts from the same pose (the chain's pose when the bake starts; the preferred pose for HI), so
-the chunks do not depend on each other.
+``--jobs N`` solves fixed chunks of ``--chunk-size`` frames in N worker processes (each loads a
+snapshot of the file and samples and solves its chunks; the parent writes the keys once). The chunks
+depend on the frame range and the chunk size alone, never on N, and every frame starts from the same
+pose (the chain's pose when the bake starts; the preferred pose for HI), so every N gives the same
+keys bit for bit as ``--jobs 1`` (which solves the same chunks in-process).
 
 Before any file is opened, every path the run writes is checked against every input and each
 other, an existing output is replaced only with ``--overwrite`` and every folder written into is
-probed (``_batch_paths``). After saving, the batch re-opens the saved file and checks every baked
-chain's rotation keys are there (``_batch_rigs``). Progress goes to stderr (``[ik_batch] ...``), the
-per-chain results to stdout (none with ``--quiet``), the report to ``--report`` (``_batch_report``,
-docs/batch-report.md).
+probed (``_batch_paths``). One run at a time bakes into an output; the file is saved under a name of
+its own beside it, re-opened and its keys checked (``_batch_rigs``), and moved into place only when
+every check passed (``_batch_output``). Progress goes to stderr (``[ik_batch] ...``), the per-chain
+results to stdout (none with ``--quiet``), the report to ``--report`` (``_batch_report``).
 
-Exit status (a farm's retry logic, docs/farm.md): 0 ok; 1 usage error (bad option or value, paths
-that collide, an output that exists without --overwrite: do not retry); 2 bad input or failed work
-(a bad / missing file, a missing, linked or target-less chain, a failed bake, Blender's evaluation
-differing from the solve, keys missing after the save, a folder that cannot be written: do not
-retry); 3 an internal error (an unexpected exception, a crashed worker: retry). One line on stderr per problem; the
-other files are still processed and saved.
+Exit status (``EXIT_HELP``, docs/batch-report.md, a farm's retry logic): 0 ok, 1 usage error, 2 bad
+input or failed work, 3 internal error (retry). One line on stderr per problem; the other files are
+still processed and saved.
 """
 
 from __future__ import annotations
@@ -55,10 +51,11 @@ for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
 
 import _openjd  # noqa: E402
 import numpy as np  # noqa: E402
+from _batch_output import OutputError, output_lock, publish, staged  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
-from _batch_report import chain_statistics, report_document, write_report  # noqa: E402
-from _batch_rigs import BakedChain, ChainSelector, RigError, missing_keys  # noqa: E402
+from _batch_report import chain_line, chain_statistics, report_document, write_report  # noqa: E402
+from _batch_rigs import BakedChain, ChainSelector, RigError, check_libraries, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
 from _cli import report as _report_line  # noqa: E402
@@ -77,9 +74,9 @@ EXIT_HELP = """exit status (for a farm's retry logic):
   0  ok: every file baked, saved and its keys found in the saved file
   1  usage error: bad option or value, paths that collide, an existing output without --overwrite,
      a --report that is not an ik_batch report (do not retry: fix the command)
-  2  bad input or failed work: bad/missing file, no such chain, a linked chain, no target, a failed
-     bake, Blender's evaluation differs from the solve, keys missing after the save, a folder that
-     cannot be written (do not retry: the same run fails the same way)
+  2  bad input or failed work: bad/missing file or library, no such chain, a linked chain or action,
+     no target, a failed bake or check (nothing saved then), a folder that cannot be written, another
+     run baking into the same output (do not retry: the same run fails the same way)
   3  internal error: an unexpected exception or a crashed worker process (retry)"""
 DEFAULT_CHUNK_SIZE = 100
 """Frames per chunk: big enough for the core's batched solve to pay off, small enough that a long
@@ -115,9 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chain", action="append", default=[], metavar="[ARMATURE:]NAME",
                         help="bake this chain (repeatable); default every enabled chain of every editable "
                              "armature (a library override, not the linked original behind it). ARMATURE is "
-                             "a local armature or override by name, or a linked one by Blender's full name "
-                             "'NAME [LIBRARY]', e.g. 'Rig [rig.blend]:Arm' (linked armatures are refused: "
-                             "bake an override)")
+                             "a local armature or override by name ('Rig [v2]' too), or a linked one by "
+                             "Blender's full name 'NAME [LIBRARY]', e.g. 'Rig [rig.blend]:Arm' (linked armatures "
+                             "are refused: bake an override). The text is split at the ':' whose left part is an "
+                             "armature with that chain, else it is all one chain name ('Left:Arm'); ':NAME' is "
+                             "NAME on any armature")
     parser.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"),
                         help=f"inclusive frame range within 0..{FRAME_MAX} (default the scene's)")
     parser.add_argument("--step", type=int, default=1, help="key every STEP frames; the end frame is always keyed")
@@ -321,10 +320,12 @@ def open_blend(path: Path) -> None:
 
 
 def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
-    """(armature object, chain settings) pairs to bake, in file order (``_batch_rigs.select_chains``:
-    overrides rather than the linked originals behind them; linked armatures refused); BatchError."""
+    """(armature object, chain settings) pairs to bake, in file order (``_batch_rigs``: overrides rather than
+    the linked originals behind them; linked rigs and actions, missing libraries refused); BatchError."""
+    bpy = _bpy()
     try:
-        return select_rig_chains(list(_bpy().data.objects), options.chains)
+        check_libraries(bpy.data.libraries, lambda lib: bpy.path.abspath(lib.filepath, library=lib.library))
+        return select_rig_chains(list(bpy.data.objects), options.chains)
     except RigError as error:
         raise BatchError(str(error)) from None
 
@@ -438,16 +439,13 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
             progress.chain(path, f"{entry['armature']}:{entry['chain']}", index, len(selected), entry["frames"],
                            entry["seconds"])
             if not options.quiet:
-                counts = ", ".join(f"{n} {s.lower()}" for s, n in entry["status_counts"].items() if n)
-                print(f"{path.name} {entry['armature']}:{entry['chain']} [{entry['method']}] {entry['frames']} frames: "
-                      f"{counts}; max error {entry['max_error']:.3g}, over bound {entry['max_error_over_lower_bound']:.3g}, "
-                      f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s")
+                print(chain_line(path.name, entry))
     for obj, chain in selected:
         if (obj.name, chain.name) in originals:
             chain.method = originals[(obj.name, chain.name)]
-    output = options.output_path(path)
+    output = None if mismatched else options.output_path(path)  # a failed check saves nothing
     if output is not None:
-        save_checked(output, baked, backup=options.in_place or output.exists())
+        save_checked(output, baked, replace=options.overwrite or output == path)
     result = {"input": str(path), "output": None if output is None else str(output), "ok": not mismatched,
               "error_field": None, "chains": entries, "seconds": time.perf_counter() - started}
     if mismatched:
@@ -458,28 +456,29 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     return result
 
 
-def save_checked(output: Path, baked: list[BakedChain], backup: bool) -> None:
-    """Save the open file as ``output``, re-open the saved file and check every baked chain's keys are
-    there (BatchError if not). ``backup``: Blender keeps the replaced file as ``output.blend1``."""
+def save_checked(output: Path, baked: list[BakedChain], replace: bool) -> None:
+    """Save the open file beside ``output`` under a name of its own, re-open it, check every baked chain's
+    keys, and only then move it to ``output`` (``_batch_output``); else BatchError, ``output`` as it was.
+    ``replace``: an existing output may be replaced (kept as ``.blend1``); else it is an OutputError."""
     bpy = _bpy()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    paths = bpy.context.preferences.filepaths
-    save_version = paths.save_version
-    # No .blend1 next to a fresh output; a replaced file (--overwrite, --in-place) keeps one.
-    paths.save_version = max(1, save_version) if backup else 0
-    try:
-        bpy.ops.wm.save_as_mainfile(filepath=str(output), copy=True)
-    except RuntimeError as error:
-        raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
-    finally:
-        paths.save_version = save_version
     from ik_solvers.blender import compat
 
-    open_blend(output)
-    for chain in baked:
-        problem = missing_keys(bpy.data.objects, chain, compat.channelbag_for_assigned_slot)
-        if problem is not None:
-            raise BatchError(f"{output}: the keys did not survive the save: {problem}")
+    paths = bpy.context.preferences.filepaths
+    save_version = paths.save_version
+    with staged(output) as temporary:
+        paths.save_version = 0  # the temporary name is new: no .blend1 of it
+        try:
+            bpy.ops.wm.save_as_mainfile(filepath=str(temporary), copy=True)
+        except RuntimeError as error:
+            raise BatchError(f"{output}: cannot be saved ({one_line(error)})") from None
+        finally:
+            paths.save_version = save_version
+        open_blend(temporary)
+        for chain in baked:
+            problem = missing_keys(bpy.data.objects, chain, compat.channelbag_for_assigned_slot)
+            if problem is not None:
+                raise BatchError(f"{output}: the keys did not survive the save: {problem}")
+        publish(temporary, output, replace=replace, versions=max(1, save_version))  # OutputError
 
 
 def main(argv: list[str]) -> int:
@@ -522,9 +521,10 @@ def run(argv: list[str]) -> int:
     progress = _openjd.make_progress(len(options.files))
     for index, path in enumerate(options.files):
         try:
-            entry = bake_file(path, options, progress, already_open=(opened is not None and index == 0))
+            with output_lock(options.output_path(path)):  # one run at a time per output
+                entry = bake_file(path, options, progress, already_open=(opened is not None and index == 0))
         except Exception as error:  # one file's failure must not lose the others
-            expected = isinstance(error, BatchError)
+            expected = isinstance(error, (BatchError, OutputError))
             status = max(status, EXIT_FAILED if expected else EXIT_INTERNAL)
             message = str(error) if expected else f"internal error: {type(error).__name__}: {one_line(error)}"
             if not message.startswith(str(path)):

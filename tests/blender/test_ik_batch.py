@@ -86,6 +86,11 @@ def problems(process: subprocess.CompletedProcess) -> str:
     return "\n".join(line for line in process.stderr.splitlines() if not line.startswith("[ik_batch]")).strip()
 
 
+def baked_a_chain(process: subprocess.CompletedProcess) -> bool:
+    """Whether a run's progress lines say it baked a chain."""
+    return any(line.startswith("[ik_batch]") and ": chain " in line for line in process.stderr.splitlines())
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -733,7 +738,7 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
     run_batch(scene_file, "--output", out, "--chain", "Arm")
     bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
     chain = ik_batch.BakedChain("Rig", "Arm", ("upper_arm", "forearm"), tuple(range(FRAMES[0], FRAMES[1] + 1)))
-    ik_batch.save_checked(tmp_path / "again.blend", [chain], backup=False)  # all there
+    ik_batch.save_checked(tmp_path / "again.blend", [chain], replace=False)  # all there
     from ik_solvers.blender import compat
 
     def forearm_curve():  # looked up again after every save_checked: it re-opens the saved file
@@ -744,11 +749,12 @@ def test_keys_missing_after_the_save_fail_the_file(scene_file, tmp_path):
     _channelbag, fcurve = forearm_curve()
     fcurve.keyframe_points.remove(fcurve.keyframe_points[10])
     with pytest.raises(ik_batch.BatchError, match=r"bone 'forearm' lacks keys on 1 baked frames \(first 11\)"):
-        ik_batch.save_checked(tmp_path / "lost.blend", [chain], backup=False)
+        ik_batch.save_checked(tmp_path / "lost.blend", [chain], replace=False)
+    assert not (tmp_path / "lost.blend").exists()  # a failed check leaves no output (issue 21)
     channelbag, fcurve = forearm_curve()
     channelbag.fcurves.remove(fcurve)
     with pytest.raises(ik_batch.BatchError, match="did not survive the save: .* no rotation keys on bone 'forearm'"):
-        ik_batch.save_checked(tmp_path / "lost2.blend", [chain], backup=False)
+        ik_batch.save_checked(tmp_path / "lost2.blend", [chain], replace=False)
 
 
 # --------------------------------------------------------------------------- versioned report
