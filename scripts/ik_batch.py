@@ -51,6 +51,7 @@ for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
 
 import _openjd  # noqa: E402
 import numpy as np  # noqa: E402
+from _batch_chunks import assign_chunks, plan_chunks  # noqa: E402  (part of this script's interface)
 from _batch_output import OutputError, output_lock, publish, staged  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
@@ -250,17 +251,6 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
             raise UsageError(f"{saved[target.resolve()]} and {source} would both be saved to {target}")
         saved[target.resolve()] = source
     return options
-
-
-# --------------------------------------------------------------------------- chunks
-def plan_chunks(frames: np.ndarray, chunk_size: int) -> list[np.ndarray]:
-    """Consecutive runs of at most ``chunk_size`` of ``frames``: a function of the frames alone."""
-    return [frames[i:i + chunk_size] for i in range(0, len(frames), chunk_size)]
-
-
-def assign_chunks(count: int, jobs: int) -> list[list[int]]:
-    """Chunk indices per worker, round robin (worker w gets w, w + jobs, ...); empty workers dropped."""
-    return [list(range(w, count, jobs)) for w in range(min(jobs, count))]
 
 
 # --------------------------------------------------------------------------- bpy side
