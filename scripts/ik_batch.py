@@ -48,6 +48,11 @@ _HERE = Path(__file__).resolve().parent
 for _name, _folder in (("ik_solvers", _HERE.parent), ("_cli", _HERE)):
     if importlib.util.find_spec(_name) is None:
         sys.path.insert(0, str(_folder))
+if importlib.util.find_spec("ik_solvers") is None or importlib.util.find_spec("_cli") is None:
+    # A job upload of this file alone (one FILE parameter): say what it needs, no traceback; retrying cannot help.
+    print(f"ik_batch: {_HERE} lacks this project's scripts/ modules or ../ik_solvers/: run ik_batch.py from a "
+          "checkout (or a bundle packed by farm/pack_bundle.py), not on its own", file=sys.stderr)
+    raise SystemExit(1)
 
 import _openjd  # noqa: E402
 import numpy as np  # noqa: E402

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import bpy
 import pytest
@@ -104,3 +107,16 @@ def test_a_missing_library_is_named_not_reported_as_a_missing_bone(library_files
             "from it could not be loaded; put the file back or relocate the library (Outliner in Blender File view: "
             "right-click it > Relocate)")
         assert not baked_a_chain(process) and not out.exists()
+
+
+def test_ik_batch_alone_says_what_it_needs_without_a_traceback(tmp_path):
+    """``ik_batch.py`` copied alone (what a job upload of one FILE carries) ended in an ImportError
+    traceback. Now it exits 1 (retrying cannot help) with one line naming what is missing."""
+    lone = tmp_path / "ik_batch.py"
+    shutil.copy(ik_batch.__file__, lone)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    process = subprocess.run([sys.executable, str(lone), "--help"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert process.returncode == 1
+    assert "Traceback" not in process.stderr
+    assert process.stderr.count("\n") == 1 and "lacks this project's scripts/ modules" in process.stderr
