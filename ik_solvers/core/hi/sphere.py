@@ -7,11 +7,12 @@ from functools import cached_property
 
 import numpy as np
 
+from ..array_ops import NUMPY_OPS, ArrayOps, Real
 from ..chain import Chain, JointKind
 from ..errors import IKInputError
 from ..kinematics import forward_kinematics, local_quaternions
-from ..vectors import cross, dot, matvec, norm, ordered_sum, tmatvec, unit
-from .plane_chain import curled_turns, path_distances, plane_distances
+from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatvec, unit, vec3
+from .plane_chain import DISTANCE_TOLERANCE, curled_turns, path_distances, plane_distances
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -172,10 +173,10 @@ class PreferredPose:
         return 1e-12 * self.chain.reach
 
     @cached_property
-    def _bound_ends(self) -> tuple[np.floating, float]:
+    def _bound_ends(self) -> tuple[float, float]:
         """``ΣL`` and the nearest distance ``inner`` of :meth:`lower_bounds` (as it computed them per call)."""
         lengths = self.in_plane_lengths
-        return lengths.sum(), max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
+        return float(lengths.sum()), max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
 
     @cached_property
     def start_parent(self) -> np.ndarray | None:
@@ -202,6 +203,45 @@ class PreferredPose:
         """Whether the chain's root rotation is exactly the identity (the solver planes skip its products)."""
         return bool(np.array_equal(self.chain.root_rotation, np.eye(3)))
 
+    @cached_property
+    def in_plane_constants(self) -> InPlaneConstants:
+        """What every in-plane solve with this pose reads, as Python floats (``in_plane``)."""
+        return InPlaneConstants.of(self)
+
+    @cached_property
+    def bend_factors(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
+        """Per joint after the start joint: its preferred local quaternion and its bend axis (floats)."""
+        return tuple((tuple(quat), tuple(axis)) for quat, axis in
+                     zip(self.local_quaternions[1:].tolist(), self.bend_axes[1:].tolist()))
+
+    # The same constants as Python floats, for the one-target solve (one_target).
+    @cached_property
+    def start_floats(self) -> tuple[float, float, float]:
+        return vec3(self.start)
+
+    @cached_property
+    def sphere_floats(self) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """``a0``, ``n0`` (sphere coordinates)."""
+        return vec3(self.sphere.a0), vec3(self.sphere.n0)
+
+    @cached_property
+    def root_rows(self) -> Rows3 | None:
+        """The chain's root rotation as rows, None for the identity (the products skipped)."""
+        return None if self.root_is_identity else rows3(self.chain.root_rotation)
+
+    @cached_property
+    def start_parent_rows(self) -> Rows3 | None:
+        return None if self.start_parent is None else rows3(self.start_parent)
+
+    @cached_property
+    def start_basis_rows(self) -> Rows3:
+        return rows3(self.start_basis)
+
+    @cached_property
+    def joint_axes(self) -> tuple[tuple[float, float, float], ...]:
+        """The chain's joint axes ``(n_dof)`` as floats."""
+        return tuple(vec3(axis) for axis in self.chain.axes)
+
     def lower_bounds(self, r: np.ndarray) -> np.ndarray:
         """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
 
@@ -211,8 +251,12 @@ class PreferredPose:
         the core's free-joint bound (SPEC §3.3) when the chain is planar and may fold
         freely, tighter when it is not (bones out of the plane, bend senses kept).
         """
+        return self.lower_bound(NUMPY_OPS, r)
+
+    def lower_bound(self, xp: ArrayOps, r: Real) -> Real:
+        """:meth:`lower_bounds` in an array namespace (one distance, or ``(N,)``)."""
         total, inner = self._bound_ends
-        return np.maximum(0.0, np.maximum(r - total, inner - r))
+        return xp.maximum(0.0, xp.maximum(r - total, inner - r))
 
     @property
     def start(self) -> np.ndarray:
@@ -226,6 +270,34 @@ class PreferredPose:
     @property
     def n0_world(self) -> np.ndarray:
         return matvec(self.chain.root_rotation, self.sphere.n0)
+
+
+@dataclass(frozen=True, eq=False)
+class InPlaneConstants:
+    """What every in-plane solve with a PreferredPose reads, as Python floats (``pref.in_plane_constants``)."""
+
+    lengths: tuple[float, ...]  # in-plane bone lengths
+    heights: tuple[float, ...]  # bone heights along n0
+    turns: tuple[float, ...]  # preferred relative turns
+    outer_bases: tuple[float, ...]  # the outer path's start: straight (zeros)
+    inner_directions: tuple[float, ...]  # the inner path's direction: curled − preferred turns
+    samples: tuple[tuple[float, ...], tuple[float, ...]]  # path distances: outer path, inner path
+    distances: tuple[float, float, float]  # curled, preferred, in-plane reach
+    first_bend: float
+    distance_tolerance: float  # the root finder's: DISTANCE_TOLERANCE · ΣL (numpy's sum, as the batch's)
+    two_bone: tuple[float, ...]  # l1, l2, preferred shoulder heading and elbow turn (two bones), else ()
+
+    @classmethod
+    def of(cls, pref: PreferredPose) -> InPlaneConstants:
+        """The constants of ``pref`` (kept on it: ``PreferredPose.in_plane_constants``)."""
+        lengths = pref.chain.segment_lengths
+        two_bone = () if pref.chain.n_joints != 2 else (float(lengths[0]), float(lengths[1]), *pref.two_bone_angles.tolist())
+        return cls(tuple(pref.in_plane_lengths.tolist()), tuple(pref.bone_heights.tolist()),
+                   tuple(pref.relative_turns.tolist()), (0.0,) * pref.relative_turns.size,
+                   tuple((pref.curled_turns - pref.relative_turns).tolist()),
+                   (tuple(pref.path_samples[0].tolist()), tuple(pref.path_samples[1].tolist())),
+                   (pref.curled_distance, pref.preferred_distance, pref.in_plane_reach),
+                   float(-pref.bone_headings[0]), float(DISTANCE_TOLERANCE * pref.in_plane_lengths.sum()), two_bone)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
