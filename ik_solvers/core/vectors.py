@@ -213,7 +213,7 @@ def tmatvec3(m: Rows3, v: Sequence[Real]) -> Vec3:
 
 def matmul3(a: Rows3, b: Rows3) -> Rows3:
     """``a @ b`` of 3×3 matrices given by rows, each entry summed in index order (no fused multiply-adds)."""
-    return tuple(tuple(row[0] * b[0][j] + row[1] * b[1][j] + row[2] * b[2][j] for j in range(3))  # type: ignore[misc]
+    return tuple(tuple(row[0] * b[0][j] + row[1] * b[1][j] + row[2] * b[2][j] for j in range(3))  # type: ignore[return-value]
                  for row in a)
 
 

@@ -27,7 +27,7 @@ import itertools
 from collections.abc import Sequence
 from functools import reduce
 from operator import add, mul
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -182,7 +182,7 @@ def solve_path_parameters(
     names = lengths.tolist()
     base_columns = [unit_stride(bases[:, k]) for k in range(bases.shape[1])]
     direction_columns = [unit_stride(directions[:, k]) for k in range(directions.shape[1])]
-    rates = [0.0, *itertools.accumulate(direction_columns)]
+    rates: list[Any] = [0.0, *itertools.accumulate(direction_columns)]
     steps = np.zeros(r.shape, dtype=int)
     for _ in range(MAX_ROOT_STEPS):
         active = state.active
@@ -195,7 +195,7 @@ def solve_path_parameters(
             stepped = root_step(NUMPY_OPS, names, base_columns, direction_columns, rates, r, state, tolerance)
         else:
             rows = np.flatnonzero(active)
-            part = RootState(*(value[rows] for value in state))
+            part = RootState(*(np.asarray(value)[rows] for value in state))
             stepped = root_step(NUMPY_OPS, names, [b[rows] for b in base_columns], [d[rows] for d in direction_columns],
                                 [rate if isinstance(rate, float) else rate[rows] for rate in rates], r[rows], part, tolerance)
         for value, new in zip(state, stepped):
