@@ -110,8 +110,8 @@ def planar_branch(xp: ArrayOps, l1: float, l2: float, sign: float, cos2: Real, h
 
 
 def wrapped_angle(xp: ArrayOps, angle: Real) -> Real:
-    """``angle`` wrapped to ``(−π, π]`` (radians): the heading of ``(cos, sin)``."""
-    return xp.atan2(xp.sin(angle), xp.cos(angle))
+    """``angle`` (radians, within ``(−3π, 3π]``: a difference of two headings) wrapped to ``(−π, π]``."""
+    return xp.where(angle <= -np.pi, angle + 2.0 * np.pi, xp.where(angle > np.pi, angle - 2.0 * np.pi, angle))
 
 
 def two_link_step_bound(l1: float, l2: float, target: np.ndarray) -> float:

@@ -143,12 +143,23 @@ def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
 
 def rotvec_from_quaternion(xp: ArrayOps, q: Quat) -> Vec3:
     """Rotation vector (angle in ``[0, π]``) of a quaternion ``(w, x, y, z)`` in components."""
-    w, x, y, z = canonical_quaternion(xp, q)
-    s = xp.sqrt(x * x + y * y + z * z)
-    small = s < _SMALL_ANGLE
-    # angle / sin(angle/2) → 2 as the angle → 0 (w → 1).
-    factor = xp.where(small, 2.0 / xp.maximum(w, 1e-300), 2.0 * xp.atan2(s, w) / xp.where(small, 1.0, s))
-    return (x * factor, y * factor, z * factor)
+    return rotvecs_from_quaternion_list(xp, [q])[0]
+
+
+def rotvecs_from_quaternion_list(xp: ArrayOps, quats: Sequence[Quat], canonical: bool = False) -> list[Vec3]:
+    """:func:`rotvec_from_quaternion` of each quaternion (their arctangents in one ``atan2_all``);
+    ``canonical``: every ``w`` is already ``≥ 0`` (:func:`canonical_quaternion` would change nothing)."""
+    if not canonical:
+        quats = [canonical_quaternion(xp, q) for q in quats]
+    sines = [xp.sqrt(x * x + y * y + z * z) for _, x, y, z in quats]
+    halves = xp.atan2_all(sines, [q[0] for q in quats])
+    out = []
+    for (w, x, y, z), s, half in zip(quats, sines, halves):
+        small = s < _SMALL_ANGLE
+        # angle / sin(angle/2) → 2 as the angle → 0 (w → 1).
+        factor = xp.where(small, 2.0 / xp.maximum(w, 1e-300), 2.0 * half / xp.where(small, 1.0, s))
+        out.append((x * factor, y * factor, z * factor))
+    return out
 
 
 def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:

@@ -213,8 +213,9 @@ def tmatvec3(m: Rows3, v: Sequence[Real]) -> Vec3:
 
 def matmul3(a: Rows3, b: Rows3) -> Rows3:
     """``a @ b`` of 3×3 matrices given by rows, each entry summed in index order (no fused multiply-adds)."""
-    return tuple(tuple(row[0] * b[0][j] + row[1] * b[1][j] + row[2] * b[2][j] for j in range(3))  # type: ignore[return-value]
-                 for row in a)
+    (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = b
+    return tuple((x * b00 + y * b10 + z * b20, x * b01 + y * b11 + z * b21, x * b02 + y * b12 + z * b22)
+                 for x, y, z in a)  # type: ignore[return-value]
 
 
 def matrix_rows(m: np.ndarray) -> Rows3:

@@ -169,9 +169,8 @@ def solve_hi_one(
 def _local_quaternions(pref: PreferredPose, q: list[float]) -> tuple[tuple[float, float, float, float], ...]:
     """``kinematics.local_quaternions(chain, q)`` for one pose: each joint kind's quaternion from the
     rotations functions it calls."""
-    chain = pref.chain
     out = []
-    for kind, first in zip(chain.kinds, chain.dof_start.tolist()):
+    for kind, first in pref.joint_kinds:
         if kind is JointKind.BALL:
             out.append(quaternion_from_rotvec(xp, q[first : first + 3]))
         else:

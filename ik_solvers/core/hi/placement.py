@@ -18,9 +18,9 @@ from ..rotations import (
     quaternion_about_axis,
     quaternion_from_rows,
     quaternion_product,
-    rotvec_from_quaternion,
+    rotvecs_from_quaternion_list,
 )
-from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, rows3, stack3, tmatvec3, vec3
+from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, rows3, stack3, tmatvec3, unit_stride, vec3
 from .in_plane import Bent
 from .planes import SolverPlanes
 from .sphere import PreferredPose
@@ -60,15 +60,15 @@ def bent_quaternions(xp: ArrayOps, pref: PreferredPose, start_rows: Rows3, bends
 
 
 def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], bends: Sequence[Real]) -> list[Real]:
-    """Joint variables: ball joints' rotation vectors from their quaternions, the bend added to the
-    other joints' last variable (with the sign of its axis along the bend axis)."""
-    q: list[Real] = list(pref.q.tolist())
-    balls, bent_dofs = pref.joint_layout
-    for j in balls:
-        first = int(pref.chain.dof_start[j])
-        q[first], q[first + 1], q[first + 2] = rotvec_from_quaternion(xp, quats[j])
+    """Joint variables: ball joints' rotation vectors from their quaternions (:func:`bent_quaternions`'s,
+    ``w ≥ 0``), the bend added to the other joints' last variable (with the sign of its axis along
+    the bend axis)."""
+    q: list[Real] = list(pref.q_floats)
+    balls, bent_dofs = pref.variable_layout
+    for (_, first), rotvec in zip(balls, rotvecs_from_quaternion_list(xp, [quats[j] for j, _ in balls], canonical=True)):
+        q[first], q[first + 1], q[first + 2] = rotvec
     for j, last, sign in bent_dofs:
-        q[last] = q[last] + float(sign) * bends[j]
+        q[last] = q[last] + sign * bends[j]
     return q
 
 
@@ -107,5 +107,6 @@ def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: S
 
 def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: Sequence[np.ndarray]) -> np.ndarray:
     """Joint variables ``(N, n_dof)`` of the batch's HI poses (:func:`bent_variables`)."""
-    split = [tuple(quats[:, j, k] for k in range(4)) for j in range(quats.shape[1])]
+    # Unit-stride components: the arctangent reads w (vectors.unit_stride).
+    split = [tuple(unit_stride(quats[:, j, k]) for k in range(4)) for j in range(quats.shape[1])]
     return stack3(bent_variables(NUMPY_OPS, pref, split, bends))  # type: ignore[arg-type]

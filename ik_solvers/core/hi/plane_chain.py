@@ -61,8 +61,8 @@ def plane_tip(xp: ArrayOps, lengths: Sequence[float], turns: Sequence[Real]) -> 
     """Tip ``x, y`` of a plane chain with relative ``turns`` (``n − 1`` components), and each bone's
     ``along`` and ``across`` parts ``L_j cos ψ_j``, ``L_j sin ψ_j`` (headings summed in joint order)."""
     headings = [0.0, *itertools.accumulate(turns)]
-    along = [length * xp.cos(heading) for length, heading in zip(lengths, headings)]
-    across = [length * xp.sin(heading) for length, heading in zip(lengths, headings)]
+    along = list(map(mul, lengths, map(xp.cos, headings)))
+    across = list(map(mul, lengths, map(xp.sin, headings)))
     return reduce(add, along), reduce(add, across), along, across
 
 

@@ -238,6 +238,23 @@ class PreferredPose:
         return rows3(self.start_basis)
 
     @cached_property
+    def q_floats(self) -> tuple[float, ...]:
+        return tuple(self.q.tolist())
+
+    @cached_property
+    def variable_layout(self) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int, float], ...]]:
+        """:attr:`joint_layout` as Python numbers: ``(joint, first variable)`` per ball joint, and
+        ``(joint, last variable, sign)`` per other joint."""
+        balls, bent = self.joint_layout
+        dof_start = self.chain.dof_start.tolist()
+        return (tuple((j, dof_start[j]) for j in balls), tuple((j, last, float(sign)) for j, last, sign in bent))
+
+    @cached_property
+    def joint_kinds(self) -> tuple[tuple[JointKind, int], ...]:
+        """Per joint: its kind and its first variable."""
+        return tuple(zip(self.chain.kinds, self.chain.dof_start.tolist()))
+
+    @cached_property
     def joint_axes(self) -> tuple[tuple[float, float, float], ...]:
         """The chain's joint axes ``(n_dof)`` as floats."""
         return tuple(vec3(axis) for axis in self.chain.axes)
