@@ -179,6 +179,8 @@ def columns3(a: np.ndarray) -> Vec3:
 
 def stack3(v: Sequence[Real]) -> np.ndarray:
     """Components back into ``(..., k)`` vectors."""
+    if all(isinstance(c, np.ndarray) and c.shape == v[0].shape for c in v):
+        return np.stack(v, axis=-1)
     return np.stack(np.broadcast_arrays(*v), axis=-1)
 
 

@@ -210,16 +210,29 @@ def zero_plane_normals(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndar
     are cleaned to exactly that (projected off the axis, renormalised); anything
     further off, non-finite or mis-shaped raises ``IKInputError`` naming the frame.
     """
-    axes = np.asarray(axes, dtype=float)
-    normals = np.asarray(zero_map(axes, **data), dtype=float)
+    return stack3(zero_plane_normal_components(zero_map, _components(np.asarray(axes, dtype=float)), **data))
+
+
+def zero_plane_normal_components(zero_map: ZeroPlaneMap, axes: Vec3, **data: np.ndarray) -> Vec3:
+    """:func:`zero_plane_normals` in components (``(N,)`` arrays): the built-in maps' normals computed
+    in components, any other map's from its ``(N, 3)`` call."""
+    n_frames = axes[0].shape[0]
     name = getattr(zero_map, "__name__", type(zero_map).__name__)
-    if normals.shape != axes.shape:
-        raise IKInputError("zero_plane_map", f"map {name} returned shape {normals.shape}, expected {axes.shape}")
-    bad = np.flatnonzero(~np.all(np.isfinite(normals), axis=-1))
+    if type(zero_map) is DefaultZeroPlaneMap:
+        normal = default_map_normal(NUMPY_OPS, axes, *zero_map.frame)[0]
+    elif type(zero_map) is PoleObjectZeroPlaneMap:
+        poles = zero_map._poles(np.broadcast_to(0.0, (n_frames, 3)), data)
+        normal = pole_map_normal(NUMPY_OPS, axes, _components(poles), *zero_map.fallback.frame)
+    else:
+        normals = np.asarray(zero_map(stack3(axes), **data), dtype=float)
+        if normals.shape != (n_frames, 3):
+            raise IKInputError("zero_plane_map", f"map {name} returned shape {normals.shape}, expected {(n_frames, 3)}")
+        normal = _components(normals)
+    finite = np.isfinite(normal[0]) & np.isfinite(normal[1]) & np.isfinite(normal[2])
+    bad = np.flatnonzero(~finite)
     if bad.size:
         raise IKInputError("zero_plane_map", f"map {name} returned a non-finite normal at frame {int(bad[0])}")
-    components = _components(normals)
-    length, along = normal_defects(NUMPY_OPS, components, _components(axes))
+    length, along = normal_defects(NUMPY_OPS, normal, axes)
     bad = np.flatnonzero(np.abs(length - 1.0) > NORMAL_TOLERANCE)
     if bad.size:
         k = int(bad[0])
@@ -230,7 +243,7 @@ def zero_plane_normals(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndar
         raise IKInputError(
             "zero_plane_map", f"map {name} returned a normal not perpendicular to the EE axis at frame {k} (n·a = {along[k]:.3g})"
         )
-    return stack3(cleaned_normal(NUMPY_OPS, components, _components(axes), along))
+    return cleaned_normal(NUMPY_OPS, normal, axes, along)
 
 
 def normal_defects(xp: ArrayOps, normal: Vec3, axis: Vec3) -> tuple[Real, Real]:

@@ -20,7 +20,7 @@ from ..rotations import (
     quaternion_product,
     rotvecs_from_quaternion_list,
 )
-from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, rows3, stack3, tmatvec3, unit_stride, vec3
+from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, stack3, tmatvec3, vec3
 from .in_plane import Bent
 from .planes import SolverPlanes
 from .sphere import PreferredPose
@@ -50,19 +50,25 @@ def start_rotation(xp: ArrayOps, axis: Vec3, normal: Vec3, side: Vec3, parent: R
     return matmul3(columns, start_basis)
 
 
+def bent_quaternion(xp: ArrayOps, preferred: Quat, axis: Vec3, bend: Real) -> Quat:
+    """A later joint's local rotation ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``, ``w ≥ 0`` (components:
+    one joint's floats, or every later joint's at once as ``(N, n − 1)`` arrays)."""
+    return canonical_quaternion(xp, quaternion_product(preferred, quaternion_about_axis(xp, bend, axis)))
+
+
 def bent_quaternions(xp: ArrayOps, pref: PreferredPose, start_rows: Rows3, bends: Sequence[Real]) -> list[Quat]:
-    """Local rotations ``(w, x, y, z)``, ``w ≥ 0``: the start joint's from its rotation rows; joint
-    ``j ≥ 1``'s ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``."""
+    """One target's local rotations ``(w, x, y, z)``, ``w ≥ 0``: the start joint's from its rotation
+    rows (:func:`quaternion_from_rows`), each later joint's :func:`bent_quaternion`."""
     quats = [quaternion_from_rows(xp, start_rows)]
     for (preferred, axis), bend in zip(pref.bend_factors, bends[1:]):
-        quats.append(canonical_quaternion(xp, quaternion_product(preferred, quaternion_about_axis(xp, bend, axis))))
+        quats.append(bent_quaternion(xp, preferred, axis, bend))  # type: ignore[arg-type]
     return quats
 
 
 def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], bends: Sequence[Real]) -> list[Real]:
-    """Joint variables: ball joints' rotation vectors from their quaternions (:func:`bent_quaternions`'s,
-    ``w ≥ 0``), the bend added to the other joints' last variable (with the sign of its axis along
-    the bend axis)."""
+    """One target's joint variables: ball joints' rotation vectors from their quaternions
+    (:func:`bent_quaternions`'s, ``w ≥ 0``), the bend added to the other joints' last variable (with
+    the sign of its axis along the bend axis)."""
     q: list[Real] = list(pref.q_floats)
     balls, bent_dofs = pref.variable_layout
     for (_, first), rotvec in zip(balls, rotvecs_from_quaternion_list(xp, [quats[j] for j, _ in balls], canonical=True)):
@@ -72,8 +78,9 @@ def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], ben
     return q
 
 
-def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: Bent) -> tuple[np.ndarray, np.ndarray]:
-    """Start-joint local rotations ``(N, 3, 3)`` and positions ``(N, n + 1, 3)`` of the batch's HI poses."""
+def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: Bent) -> tuple[Rows3, np.ndarray]:
+    """Start-joint local rotations (rows of ``(N,)`` components) and positions ``(N, n + 1, 3)`` of the
+    batch's HI poses."""
     axis, normal = columns3(plane.axes), columns3(plane.normals)
     side = cross3(normal, axis)
     tip_turn = bent.tip_turn
@@ -82,9 +89,8 @@ def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: Bent) -> tuple[n
     points = [_per_point(values, plane.r.size) for values in (bent.xs, bent.hs, bent.ys)]
     positions = stack3(placed_point(_column(axis), _column(normal), _column(side), vec3(pref.start),
                                     np.asarray(c)[..., None], np.asarray(s)[..., None], *points))
-    parent = None if pref.start_parent is None else rows3(pref.start_parent)
-    rows = start_rotation(NUMPY_OPS, axis, normal, side, parent, bent.bends[0] - tip_turn, rows3(pref.start_basis))
-    return np.stack([stack3(row) for row in rows], axis=-2), positions
+    parent = pref.start_parent_rows
+    return start_rotation(NUMPY_OPS, axis, normal, side, parent, bent.bends[0] - tip_turn, pref.start_basis_rows), positions
 
 
 def _per_point(values: Sequence[Real], n_frames: int) -> np.ndarray:
@@ -99,14 +105,33 @@ def _column(v: Vec3) -> Vec3:
     return (v[0][:, None], v[1][:, None], v[2][:, None])
 
 
-def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: Sequence[np.ndarray]) -> np.ndarray:
-    """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the batch's HI poses (:func:`bent_quaternions`)."""
-    rows = tuple(tuple(start_rotations[:, i, j] for j in range(3)) for i in range(3))
-    return np.stack([stack3(quat) for quat in bent_quaternions(NUMPY_OPS, pref, rows, bends)], axis=1)  # type: ignore[arg-type]
+def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: Sequence[np.ndarray]) -> np.ndarray:
+    """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the batch's HI poses: the start joint's
+    :func:`quaternion_from_rows`, every later joint's :func:`bent_quaternion` in one call."""
+    n_frames, n = start_rows[0][0].shape[0], len(bends)
+    quats = np.empty((n_frames, n, 4))
+    for k, value in enumerate(quaternion_from_rows(NUMPY_OPS, start_rows)):
+        quats[:, 0, k] = value
+    if n > 1:
+        later = np.stack([np.broadcast_to(bend, (n_frames,)) for bend in bends[1:]], axis=1)  # (N, n − 1), C order
+        preferred, axis = pref.bend_factor_columns
+        for k, value in enumerate(bent_quaternion(NUMPY_OPS, preferred, axis, later)):
+            quats[:, 1:, k] = value
+    return quats
 
 
 def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: Sequence[np.ndarray]) -> np.ndarray:
-    """Joint variables ``(N, n_dof)`` of the batch's HI poses (:func:`bent_variables`)."""
-    # Unit-stride components: the arctangent reads w (vectors.unit_stride).
-    split = [tuple(unit_stride(quats[:, j, k]) for k in range(4)) for j in range(quats.shape[1])]
-    return stack3(bent_variables(NUMPY_OPS, pref, split, bends))  # type: ignore[arg-type]
+    """Joint variables ``(N, n_dof)`` of the batch's HI poses: every ball joint's rotation vector in one
+    call (``rotations.rotvecs_from_quaternion_list``), the bends added as :func:`bent_variables` adds them."""
+    q = np.empty((quats.shape[0], pref.chain.n_dof))
+    q[:] = pref.q
+    balls, bent_dofs = pref.variable_layout
+    joints = [j for j, _ in balls]
+    # Fancy-indexed components: fresh unit-stride arrays, as the arctangent needs (vectors.unit_stride).
+    (x, y, z), = rotvecs_from_quaternion_list(
+        NUMPY_OPS, [tuple(np.ascontiguousarray(quats[:, joints, k]) for k in range(4))], canonical=True)
+    for column, (_, first) in enumerate(balls):
+        q[:, first], q[:, first + 1], q[:, first + 2] = x[:, column], y[:, column], z[:, column]
+    for j, last, sign in bent_dofs:
+        q[:, last] = q[:, last] + sign * bends[j]
+    return q

@@ -21,6 +21,7 @@ from ..vectors import (
     rows3,
     stack3,
     tmatvec3,
+    unit_stride,
     vec3,
 )
 from ..zero_plane import (
@@ -32,8 +33,8 @@ from ..zero_plane import (
     build_zero_plane_map,
     map_singular_directions,
     map_singularities,
-    swivel_normals,
-    zero_plane_normals,
+    swivel_normal,
+    zero_plane_normal_components,
 )
 from .parent_space import check_rotations
 from .sphere import PreferredPose
@@ -111,27 +112,27 @@ def solver_planes(
         to_solving = check_rotations(sphere_rotations, n_frames)
         rotation = matrix_rows(to_solving)
     axis, axis_sphere = ee_axis(NUMPY_OPS, _components(offsets), r, pref.centre_radius, vec3(pref.sphere.a0), rotation)
-    axes, axes_sphere = stack3(axis), stack3(axis_sphere)
-    to_sphere_vectors = lambda vectors: vectors if rotation is None else stack3(tmatvec3(rotation, _components(vectors)))
-    to_solving_vectors = lambda vectors: vectors if rotation is None else stack3(matvec3(rotation, _components(vectors)))
+    axes_sphere = stack3(axis_sphere)
     data = dict(map_data or {})
     if poles is not None:
         poles = np.asarray(poles, dtype=float)
         poles = np.broadcast_to(poles, targets.shape) if poles.ndim == 1 else poles
         if poles.shape != targets.shape or not np.all(np.isfinite(poles)):
             raise IKInputError("poles", f"expected finite pole positions of shape {targets.shape}")
-        data["poles"] = to_sphere_vectors(poles - pref.start)
+        pole_offsets = _components(poles - pref.start)
+        data["poles"] = stack3(pole_offsets if rotation is None else tmatvec3(rotation, pole_offsets))
     zero_map = _zero_plane_map(pref, zero_plane_map)
-    zero_normals = zero_plane_normals(zero_map, axes_sphere, **data)
-    normals_sphere = swivel_normals(axes_sphere, zero_normals, swivel)
-    normals = to_solving_vectors(normals_sphere)
+    zero_normal = zero_plane_normal_components(zero_map, axis_sphere, **data)
+    swivel = unit_stride(swivel)  # strided sin/cos round differently (vectors.unit_stride)
+    normal = swivel_normal(axis_sphere, zero_normal, np.cos(swivel), np.sin(swivel))
+    normals = stack3(normal if rotation is None else matvec3(rotation, normal))
     return SolverPlanes(
         r=r,
         sphere_rotations=to_solving,
         root_rotation=root,
-        axes=axes,
+        axes=stack3(axis),
         axes_sphere=axes_sphere,
-        zero_normals_sphere=zero_normals,
+        zero_normals_sphere=stack3(zero_normal),
         normals=normals,
         swivel=swivel,
         singular_directions=_singular_directions(pref, zero_map, axes_sphere, data),

@@ -134,8 +134,8 @@ def solve_hi(
 
     n_frames = targets.shape[0]
     bent = in_plane(pref, plane.r)
-    start_rotations, positions = placed_pose(pref, plane, bent)
-    quats = joint_quaternions(pref, start_rotations, bent.bends)
+    start_rows, positions = placed_pose(pref, plane, bent)
+    quats = joint_quaternions(pref, start_rows, bent.bends)
     q = joint_variables(pref, quats, bent.bends)
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = norm(pose.tips - targets)
