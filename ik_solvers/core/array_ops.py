@@ -24,9 +24,12 @@ into contiguous components, and every later value is a fresh ufunc result.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
+from operator import add, mul, sub
 from typing import Any
 
 import numpy as np
@@ -70,6 +73,47 @@ def _numpy_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class JointOps:
+    """Operations along a chain's joint axis: a list of floats (one target) or an ``(N, n)`` array with
+    the joints last (a batch). Sums run in joint order (sequential) in both."""
+
+    cos: Callable[[Any], Any]
+    sin: Callable[[Any], Any]
+    mul: Callable[[Any, Any], Any]  # elementwise; either side may be per-joint constants
+    sub: Callable[[Any, Any], Any]
+    cumsum: Callable[[Any], Any]
+    total: Callable[[Any], Any]  # per target
+    prepend: Callable[[float, Any], Any]  # one more joint first, the same value for every target
+    lerp: Callable[[Any, Any, Any], Any]  # bases + t · directions, t per target
+    where: Callable[[Any, Any, Any], Any]  # condition per target
+    at: Callable[[Any, int], Any]  # one joint's values (a unit-stride array for a batch)
+    pack: Callable[[list], Any]  # per-joint values (floats or (N,) arrays) → the joint axis
+
+
+def _numpy_prepend(value: float, values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    return np.concatenate([np.full(values.shape[:-1] + (1,), value), values], axis=-1)
+
+
+def _numpy_pack(values: list) -> np.ndarray:
+    return np.stack(np.broadcast_arrays(*values), axis=-1)
+
+
+NUMPY_JOINTS = JointOps(
+    np.cos, np.sin, np.multiply, np.subtract, lambda v: np.add.accumulate(v, axis=-1),
+    lambda v: np.add.accumulate(v, axis=-1)[..., -1], _numpy_prepend,
+    lambda bases, t, directions: bases + np.asarray(t)[..., None] * directions,
+    lambda condition, a, b: np.where(np.asarray(condition)[..., None], a, b),
+    lambda v, j: np.array(v[..., j], dtype=float, copy=True, order="C"), _numpy_pack)
+
+SCALAR_JOINTS = JointOps(
+    lambda v: list(map(math.cos, v)), lambda v: list(map(math.sin, v)), lambda a, b: list(map(mul, a, b)),
+    lambda a, b: list(map(sub, a, b)), lambda v: list(itertools.accumulate(v)), lambda v: reduce(add, v),
+    lambda value, v: [value, *v], lambda bases, t, directions: [b + t * d for b, d in zip(bases, directions)],
+    _select, lambda v, j: v[j], list)
+
+
+@dataclass(frozen=True)
 class ArrayOps:
     """The operations HI's per-target math takes from its namespace (everything else is arithmetic).
 
@@ -90,10 +134,11 @@ class ArrayOps:
     divide: Callable[[Any, Any], Any]
     choose: Callable[[Any, tuple, tuple], tuple]
     atan2_all: Callable[[list, list], list]
+    joints: JointOps
 
 
 NUMPY_OPS = ArrayOps(np.cos, np.sin, np.sqrt, np.arctan2, np.arccos, np.where, np.minimum, np.maximum, _numpy_divide,
-                     _numpy_choose, _numpy_atan2_all)
+                     _numpy_choose, _numpy_atan2_all, NUMPY_JOINTS)
 """The batch's namespace: numpy's ufuncs on ``(N,)`` arrays."""
 
 def _numpy_atan2(y: float, x: float) -> float:
@@ -105,6 +150,6 @@ def _numpy_acos(x: float) -> float:
 
 
 SCALAR_OPS = ArrayOps(math.cos, math.sin, math.sqrt, _numpy_atan2, _numpy_acos, _select, min, max, _scalar_divide,
-                      _choose, _scalar_atan2_all)
+                      _choose, _scalar_atan2_all, SCALAR_JOINTS)
 """One target's namespace on Python floats: ``math`` (a ufunc call costs ~0.5–1 µs, ``math``'s ~0.05 µs),
 numpy's ``arctan2`` and ``arccos`` (``math``'s round differently)."""

@@ -7,8 +7,7 @@ solve (Python floats, ``one_target``).
 
 from __future__ import annotations
 
-import itertools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,17 +21,17 @@ from .sphere import InPlaneConstants, PreferredPose
 class Bent(NamedTuple):
     """One in-plane pose per target: the preferred pose with each joint bent about ``n0``.
 
-    ``bends``: each joint's turn about ``n0`` from its preferred angle (``n`` values, radians);
-    ``xs, hs, ys``: the joints' and the tip's coordinates (``n + 1`` each, the start joint's
-    ``0.0`` first) in the basis ``(a0, n0, n0 × a0)`` of the preferred plane; ``tip_turn``: the
-    angle about ``n0`` from ``a0`` to the bent chain's tip; ``iterations``: root-finding steps (1
-    for the closed form). Each value is a float (one target) or an ``(N,)`` array.
+    Along the joint axis (``ArrayOps.joints``: lists for one target, ``(N, …)`` arrays for a batch):
+    ``bends``, each joint's turn about ``n0`` from its preferred angle (``n``, radians); ``xs, hs, ys``,
+    the joints' and the tip's coordinates (``n + 1``, the start joint's ``0.0`` first) in the basis
+    ``(a0, n0, n0 × a0)`` of the preferred plane. ``tip_turn``: the angle about ``n0`` from ``a0`` to
+    the bent chain's tip; ``iterations``: root-finding steps (1 for the closed form).
     """
 
-    bends: list[Real]
-    xs: list[Real]
-    hs: list[Real]
-    ys: list[Real]
+    bends: Any
+    xs: Any
+    hs: Any
+    ys: Any
     tip_turn: Real
     iterations: Real
 
@@ -44,11 +43,12 @@ def two_bone_bent(xp: ArrayOps, k: InPlaneConstants, r: Real) -> Bent:
     shoulder, elbow, _, _ = planar_branch(xp, l1, l2, 1.0, elbow_cosine(xp, l1, l2, r)[0], 0.0)
     heading = shoulder + elbow
     x1, y1 = l1 * xp.cos(shoulder), l1 * xp.sin(shoulder)
-    return Bent([shoulder - shoulder0, elbow - elbow0], [0.0, x1, x1 + l2 * xp.cos(heading)], [0.0, 0.0, 0.0],
-                [0.0, y1, y1 + l2 * xp.sin(heading)], 0.0, 1)
+    pack = xp.joints.pack
+    return Bent(pack([shoulder - shoulder0, elbow - elbow0]), pack([0.0, x1, x1 + l2 * xp.cos(heading)]),
+                pack([0.0, 0.0, 0.0]), pack([0.0, y1, y1 + l2 * xp.sin(heading)]), 0.0, 1)
 
 
-def chain_paths(xp: ArrayOps, k: InPlaneConstants, r: Real) -> tuple[Real, Real, list[Real], list[Real]]:
+def chain_paths(xp: ArrayOps, k: InPlaneConstants, r: Real) -> tuple[Real, Real, Any, Any]:
     """The distance a longer chain solves for (``r`` clipped to what it reaches), whether it lies on the
     outer path (straight → preferred turns, solved from its end) and that path's bases and directions.
 
@@ -57,21 +57,20 @@ def chain_paths(xp: ArrayOps, k: InPlaneConstants, r: Real) -> tuple[Real, Real,
     curled, preferred, reach = k.distances
     wanted = xp.minimum(xp.maximum(r, curled), reach)
     outer = wanted >= preferred
-    chosen = xp.choose(outer, k.outer_bases + k.turns, k.turns + k.inner_directions)
-    return wanted, outer, list(chosen[: len(k.turns)]), list(chosen[len(k.turns) :])
+    joints = xp.joints
+    return wanted, outer, joints.where(outer, k.outer_bases, k.turns), joints.where(outer, k.turns, k.inner_directions)
 
 
-def chain_bent(xp: ArrayOps, k: InPlaneConstants, r: Real, bases: list[Real], directions: list[Real],
-               t: Real, steps: Real) -> Bent:
+def chain_bent(xp: ArrayOps, k: InPlaneConstants, r: Real, bases: Any, directions: Any, t: Real, steps: Real) -> Bent:
     """The longer chain's pose at path parameter ``t`` (the root finder's): exactly straight beyond the
     reach; every bent joint keeps its preferred sense."""
-    beyond = r >= k.distances[2]
-    turns = list(xp.choose(beyond, k.outer_bases, tuple(base + t * direction for base, direction in zip(bases, directions))))
+    joints = xp.joints
+    turns = joints.where(r >= k.distances[2], k.outer_bases, joints.lerp(bases, t, directions))
     _, _, along, across = plane_tip(xp, k.lengths, turns)
-    xs, ys = [0.0, *itertools.accumulate(along)], [0.0, *itertools.accumulate(across)]
-    hs = [0.0, *itertools.accumulate(k.heights)]
-    bends = [k.first_bend, *(turn - preferred for turn, preferred in zip(turns, k.turns))]
-    return Bent(bends, xs, hs, ys, xp.atan2(ys[-1], xs[-1]), steps)
+    xs, ys = joints.prepend(0.0, joints.cumsum(along)), joints.prepend(0.0, joints.cumsum(across))
+    bends = joints.prepend(k.first_bend, joints.sub(turns, k.turns))
+    return Bent(bends, xs, joints.prepend(0.0, joints.cumsum(k.heights)), ys,
+                xp.atan2(joints.at(ys, -1), joints.at(xs, -1)), steps)
 
 
 def in_plane(pref: PreferredPose, r: np.ndarray) -> Bent:
@@ -83,6 +82,5 @@ def in_plane(pref: PreferredPose, r: np.ndarray) -> Bent:
         return two_bone_bent(NUMPY_OPS, k, r)
     wanted, outer, bases, directions = chain_paths(NUMPY_OPS, k, r)
     samples = np.where(outer[:, None], pref.path_samples[0], pref.path_samples[1])
-    t, steps = solve_path_parameters(pref.in_plane_lengths, np.stack(bases, axis=1), np.stack(directions, axis=1),
-                                     wanted, samples, from_end=outer)
+    t, steps = solve_path_parameters(pref.in_plane_lengths, bases, directions, wanted, samples, from_end=outer)
     return chain_bent(NUMPY_OPS, k, r, bases, directions, unit_stride(t), steps)

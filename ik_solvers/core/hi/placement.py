@@ -86,41 +86,34 @@ def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: Bent) -> tuple[R
     tip_turn = bent.tip_turn
     c, s = NUMPY_OPS.cos(tip_turn), NUMPY_OPS.sin(tip_turn)
     # Every point at once: (N, n + 1) operands, the frame's components as (N, 1) columns.
-    points = [_per_point(values, plane.r.size) for values in (bent.xs, bent.hs, bent.ys)]
+    points = [np.broadcast_to(values, (plane.r.size, np.shape(values)[-1])) for values in (bent.xs, bent.hs, bent.ys)]
     positions = stack3(placed_point(_column(axis), _column(normal), _column(side), vec3(pref.start),
                                     np.asarray(c)[..., None], np.asarray(s)[..., None], *points))
     parent = pref.start_parent_rows
-    return start_rotation(NUMPY_OPS, axis, normal, side, parent, bent.bends[0] - tip_turn, pref.start_basis_rows), positions
-
-
-def _per_point(values: Sequence[Real], n_frames: int) -> np.ndarray:
-    """Per-point values (each a float or ``(N,)``) as one ``(N, n + 1)`` array."""
-    out = np.empty((n_frames, len(values)))
-    for j, value in enumerate(values):
-        out[:, j] = value
-    return out
+    turn = NUMPY_OPS.joints.at(bent.bends, 0) - tip_turn
+    return start_rotation(NUMPY_OPS, axis, normal, side, parent, turn, pref.start_basis_rows), positions
 
 
 def _column(v: Vec3) -> Vec3:
     return (v[0][:, None], v[1][:, None], v[2][:, None])
 
 
-def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: Sequence[np.ndarray]) -> np.ndarray:
+def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: np.ndarray) -> np.ndarray:
     """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the batch's HI poses: the start joint's
     :func:`quaternion_from_rows`, every later joint's :func:`bent_quaternion` in one call."""
-    n_frames, n = start_rows[0][0].shape[0], len(bends)
+    n_frames, n = bends.shape
     quats = np.empty((n_frames, n, 4))
     for k, value in enumerate(quaternion_from_rows(NUMPY_OPS, start_rows)):
         quats[:, 0, k] = value
     if n > 1:
-        later = np.stack([np.broadcast_to(bend, (n_frames,)) for bend in bends[1:]], axis=1)  # (N, n − 1), C order
+        later = np.ascontiguousarray(bends[:, 1:])  # the transcendental functions' input: unit stride
         preferred, axis = pref.bend_factor_columns
         for k, value in enumerate(bent_quaternion(NUMPY_OPS, preferred, axis, later)):
             quats[:, 1:, k] = value
     return quats
 
 
-def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: Sequence[np.ndarray]) -> np.ndarray:
+def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:
     """Joint variables ``(N, n_dof)`` of the batch's HI poses: every ball joint's rotation vector in one
     call (``rotations.rotvecs_from_quaternion_list``), the bends added as :func:`bent_variables` adds them."""
     q = np.empty((quats.shape[0], pref.chain.n_dof))
@@ -129,9 +122,10 @@ def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: Sequence[np.n
     joints = [j for j, _ in balls]
     # Fancy-indexed components: fresh unit-stride arrays, as the arctangent needs (vectors.unit_stride).
     (x, y, z), = rotvecs_from_quaternion_list(
-        NUMPY_OPS, [tuple(np.ascontiguousarray(quats[:, joints, k]) for k in range(4))], canonical=True)
+        NUMPY_OPS, [(quats[:, joints, 0].copy(), quats[:, joints, 1].copy(), quats[:, joints, 2].copy(),
+                     quats[:, joints, 3].copy())], canonical=True)
     for column, (_, first) in enumerate(balls):
         q[:, first], q[:, first + 1], q[:, first + 2] = x[:, column], y[:, column], z[:, column]
     for j, last, sign in bent_dofs:
-        q[:, last] = q[:, last] + sign * bends[j]
+        q[:, last] = q[:, last] + sign * bends[:, j]
     return q

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from functools import reduce
-from operator import add, mul
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -57,19 +55,20 @@ CURL_RANDOM_STARTS = 64
 CURL_TIE = 1e-9
 
 
-def plane_tip(xp: ArrayOps, lengths: Sequence[float], turns: Sequence[Real]) -> tuple[Real, Real, list[Real], list[Real]]:
-    """Tip ``x, y`` of a plane chain with relative ``turns`` (``n − 1`` components), and each bone's
-    ``along`` and ``across`` parts ``L_j cos ψ_j``, ``L_j sin ψ_j`` (headings summed in joint order)."""
-    headings = [0.0, *itertools.accumulate(turns)]
-    along = list(map(mul, lengths, map(xp.cos, headings)))
-    across = list(map(mul, lengths, map(xp.sin, headings)))
-    return reduce(add, along), reduce(add, across), along, across
+def plane_tip(xp: ArrayOps, lengths: Any, turns: Any) -> tuple[Real, Real, Any, Any]:
+    """Tip ``x, y`` of a plane chain with relative ``turns`` (``n − 1`` along the joint axis, ``xp.joints``),
+    and each bone's ``along`` and ``across`` parts ``L_j cos ψ_j``, ``L_j sin ψ_j`` (headings summed in
+    joint order)."""
+    joints = xp.joints
+    headings = joints.prepend(0.0, joints.cumsum(turns))
+    along, across = joints.mul(lengths, joints.cos(headings)), joints.mul(lengths, joints.sin(headings))
+    return joints.total(along), joints.total(across), along, across
 
 
 def plane_distances(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
     """Root-to-tip distances ``(M,)`` of plane chains with relative ``turns (M, n − 1)`` (:func:`plane_tip`)."""
-    x, y, _, _ = plane_tip(NUMPY_OPS, lengths.tolist(), [unit_stride(turns[:, k]) for k in range(turns.shape[1])])
-    return np.broadcast_to(np.sqrt(x * x + y * y), turns.shape[:1]).copy()  # one bone: no turns, one distance
+    x, y, _, _ = plane_tip(NUMPY_OPS, lengths, np.ascontiguousarray(turns, dtype=float))
+    return np.sqrt(x * x + y * y)
 
 
 def curled_turns(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, preferred: np.ndarray) -> np.ndarray:
@@ -179,10 +178,8 @@ def solve_path_parameters(
     every = np.arange(r.size)
     tolerance = float(DISTANCE_TOLERANCE * lengths.sum())
     state = root_start(NUMPY_OPS, segment, f[every, segment], f[every, segment + 1], tolerance)
-    names = lengths.tolist()
-    base_columns = [unit_stride(bases[:, k]) for k in range(bases.shape[1])]
-    direction_columns = [unit_stride(directions[:, k]) for k in range(directions.shape[1])]
-    rates: list[Any] = [0.0, *itertools.accumulate(direction_columns)]
+    bases, directions = np.ascontiguousarray(bases, dtype=float), np.ascontiguousarray(directions, dtype=float)
+    rates = path_rates(NUMPY_OPS, directions)
     steps = np.zeros(r.shape, dtype=int)
     for _ in range(MAX_ROOT_STEPS):
         active = state.active
@@ -192,18 +189,22 @@ def solve_path_parameters(
         # While every row is active (always, for a single target) the whole arrays stand for the rows.
         if active.all():
             rows = None
-            stepped = root_step(NUMPY_OPS, names, base_columns, direction_columns, rates, r, state, tolerance)
+            stepped = root_step(NUMPY_OPS, lengths, bases, directions, rates, r, state, tolerance)
         else:
             rows = np.flatnonzero(active)
             part = RootState(*(np.asarray(value)[rows] for value in state))
-            stepped = root_step(NUMPY_OPS, names, [b[rows] for b in base_columns], [d[rows] for d in direction_columns],
-                                [rate if isinstance(rate, float) else rate[rows] for rate in rates], r[rows], part, tolerance)
+            stepped = root_step(NUMPY_OPS, lengths, bases[rows], directions[rows], rates[rows], r[rows], part, tolerance)
         for value, new in zip(state, stepped):
             if rows is None:
                 value[:] = new
             else:
                 value[rows] = new
     return root_answer(NUMPY_OPS, state), steps
+
+
+def path_rates(xp: ArrayOps, directions: Any) -> Any:
+    """How fast each bone's heading moves along a path of turns ``bases + t · directions`` (per unit ``t``)."""
+    return xp.joints.prepend(0.0, xp.joints.cumsum(directions))
 
 
 class RootState(NamedTuple):
@@ -227,14 +228,14 @@ def root_start(xp: ArrayOps, segment: Real, f_lo: Real, f_hi: Real, tolerance: f
     return RootState(lo, hi, f_lo, f_hi, c, hi - lo, (f_lo > tolerance) & (f_hi < -tolerance))
 
 
-def root_step(xp: ArrayOps, lengths: Sequence[float], bases: Sequence[Real], directions: Sequence[Real],
-              rates: Sequence[Real], r: Real, state: RootState, tolerance: float) -> RootState:
+def root_step(xp: ArrayOps, lengths: Any, bases: Any, directions: Any, rates: Any, r: Real, state: RootState,
+              tolerance: float) -> RootState:
     """One step of the in-plane root finder: the distance at ``c``, the bracket shrunk to the side of
     the root, then a Newton step where it stays inside and is at most half the last, else a bisection."""
-    turns = [base + state.c * direction for base, direction in zip(bases, directions)]
-    x, y, along, across = plane_tip(xp, lengths, turns)
-    x_rate = reduce(add, map(mul, across, rates))  # dx/dt, negated
-    y_rate = reduce(add, map(mul, along, rates))
+    joints = xp.joints
+    x, y, along, across = plane_tip(xp, lengths, joints.lerp(bases, state.c, directions))
+    x_rate = joints.total(joints.mul(across, rates))  # dx/dt, negated
+    y_rate = joints.total(joints.mul(along, rates))
     distance = xp.sqrt(x * x + y * y)
     slope = xp.divide(y * y_rate - x * x_rate, distance)  # at the root: no slope (a bisection)
     fc = distance - r
@@ -274,7 +275,7 @@ def path_parameter(
     state = root_start(SCALAR_OPS, segment, samples[segment] - r, samples[segment + 1] - r, distance_tolerance)
     steps = 0
     if state.active:
-        rates = [0.0, *itertools.accumulate(directions)]
+        rates = path_rates(SCALAR_OPS, directions)
         while state.active and steps < MAX_ROOT_STEPS:
             state = root_step(SCALAR_OPS, lengths, bases, directions, rates, r, state, distance_tolerance)
             steps += 1

@@ -260,10 +260,11 @@ class PreferredPose:
         return tuple(vec3(axis) for axis in self.chain.axes)
 
     @cached_property
-    def bend_factor_columns(self) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    def bend_factor_columns(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                                           tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """:attr:`bend_factors` by component: four ``(n − 1,)`` quaternion columns and three axis columns."""
-        quats, axes = self.local_quaternions[1:], self.bend_axes[1:]
-        return tuple(quats[:, k].copy() for k in range(4)), tuple(axes[:, k].copy() for k in range(3))
+        q, a = self.local_quaternions[1:].T.copy(), self.bend_axes[1:].T.copy()
+        return (q[0], q[1], q[2], q[3]), (a[0], a[1], a[2])
 
     def lower_bounds(self, r: np.ndarray) -> np.ndarray:
         """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
