@@ -67,11 +67,6 @@ def _scalar_divide(numerator: float, denominator: float) -> float:
     return math.copysign(math.inf, numerator) * math.copysign(1.0, denominator)
 
 
-def _numpy_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.divide(numerator, denominator)
-
-
 @dataclass(frozen=True)
 class JointOps:
     """Operations along a chain's joint axis: a list of floats (one target) or an ``(N, n)`` array with
@@ -118,7 +113,8 @@ class ArrayOps:
     """The operations HI's per-target math takes from its namespace (everything else is arithmetic).
 
     ``where(condition, a, b)`` selects per element (both sides are computed: guard divisions with a
-    safe denominator, or use ``divide``, which gives IEEE ``±inf`` / NaN instead of raising);
+    safe denominator, or use ``divide``, which gives IEEE ``±inf`` / NaN instead of raising — numpy
+    warns unless its caller set ``np.errstate``);
     ``choose(condition, as, bs)`` is ``where`` on tuples of values alike (one test for one target);
     ``atan2_all(ys, xs)`` is ``atan2`` of each pair (one numpy call for one target's list).
     """
@@ -137,7 +133,7 @@ class ArrayOps:
     joints: JointOps
 
 
-NUMPY_OPS = ArrayOps(np.cos, np.sin, np.sqrt, np.arctan2, np.arccos, np.where, np.minimum, np.maximum, _numpy_divide,
+NUMPY_OPS = ArrayOps(np.cos, np.sin, np.sqrt, np.arctan2, np.arccos, np.where, np.minimum, np.maximum, np.divide,
                      _numpy_choose, _numpy_atan2_all, NUMPY_JOINTS)
 """The batch's namespace: numpy's ufuncs on ``(N,)`` arrays."""
 

@@ -216,8 +216,10 @@ def tmatvec3(m: Rows3, v: Sequence[Real]) -> Vec3:
 def matmul3(a: Rows3, b: Rows3) -> Rows3:
     """``a @ b`` of 3×3 matrices given by rows, each entry summed in index order (no fused multiply-adds)."""
     (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = b
-    return tuple((x * b00 + y * b10 + z * b20, x * b01 + y * b11 + z * b21, x * b02 + y * b12 + z * b22)
-                 for x, y, z in a)  # type: ignore[return-value]
+    (a00, a01, a02), (a10, a11, a12), (a20, a21, a22) = a
+    return ((a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22),
+            (a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22),
+            (a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22))
 
 
 def matrix_rows(m: np.ndarray) -> Rows3:

@@ -15,8 +15,7 @@ local quaternions rounded to float32 are the batch's (tests/core/test_hi_one_tar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..array_ops import SCALAR_OPS as xp
 from ..chain import JointKind
@@ -44,8 +43,7 @@ from .planes import ee_axis, pole_angle
 from .sphere import PreferredPose
 
 
-@dataclass(frozen=True, slots=True)
-class OneTargetHI:
+class OneTargetHI(NamedTuple):
     """One target's HI solve (Python floats): ``solve_hi``'s row 0 to within float64 rounding.
 
     Attributes

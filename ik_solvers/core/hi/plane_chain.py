@@ -181,24 +181,25 @@ def solve_path_parameters(
     bases, directions = np.ascontiguousarray(bases, dtype=float), np.ascontiguousarray(directions, dtype=float)
     rates = path_rates(NUMPY_OPS, directions)
     steps = np.zeros(r.shape, dtype=int)
-    for _ in range(MAX_ROOT_STEPS):
-        active = state.active
-        if not active.any():
-            break
-        steps[active] += 1
-        # While every row is active (always, for a single target) the whole arrays stand for the rows.
-        if active.all():
-            rows = None
-            stepped = root_step(NUMPY_OPS, lengths, bases, directions, rates, r, state, tolerance)
-        else:
-            rows = np.flatnonzero(active)
-            part = RootState(*(np.asarray(value)[rows] for value in state))
-            stepped = root_step(NUMPY_OPS, lengths, bases[rows], directions[rows], rates[rows], r[rows], part, tolerance)
-        for value, new in zip(state, stepped):
-            if rows is None:
-                value[:] = new
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero slope, or the root itself: bisections
+        for _ in range(MAX_ROOT_STEPS):
+            active = state.active
+            if not active.any():
+                break
+            steps[active] += 1
+            # While every row is active (always, for a single target) the whole arrays stand for the rows.
+            if active.all():
+                rows = None
+                stepped = root_step(NUMPY_OPS, lengths, bases, directions, rates, r, state, tolerance)
             else:
-                value[rows] = new
+                rows = np.flatnonzero(active)
+                part = RootState(*(np.asarray(value)[rows] for value in state))
+                stepped = root_step(NUMPY_OPS, lengths, bases[rows], directions[rows], rates[rows], r[rows], part, tolerance)
+            for value, new in zip(state, stepped):
+                if rows is None:
+                    value[:] = new
+                else:
+                    value[rows] = new
     return root_answer(NUMPY_OPS, state), steps
 
 
