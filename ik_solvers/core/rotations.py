@@ -155,9 +155,9 @@ def rotvecs_from_quaternion_list(xp: ArrayOps, quats: Sequence[Quat], canonical:
     halves = xp.atan2_all(sines, [q[0] for q in quats])
     out = []
     for (w, x, y, z), s, half in zip(quats, sines, halves):
-        small = s < _SMALL_ANGLE
-        # angle / sin(angle/2) → 2 as the angle → 0 (w → 1).
-        factor = xp.where(small, 2.0 / xp.maximum(w, 1e-300), 2.0 * half / xp.where(small, 1.0, s))
+        # angle / sin(angle/2) → 2 as the angle → 0 (w → 1): below the small angle 2 / w.
+        top, bottom = xp.choose(s < _SMALL_ANGLE, (2.0, xp.maximum(w, 1e-300)), (2.0 * half, s))
+        factor = top / bottom
         out.append((x * factor, y * factor, z * factor))
     return out
 
@@ -165,8 +165,9 @@ def rotvecs_from_quaternion_list(xp: ArrayOps, quats: Sequence[Quat], canonical:
 def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:
     """Quaternion ``(w, x, y, z)`` of a rotation vector in components (the Taylor form below a small angle)."""
     angle = xp.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
-    small = angle < _SMALL_ANGLE
-    half_sinc = xp.where(small, 0.5 - angle * angle / 48.0, xp.sin(angle / 2.0) / xp.where(small, 1.0, angle))
+    # sin(θ/2) / θ, its Taylor form below the small angle (divided by 1.0: exact).
+    top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(angle / 2.0), angle))
+    half_sinc = top / bottom
     return (xp.cos(angle / 2.0), v[0] * half_sinc, v[1] * half_sinc, v[2] * half_sinc)
 
 
