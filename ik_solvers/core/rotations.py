@@ -174,8 +174,12 @@ def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:
 def quaternion_about_axis(xp: ArrayOps, angle: Real, axis: Sequence[Real]) -> Quat:
     """Quaternion ``(cos ½θ, sin ½θ · axis)`` of a turn by ``angle`` about a unit ``axis`` (components)."""
     half = 0.5 * angle
-    s = xp.sin(half)
-    return (xp.cos(half), s * axis[0], s * axis[1], s * axis[2])
+    return turn_quaternion(xp.cos(half), xp.sin(half), axis)
+
+
+def turn_quaternion(cos: Real, sin: Real, axis: Sequence[Real]) -> Quat:
+    """:func:`quaternion_about_axis` from the half angle's cosine and sine."""
+    return (cos, sin * axis[0], sin * axis[1], sin * axis[2])
 
 
 def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:

@@ -15,10 +15,10 @@ from ..array_ops import NUMPY_OPS, ArrayOps, Real
 from ..rotations import (
     Quat,
     canonical_quaternion,
-    quaternion_about_axis,
     quaternion_from_rows,
     quaternion_product,
     rotvecs_from_quaternion_list,
+    turn_quaternion,
 )
 from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, stack3, tmatvec3, vec3
 from .in_plane import Bent
@@ -50,18 +50,20 @@ def start_rotation(xp: ArrayOps, axis: Vec3, normal: Vec3, side: Vec3, parent: R
     return matmul3(columns, start_basis)
 
 
-def bent_quaternion(xp: ArrayOps, preferred: Quat, axis: Vec3, bend: Real) -> Quat:
-    """A later joint's local rotation ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``, ``w ≥ 0`` (components:
-    one joint's floats, or every later joint's at once as ``(N, n − 1)`` arrays)."""
-    return canonical_quaternion(xp, quaternion_product(preferred, quaternion_about_axis(xp, bend, axis)))
+def bent_quaternion(xp: ArrayOps, preferred: Quat, axis: Vec3, cos: Real, sin: Real) -> Quat:
+    """A later joint's local rotation ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``, ``w ≥ 0``, from the
+    half bend's cosine and sine (components: one joint's floats, or every later joint's at once as
+    ``(N, n − 1)`` arrays)."""
+    return canonical_quaternion(xp, quaternion_product(preferred, turn_quaternion(cos, sin, axis)))
 
 
 def bent_quaternions(xp: ArrayOps, pref: PreferredPose, start_rows: Rows3, bends: Sequence[Real]) -> list[Quat]:
     """One target's local rotations ``(w, x, y, z)``, ``w ≥ 0``: the start joint's from its rotation
     rows (:func:`quaternion_from_rows`), each later joint's :func:`bent_quaternion`."""
+    halves = [0.5 * bend for bend in bends[1:]]
     quats = [quaternion_from_rows(xp, start_rows)]
-    for (preferred, axis), bend in zip(pref.bend_factors, bends[1:]):
-        quats.append(bent_quaternion(xp, preferred, axis, bend))  # type: ignore[arg-type]
+    for (preferred, axis), cos, sin in zip(pref.bend_factors, xp.joints.cos(halves), xp.joints.sin(halves)):
+        quats.append(bent_quaternion(xp, preferred, axis, cos, sin))  # type: ignore[arg-type]
     return quats
 
 
@@ -108,7 +110,8 @@ def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: np.ndarray)
     if n > 1:
         later = np.ascontiguousarray(bends[:, 1:])  # the transcendental functions' input: unit stride
         preferred, axis = pref.bend_factor_columns
-        for k, value in enumerate(bent_quaternion(NUMPY_OPS, preferred, axis, later)):
+        half = 0.5 * later
+        for k, value in enumerate(bent_quaternion(NUMPY_OPS, preferred, axis, np.cos(half), np.sin(half))):
             quats[:, 1:, k] = value
     return quats
 
