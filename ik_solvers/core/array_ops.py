@@ -87,7 +87,10 @@ class JointOps:
 
 def _numpy_prepend(value: float, values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, dtype=float)
-    return np.concatenate([np.full(values.shape[:-1] + (1,), value), values], axis=-1)
+    out = np.empty(values.shape[:-1] + (values.shape[-1] + 1,))
+    out[..., 0] = value
+    out[..., 1:] = values
+    return out
 
 
 def _numpy_pack(values: list) -> np.ndarray:

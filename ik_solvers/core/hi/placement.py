@@ -20,7 +20,7 @@ from ..rotations import (
     rotvecs_from_quaternion_list,
     turn_quaternion,
 )
-from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, stack3, tmatvec3, vec3
+from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, tmatvec3
 from .in_plane import Bent
 from .planes import SolverPlanes
 from .sphere import PreferredPose
@@ -88,9 +88,11 @@ def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: Bent) -> tuple[R
     tip_turn = bent.tip_turn
     c, s = NUMPY_OPS.cos(tip_turn), NUMPY_OPS.sin(tip_turn)
     # Every point at once: (N, n + 1) operands, the frame's components as (N, 1) columns.
-    points = [np.broadcast_to(values, (plane.r.size, np.shape(values)[-1])) for values in (bent.xs, bent.hs, bent.ys)]
-    positions = stack3(placed_point(_column(axis), _column(normal), _column(side), vec3(pref.start),
-                                    np.asarray(c)[..., None], np.asarray(s)[..., None], *points))
+    placed = placed_point(_column(axis), _column(normal), _column(side), pref.start_floats,
+                          np.asarray(c)[..., None], np.asarray(s)[..., None], bent.xs, bent.hs, bent.ys)
+    positions = np.empty((plane.r.size, np.shape(bent.xs)[-1], 3))
+    for k, value in enumerate(placed):
+        positions[..., k] = value
     parent = pref.start_parent_rows
     turn = NUMPY_OPS.joints.at(bent.bends, 0) - tip_turn
     return start_rotation(NUMPY_OPS, axis, normal, side, parent, turn, pref.start_basis_rows), positions
