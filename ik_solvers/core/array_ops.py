@@ -55,7 +55,9 @@ def _numpy_atan2_all(ys: list, xs: list) -> list:
 
 
 def _scalar_atan2_all(ys: list, xs: list) -> list:
-    return np.arctan2(ys, xs).tolist()  # elementwise: each value as alone (and as in the batch's arrays)
+    # Elementwise: each value as alone (and as in the batch's arrays). Lists made arrays first: a ufunc
+    # converts list operands ~2× slower.
+    return np.arctan2(np.array(ys, dtype=float), np.array(xs, dtype=float)).tolist()
 
 
 def _scalar_divide(numerator: float, denominator: float) -> float:
