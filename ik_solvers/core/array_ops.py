@@ -74,9 +74,10 @@ class JointOps:
     """Operations along a chain's joint axis: a list of floats (one target) or an ``(N, n)`` array with
     the joints last (a batch). Sums run in joint order (sequential) in both."""
 
+    polar: Callable[[Any, Any], tuple[Any, Any]]  # lengths, headings → L cos ψ, L sin ψ
     cos: Callable[[Any], Any]
     sin: Callable[[Any], Any]
-    mul: Callable[[Any, Any], Any]  # elementwise; either side may be per-joint constants
+    dot: Callable[[Any, Any], Any]  # Σ a_j b_j in joint order, per target
     sub: Callable[[Any, Any], Any]
     cumsum: Callable[[Any], Any]
     total: Callable[[Any], Any]  # per target
@@ -99,15 +100,25 @@ def _numpy_pack(values: list) -> np.ndarray:
     return np.stack(np.broadcast_arrays(*values), axis=-1)
 
 
+def _numpy_polar(lengths: Any, headings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.multiply(lengths, np.cos(headings)), np.multiply(lengths, np.sin(headings))
+
+
+def _scalar_polar(lengths: Any, headings: list) -> tuple[list, list]:
+    return list(map(mul, lengths, map(math.cos, headings))), list(map(mul, lengths, map(math.sin, headings)))
+
+
 NUMPY_JOINTS = JointOps(
-    np.cos, np.sin, np.multiply, np.subtract, lambda v: np.add.accumulate(v, axis=-1),
+    _numpy_polar, np.cos, np.sin, lambda a, b: np.add.accumulate(a * b, axis=-1)[..., -1],
+    np.subtract, lambda v: np.add.accumulate(v, axis=-1),
     lambda v: np.add.accumulate(v, axis=-1)[..., -1], _numpy_prepend,
     lambda bases, t, directions: bases + np.asarray(t)[..., None] * directions,
     lambda condition, a, b: np.where(np.asarray(condition)[..., None], a, b),
     lambda v, j: np.array(v[..., j], dtype=float, copy=True, order="C"), _numpy_pack)
 
 SCALAR_JOINTS = JointOps(
-    lambda v: list(map(math.cos, v)), lambda v: list(map(math.sin, v)), lambda a, b: list(map(mul, a, b)),
+    _scalar_polar, lambda v: list(map(math.cos, v)), lambda v: list(map(math.sin, v)),
+    lambda a, b: reduce(add, map(mul, a, b)),
     lambda a, b: list(map(sub, a, b)), lambda v: list(itertools.accumulate(v)), lambda v: reduce(add, v),
     lambda value, v: [value, *v], lambda bases, t, directions: [b + t * d for b, d in zip(bases, directions)],
     _select, lambda v, j: v[j], list)

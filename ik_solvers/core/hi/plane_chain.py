@@ -61,7 +61,7 @@ def plane_tip(xp: ArrayOps, lengths: Any, turns: Any) -> tuple[Real, Real, Any, 
     joint order)."""
     joints = xp.joints
     headings = joints.prepend(0.0, joints.cumsum(turns))
-    along, across = joints.mul(lengths, joints.cos(headings)), joints.mul(lengths, joints.sin(headings))
+    along, across = joints.polar(lengths, headings)
     return joints.total(along), joints.total(across), along, across
 
 
@@ -235,8 +235,8 @@ def root_step(xp: ArrayOps, lengths: Any, bases: Any, directions: Any, rates: An
     the root, then a Newton step where it stays inside and is at most half the last, else a bisection."""
     joints = xp.joints
     x, y, along, across = plane_tip(xp, lengths, joints.lerp(bases, state.c, directions))
-    x_rate = joints.total(joints.mul(across, rates))  # dx/dt, negated
-    y_rate = joints.total(joints.mul(along, rates))
+    x_rate = joints.dot(across, rates)  # dx/dt, negated
+    y_rate = joints.dot(along, rates)
     distance = xp.sqrt(x * x + y * y)
     slope = xp.divide(y * y_rate - x * x_rate, distance)  # at the root: no slope (a bisection)
     fc = distance - r
