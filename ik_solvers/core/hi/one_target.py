@@ -1,15 +1,15 @@
 """One target's HI solve on Python floats (live mode, issue 12): ``solve_hi``'s math for N = 1.
 
 On one target ``solve_hi``'s numpy calls on one-row arrays cost ~1 µs each. Here the same per-target
-functions run on Python floats with ``array_ops.SCALAR_OPS`` (``math``), the batch's formulas in the
-batch's order: planes (EE axis, pole angle), zero_plane (the built-in maps, the normal's check and
-clean-up, the swivel), in_plane and plane_chain (the bends, the root finder), placement (the pose,
-the joint rotations and variables), rotations, the lower bound and the status. This module only
-gathers the inputs and the per-pose constants and calls them.
+functions run on Python floats with ``array_ops.SCALAR_OPS``, in the batch's order: planes (EE axis,
+pole angle), zero_plane (the built-in maps, the normal's check and clean-up, the swivel), in_plane
+and plane_chain (the bends, the root finder), placement (the pose, the joint rotations and
+variables), rotations, the lower bound and the status. This module only gathers the inputs and the
+per-pose constants and calls them.
 
-What equals what: ``math``'s ``atan2`` and ``acos`` may differ from numpy's in the last bit, so the
-result is the batch's to within a few float64 roundings — and, where Blender stores it, equal: the
-local quaternions rounded to float32 are the batch's (tests/core/test_hi_one_target.py).
+What equals what (``array_ops``): the batch's bits, every field, wherever ``math``'s cosine and sine
+round as numpy's (they do on this machine: tests/core/test_hi_one_target.py); elsewhere a few float64
+roundings apart.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ from .sphere import PreferredPose
 
 
 class OneTargetHI(NamedTuple):
-    """One target's HI solve (Python floats): ``solve_hi``'s row 0 to within float64 rounding.
+    """One target's HI solve (Python floats): ``solve_hi``'s row 0 (its bits where ``math``'s cosine is numpy's).
 
     Attributes
     ----------
     q : tuple of float, length n_dof
         Joint variables (``result.q[0]``).
     local_quaternions : tuple of (w, x, y, z), length n
-        ``kinematics.local_quaternions(chain, q)``: what a rig writer sets (float32: the batch's).
+        ``kinematics.local_quaternions(chain, q)``: what a rig writer sets.
     error : float
         Tip-to-target distance (chain units).
     lower_bound : float
