@@ -186,20 +186,17 @@ def solve_path_parameters(
             active = state.active
             if not active.any():
                 break
-            steps[active] += 1
             # While every row is active (always, for a single target) the whole arrays stand for the rows.
             if active.all():
-                rows = None
-                stepped = root_step(NUMPY_OPS, lengths, bases, directions, rates, r, state, tolerance)
-            else:
-                rows = np.flatnonzero(active)
-                part = RootState(*(np.asarray(value)[rows] for value in state))
-                stepped = root_step(NUMPY_OPS, lengths, bases[rows], directions[rows], rates[rows], r[rows], part, tolerance)
+                steps += 1
+                state = root_step(NUMPY_OPS, lengths, bases, directions, rates, r, state, tolerance)
+                continue
+            steps[active] += 1
+            rows = np.flatnonzero(active)
+            part = RootState(*(np.asarray(value)[rows] for value in state))
+            stepped = root_step(NUMPY_OPS, lengths, bases[rows], directions[rows], rates[rows], r[rows], part, tolerance)
             for value, new in zip(state, stepped):
-                if rows is None:
-                    value[:] = new
-                else:
-                    value[rows] = new
+                value[rows] = new
     return root_answer(NUMPY_OPS, state), steps
 
 
