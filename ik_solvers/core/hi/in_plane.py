@@ -14,8 +14,9 @@ import numpy as np
 from ..analytic import elbow_cosine, planar_branch
 from ..array_ops import NUMPY_OPS, ArrayOps, Real
 from ..vectors import unit_stride
+from .in_plane_constants import InPlaneConstants
 from .plane_chain import plane_tip, solve_path_parameters
-from .sphere import InPlaneConstants, PreferredPose
+from .sphere import PreferredPose
 
 
 class Bent(NamedTuple):
