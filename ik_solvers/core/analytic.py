@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .alignment import _hinge_angles, align_joint
+from .array_ops import NUMPY_OPS, ArrayOps, Real
 from .chain import Chain, JointKind
 from .errors import IKInputError
 from .heuristic_methods import fabrik_step
@@ -73,16 +74,12 @@ def two_bone_planar(l1: float, l2: float, targets: np.ndarray, *, first_branch_o
     x, y = unit_stride(targets[:, 0]), unit_stride(targets[:, 1])
     r = np.hypot(x, y)
     inner, outer = abs(l1 - l2), l1 + l2
-    reach = np.clip(r, inner, outer)
-    cos2 = np.clip((reach**2 - l1**2 - l2**2) / (2.0 * l1 * l2), -1.0, 1.0)
+    cos2, reach = elbow_cosine(NUMPY_OPS, l1, l2, r)
     heading = np.arctan2(y, x)  # atan2(0, 0) = 0: the representative direction
     signs = (1.0,) if first_branch_only else (1.0, -1.0)
     branches = np.empty((targets.shape[0], len(signs), 2))
     for k, sign in enumerate(signs):
-        theta2 = sign * np.arccos(cos2)
-        theta1 = heading - np.arctan2(l2 * np.sin(theta2), l1 + l2 * np.cos(theta2))
-        branches[:, k, 0] = np.angle(np.exp(1j * theta1))  # wrapped to (−π, π]
-        branches[:, k, 1] = theta2
+        branches[:, k, 0], branches[:, k, 1] = planar_branch(NUMPY_OPS, l1, l2, sign, cos2, heading)[:2]
     merged = np.abs(cos2) >= 1.0
     # θ2 = ±π are one pose: report the merged branch once, identically.
     if not first_branch_only:
@@ -94,6 +91,27 @@ def two_bone_planar(l1: float, l2: float, targets: np.ndarray, *, first_branch_o
         branch_count=np.where(merged, 1, 2),
         direction_unique=r > 0.0,
     )
+
+
+def elbow_cosine(xp: ArrayOps, l1: float, l2: float, r: Real) -> tuple[Real, Real]:
+    """The elbow's cosine (clipped to ``[−1, 1]``) putting the tip at distance ``r`` from the shoulder,
+    or at the nearest distance the chain reaches, and that distance."""
+    reach = xp.minimum(xp.maximum(r, abs(l1 - l2)), l1 + l2)
+    return xp.minimum(xp.maximum((reach * reach - l1 * l1 - l2 * l2) / (2.0 * l1 * l2), -1.0), 1.0), reach
+
+
+def planar_branch(xp: ArrayOps, l1: float, l2: float, sign: float, cos2: Real, heading: Real) -> tuple[Real, ...]:
+    """One branch of the planar two-bone solve: ``θ1`` (wrapped to ``(−π, π]``) and ``θ2 = sign · acos(cos2)``,
+    and the cosine and sine of ``θ2`` (``cos2``: the elbow's clipped cosine; ``heading``: the target's)."""
+    theta2 = sign * xp.acos(cos2)
+    c2, s2 = xp.cos(theta2), xp.sin(theta2)
+    theta1 = heading - xp.atan2(l2 * s2, l1 + l2 * c2)
+    return wrapped_angle(xp, theta1), theta2, c2, s2
+
+
+def wrapped_angle(xp: ArrayOps, angle: Real) -> Real:
+    """``angle`` (radians, within ``(−3π, 3π]``: a difference of two headings) wrapped to ``(−π, π]``."""
+    return xp.where(angle <= -np.pi, angle + 2.0 * np.pi, xp.where(angle > np.pi, angle - 2.0 * np.pi, angle))
 
 
 def two_link_step_bound(l1: float, l2: float, target: np.ndarray) -> float:

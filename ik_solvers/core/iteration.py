@@ -6,8 +6,11 @@ clamps (per-step angle, joint limits), on the still-active part of the batch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from .array_ops import NUMPY_OPS, ArrayOps, Real
 from .chain import Chain
 from .kinematics import (
     Pose,
@@ -174,11 +177,16 @@ def classify(
 ) -> np.ndarray:
     """Status ``(N,)`` of each target from its final and starting errors (SPEC §3.3)."""
     status = np.full(error.shape, Status.BUDGET_EXHAUSTED, dtype=object)
-    status[stalled] = Status.STALLED
-    status[error > start_error + OBJECTIVE_RISE] = Status.DIVERGED
-    status[(lower > 0.0) & (error - lower <= tolerance + DISTANCE_ROUNDING * lower)] = Status.UNREACHABLE
-    status[error <= tolerance] = Status.CONVERGED
+    status[...] = status_of(NUMPY_OPS, error, start_error, lower, stalled, tolerance)
     return status
+
+
+def status_of(xp: ArrayOps, error: Real, start_error: Real, lower: Real, stalled: Real, tolerance: float) -> Any:
+    """:func:`classify` in an array namespace (one target: a ``Status``); the later tests win."""
+    status = xp.where(stalled, Status.STALLED, Status.BUDGET_EXHAUSTED)
+    status = xp.where(error > start_error + OBJECTIVE_RISE, Status.DIVERGED, status)
+    status = xp.where((lower > 0.0) & (error - lower <= tolerance + DISTANCE_ROUNDING * lower), Status.UNREACHABLE, status)
+    return xp.where(error <= tolerance, Status.CONVERGED, status)
 
 
 def smallest_singular_values(chain: Chain, pose: Pose) -> np.ndarray:

@@ -7,16 +7,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .array_ops import NUMPY_OPS
 from .chain import Chain, JointKind
 from .rotations import (
     matrices_from_quaternions,
     matrices_from_rotvecs,
+    quaternion_about_axis,
     quaternion_products,
     quaternions_from_rotvecs,
     rotvecs_from_quaternions,
     skew,
 )
-from .vectors import cross, matmul, matvec, norm, unit_stride
+from .vectors import cross, matmul, matvec, norm, stack3, unit_stride
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,14 +56,11 @@ def local_quaternions(chain: Chain, q: np.ndarray, joints: np.ndarray | int | No
     angled = np.flatnonzero(codes != JointKind.BALL.value)
     if angled.size:
         first = starts[angled]
-        half = 0.5 * q[:, first]
-        out[:, angled, 0] = np.cos(half)
-        out[:, angled, 1:] = np.sin(half)[..., None] * chain.axes[first]
+        out[:, angled] = stack3(quaternion_about_axis(NUMPY_OPS, q[:, first], chain.axes[first].T))
         universal = np.flatnonzero(codes == JointKind.UNIVERSAL.value)
         if universal.size:
             second = starts[universal] + 1
-            half = 0.5 * q[:, second]
-            turn = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * chain.axes[second]], -1)
+            turn = stack3(quaternion_about_axis(NUMPY_OPS, q[:, second], chain.axes[second].T))
             out[:, universal] = quaternion_products(out[:, universal], turn)
     balls = np.flatnonzero(codes == JointKind.BALL.value)
     if balls.size:

@@ -4,14 +4,37 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from .errors import IKInputError
 
-if TYPE_CHECKING:
-    from .hi.solve import HISolveResult
+
+class PlaneDiagnostics(Protocol):
+    """Per-frame diagnostics of a solver that bends each chain in a solver plane (``Method.HI``:
+    ``core.hi.HISolveResult``), as the generic result holds them: every array ``(N, …)``.
+
+    The result names only what its readers use, structurally, so it imports no solver's types.
+    """
+
+    @property
+    def ee_axes_sphere(self) -> np.ndarray: ...  # (N, 3) EE axes in the sphere's coordinates
+
+    @property
+    def solver_normals(self) -> np.ndarray: ...  # (N, 3) solver-plane normals (solving frame)
+
+    @property
+    def pole_angles(self) -> np.ndarray: ...  # (N,) radians to the map's nearer singular point
+
+    @property
+    def pole_warnings(self) -> np.ndarray: ...  # (N,) bool
+
+    @property
+    def singular_directions(self) -> np.ndarray | None: ...  # (N, 3) or None: the sphere's poles
+
+    @property
+    def sphere(self) -> Any: ...  # the sphere frame (``a0``, ``n0``)
 
 
 class Status(enum.Enum):
@@ -145,9 +168,9 @@ class SolveResult:
         Joint variables from the start on, when ``record_trajectory`` was set.
     direction_unique : ndarray of bool, shape (N,)
         False where the answer is one of infinitely many (e.g. a two-bone target at the root).
-    hi : HISolveResult or None
-        The HI solver's swivel-sphere diagnostics (EE axes, solver-plane normals, pole
-        angles and warnings, …); None for the other methods.
+    hi : PlaneDiagnostics or None
+        The HI solver's swivel-sphere diagnostics (its ``HISolveResult``: EE axes, solver-plane
+        normals, pole angles and warnings, …); None for the other methods.
     """
 
     method: Method
@@ -163,7 +186,7 @@ class SolveResult:
     sigma_min: np.ndarray
     trajectory: np.ndarray | None = None
     direction_unique: np.ndarray | None = field(default=None)
-    hi: HISolveResult | None = None
+    hi: PlaneDiagnostics | None = None
 
     @property
     def tips(self) -> np.ndarray:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from .vectors import cross, dot, matvec, norm, unit_stride
+from .array_ops import NUMPY_OPS, ArrayOps, Real
+from .vectors import Rows3, Vec3, cross, dot, matrix_rows, matvec, norm, stack3, unit_stride
 
 # Below this angle (radians) the Rodrigues series terms are replaced by their
 # Taylor expansions: sin(x)/x and (1 - cos x)/x^2 lose all precision near 0.
@@ -105,61 +105,81 @@ def matrices_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     return out
 
 
-# Each row of K = 4 q qᵀ as indices into the ten distinct entries quaternions_from_matrices computes:
-# the four diagonal ones, then m21 − m12, m02 − m20, m10 − m01, m01 + m10, m02 + m20, m12 + m21.
-_SHEPPERD_ROWS = np.array([[0, 4, 5, 6], [4, 1, 7, 8], [5, 7, 2, 9], [6, 8, 9, 3]])
+Quat = tuple[Real, Real, Real, Real]
+
+
+def quaternion_from_rows(xp: ArrayOps, m: Rows3) -> Quat:
+    """Unit quaternion ``(w, x, y, z)``, ``w ≥ 0``, of a rotation matrix given by rows of components.
+
+    Shepperd's method: of the four rows of ``K = 4 q qᵀ`` (each proportional to q), take the one
+    with the largest diagonal entry (the first of equal ones), so the division is always well
+    conditioned. ``0.0 +`` … ``+ 0.0`` turn −0.0 into +0.0.
+    """
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = m
+    d0, d1 = 1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22
+    d2, d3 = 1.0 + m11 - m00 - m22, 1.0 + m22 - m00 - m11
+    e21, e02, e10 = 0.0 + m21 - m12 + 0.0, 0.0 + m02 - m20 + 0.0, 0.0 + m10 - m01 + 0.0
+    e01, e0s, e12 = 0.0 + m01 + m10 + 0.0, 0.0 + m02 + m20 + 0.0, 0.0 + m12 + m21 + 0.0
+    rows = ((d0, e21, e02, e10), (e21, d1, e01, e0s), (e02, e01, d2, e12), (e10, e0s, e12, d3))
+    first = d1 > d0
+    best = xp.where(first, d1, d0)
+    second = d2 > best
+    third = d3 > xp.where(second, d2, best)
+    w, x, y, z = xp.choose(third, rows[3], xp.choose(second, rows[2], xp.choose(first, rows[1], rows[0])))
+    length = xp.sqrt(w * w + x * x + y * y + z * z)
+    return canonical_quaternion(xp, (w / length, x / length, y / length, z / length))
+
+
+def canonical_quaternion(xp: ArrayOps, q: Quat) -> Quat:
+    """The same rotation with ``w ≥ 0`` (the hemisphere of the identity)."""
+    return xp.choose(q[0] < 0.0, (-q[0], -q[1], -q[2], -q[3]), tuple(q))
 
 
 def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
-    """Unit quaternions ``(..., 4)`` as ``(w, x, y, z)`` with ``w >= 0`` from rotation matrices.
-
-    Shepperd's method: of the four rows of ``K = 4 q qᵀ`` (each proportional
-    to q), take the one with the largest diagonal entry (the first of equal ones),
-    so the division is always well conditioned. Each entry is summed in the order
-    :func:`quaternion_from_matrix` sums it (``0.0 +`` … ``+ 0.0`` turn −0.0 into +0.0).
-    """
-    flat = matrices.reshape(matrices.shape[:-2] + (9,))
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = (flat[..., i] for i in range(9))
-    entries = np.empty(flat.shape[:-1] + (10,))
-    entries[..., 0] = 1.0 + m00 + m11 + m22
-    entries[..., 1] = 1.0 + m00 - m11 - m22
-    entries[..., 2] = 1.0 + m11 - m00 - m22
-    entries[..., 3] = 1.0 + m22 - m00 - m11
-    entries[..., 4] = 0.0 + m21 - m12 + 0.0
-    entries[..., 5] = 0.0 + m02 - m20 + 0.0
-    entries[..., 6] = 0.0 + m10 - m01 + 0.0
-    entries[..., 7] = 0.0 + m01 + m10 + 0.0
-    entries[..., 8] = 0.0 + m02 + m20 + 0.0
-    entries[..., 9] = 0.0 + m12 + m21 + 0.0
-    choice = np.argmax(entries[..., :4], axis=-1)
-    row = np.take_along_axis(entries, _SHEPPERD_ROWS[choice], -1)
-    return canonical_quaternions(row / norm(row)[..., None])
+    """Unit quaternions ``(..., 4)`` as ``(w, x, y, z)`` with ``w >= 0`` from rotation matrices
+    (:func:`quaternion_from_rows` on every matrix)."""
+    return stack3(quaternion_from_rows(NUMPY_OPS, matrix_rows(matrices)))
 
 
-def quaternion_from_matrix(matrix: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:
-    """:func:`quaternions_from_matrices` for one rotation matrix (rows of Python floats), with its bits.
+def rotvec_from_quaternion(xp: ArrayOps, q: Quat) -> Vec3:
+    """Rotation vector (angle in ``[0, π]``) of a quaternion ``(w, x, y, z)`` in components."""
+    return rotvecs_from_quaternion_list(xp, [q])[0]
 
-    Each K entry is summed as the batch sums it (``0.0 +`` … ``+ 0.0`` turn −0.0 into +0.0 in
-    both); the row of the first largest diagonal entry (``np.argmax``), its length summed in index
-    order (``vectors.norm``), and the sign flip to ``w ≥ 0``.
-    """
-    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = matrix
-    diagonal = (1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22, 1.0 + m11 - m00 - m22, 1.0 + m22 - m00 - m11)
-    choice = 0
-    for i in (1, 2, 3):
-        if diagonal[i] > diagonal[choice]:
-            choice = i
-    if choice == 0:
-        w, x, y, z = diagonal[0], 0.0 + m21 - m12 + 0.0, 0.0 + m02 - m20 + 0.0, 0.0 + m10 - m01 + 0.0
-    elif choice == 1:
-        w, x, y, z = 0.0 + m21 - m12 + 0.0, diagonal[1], 0.0 + m01 + m10 + 0.0, 0.0 + m02 + m20 + 0.0
-    elif choice == 2:
-        w, x, y, z = 0.0 + m02 - m20 + 0.0, 0.0 + m01 + m10 + 0.0, diagonal[2], 0.0 + m12 + m21 + 0.0
-    else:
-        w, x, y, z = 0.0 + m10 - m01 + 0.0, 0.0 + m02 + m20 + 0.0, 0.0 + m12 + m21 + 0.0, diagonal[3]
-    length = math.sqrt(w * w + x * x + y * y + z * z)  # correctly rounded, as np.sqrt
-    w, x, y, z = w / length, x / length, y / length, z / length
-    return (-w, -x, -y, -z) if w < 0.0 else (w, x, y, z)
+
+def rotvecs_from_quaternion_list(xp: ArrayOps, quats: Sequence[Quat], canonical: bool = False) -> list[Vec3]:
+    """:func:`rotvec_from_quaternion` of each quaternion (their arctangents in one ``atan2_all``);
+    ``canonical``: every ``w`` is already ``≥ 0`` (:func:`canonical_quaternion` would change nothing)."""
+    if not canonical:
+        quats = [canonical_quaternion(xp, q) for q in quats]
+    sines = [xp.sqrt(x * x + y * y + z * z) for _, x, y, z in quats]
+    halves = xp.atan2_all(sines, [q[0] for q in quats])
+    out = []
+    for (w, x, y, z), s, half in zip(quats, sines, halves):
+        # angle / sin(angle/2) → 2 as the angle → 0 (w → 1): below the small angle 2 / w.
+        top, bottom = xp.choose(s < _SMALL_ANGLE, (2.0, xp.maximum(w, 1e-300)), (2.0 * half, s))
+        factor = top / bottom
+        out.append((x * factor, y * factor, z * factor))
+    return out
+
+
+def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:
+    """Quaternion ``(w, x, y, z)`` of a rotation vector in components (the Taylor form below a small angle)."""
+    angle = xp.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+    # sin(θ/2) / θ, its Taylor form below the small angle (divided by 1.0: exact).
+    top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(angle / 2.0), angle))
+    half_sinc = top / bottom
+    return (xp.cos(angle / 2.0), v[0] * half_sinc, v[1] * half_sinc, v[2] * half_sinc)
+
+
+def quaternion_about_axis(xp: ArrayOps, angle: Real, axis: Sequence[Real]) -> Quat:
+    """Quaternion ``(cos ½θ, sin ½θ · axis)`` of a turn by ``angle`` about a unit ``axis`` (components)."""
+    half = 0.5 * angle
+    return turn_quaternion(xp.cos(half), xp.sin(half), axis)
+
+
+def turn_quaternion(cos: Real, sin: Real, axis: Sequence[Real]) -> Quat:
+    """:func:`quaternion_about_axis` from the half angle's cosine and sine."""
+    return (cos, sin * axis[0], sin * axis[1], sin * axis[2])
 
 
 def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
@@ -175,17 +195,10 @@ def matrices_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
 
 
 def rotvecs_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
-    """Rotation vectors ``(..., 3)`` with angle in ``[0, π]`` from quaternions ``(w, x, y, z)``."""
-    q = canonical_quaternions(quaternions)
-    v = q[..., 1:]
-    s = norm(v)
-    angle = 2.0 * np.arctan2(s, unit_stride(q[..., 0]))
-    small = s < _SMALL_ANGLE
-    if not small.any():  # the same values with fewer array operations
-        return v * (angle / s)[..., None]
-    # angle / sin(angle/2) → 2 as the angle → 0 (w → 1).
-    factor = np.where(small, 2.0 / np.maximum(q[..., 0], 1e-300), angle / np.where(small, 1.0, s))
-    return v * factor[..., None]
+    """Rotation vectors ``(..., 3)`` with angle in ``[0, π]`` from quaternions ``(w, x, y, z)``
+    (:func:`rotvec_from_quaternion` on each)."""
+    q = quaternions
+    return stack3(rotvec_from_quaternion(NUMPY_OPS, (q[..., 0], q[..., 1], q[..., 2], q[..., 3])))
 
 
 def rotvecs_from_matrices(matrices: np.ndarray) -> np.ndarray:
@@ -194,14 +207,8 @@ def rotvecs_from_matrices(matrices: np.ndarray) -> np.ndarray:
 
 
 def quaternions_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
-    """Quaternions ``(..., 4)`` ``(w, x, y, z)`` from rotation vectors ``(..., 3)``."""
-    angle = norm(rotvecs)
-    small = angle < _SMALL_ANGLE
-    if small.any():
-        half_sinc = np.where(small, 0.5 - angle**2 / 48.0, np.sin(angle / 2.0) / np.where(small, 1.0, angle))
-    else:  # the same values with fewer array operations
-        half_sinc = np.sin(angle / 2.0) / angle
-    return np.concatenate([np.cos(angle / 2.0)[..., None], rotvecs * half_sinc[..., None]], -1)
+    """Quaternions ``(..., 4)`` ``(w, x, y, z)`` from rotation vectors ``(..., 3)`` (:func:`quaternion_from_rotvec`)."""
+    return stack3(quaternion_from_rotvec(NUMPY_OPS, (rotvecs[..., 0], rotvecs[..., 1], rotvecs[..., 2])))
 
 
 def minimal_rotation_rotvecs(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -246,23 +253,14 @@ def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return matvec(left, b)
     # Component by component on large stacks: the same products summed in the same order (a sign
     # flip is exact and x + (−y) is x − y), without the gathered (…, 4, 4) matrices.
-    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
-    for row, (gather, signs) in enumerate(zip(_PRODUCT_GATHER, _PRODUCT_SIGNS)):
-        total = a[..., gather[0]] * b[..., 0]
-        for k in range(1, 4):
-            term = a[..., gather[k]] * b[..., k]
-            total = total + term if signs[k] > 0 else total - term
-        out[..., row] = total
-    return out
+    return stack3(quaternion_product((a[..., 0], a[..., 1], a[..., 2], a[..., 3]), (b[..., 0], b[..., 1], b[..., 2], b[..., 3])))
 
 
-def quaternion_product(
-    a: Sequence[float], b: Sequence[float]
-) -> tuple[float, float, float, float]:
-    """:func:`quaternion_products` for one pair of Python-float quaternions ``(w, x, y, z)``, with its bits.
+def quaternion_product(a: Sequence[Real], b: Sequence[Real]) -> Quat:
+    """Hamilton product ``a * b`` of quaternions ``(w, x, y, z)`` in components (floats or arrays).
 
-    Row ``i`` of ``L(a) b`` summed in index order; a negative sign as a subtraction (``x − y`` is
-    ``x + (−y)`` in IEEE arithmetic, and negation is exact).
+    Row ``i`` of ``L(a) b`` summed in index order, as :func:`quaternion_products` sums it; a negative
+    sign as a subtraction (``x − y`` is ``x + (−y)`` in IEEE arithmetic, and negation is exact).
     """
     aw, ax, ay, az = a
     bw, bx, by, bz = b

@@ -11,10 +11,11 @@ term by term, in a fixed order, and copy transcendental inputs to unit stride.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from .array_ops import ArrayOps, Real
 
 _NEXT = np.array([1, 2, 0])
 _AFTER_NEXT = np.array([2, 0, 1])
@@ -154,14 +155,14 @@ def ordered_sum(a: np.ndarray, axis: int) -> np.ndarray:
     return np.take(np.add.accumulate(a, axis=axis), -1, axis=axis)
 
 
-# ----------------------------------------- one 3-vector on Python floats (a live one-target solve)
-# The batch functions' operations in their order, so the same bits: dot, norm, unit and the matrix
-# products sum in index order, cross is ``a_i b_j − a_j b_i``, and math.sqrt is correctly rounded.
-Vec3 = tuple[float, float, float]
+# ------------------------------------------- vectors in components (HI's per-target math, array_ops)
+# Three values, each a Python float (one target) or an (N,) array (a batch): plain arithmetic, which
+# both support, summed in index order as the batch functions above sum; cross is ``a_i b_j − a_j b_i``.
+Vec3 = tuple[Real, Real, Real]
 Rows3 = tuple[Vec3, Vec3, Vec3]
 
 
-def vec3(v: Sequence[float] | np.ndarray) -> Vec3:
+def vec3(v: Sequence[float] | np.ndarray) -> tuple[float, float, float]:
     """Three Python floats (from an array row or a sequence)."""
     return (float(v[0]), float(v[1]), float(v[2]))
 
@@ -171,30 +172,56 @@ def rows3(m: Sequence[Sequence[float]] | np.ndarray) -> Rows3:
     return (vec3(m[0]), vec3(m[1]), vec3(m[2]))
 
 
-def dot3(a: Sequence[float], b: Sequence[float]) -> float:
+def columns3(a: np.ndarray) -> Vec3:
+    """The three components of ``(..., 3)`` vectors as unit-stride arrays (transcendental-safe)."""
+    return (unit_stride(a[..., 0]), unit_stride(a[..., 1]), unit_stride(a[..., 2]))
+
+
+def stack3(v: Sequence[Real]) -> np.ndarray:
+    """Components back into ``(..., k)`` vectors."""
+    if all(isinstance(c, np.ndarray) and c.shape == v[0].shape for c in v):
+        return np.stack(v, axis=-1)
+    return np.stack(np.broadcast_arrays(*v), axis=-1)
+
+
+def dot3(a: Sequence[Real], b: Sequence[Real]) -> Real:
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
-def norm3(a: Sequence[float]) -> float:
-    return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+def norm3(xp: ArrayOps, a: Sequence[Real]) -> Real:
+    return xp.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
 
 
-def unit3(a: Sequence[float]) -> Vec3:
-    length = norm3(a)
+def unit3(xp: ArrayOps, a: Sequence[Real]) -> Vec3:
+    length = norm3(xp, a)
     return (a[0] / length, a[1] / length, a[2] / length)
 
 
-def cross3(a: Sequence[float], b: Sequence[float]) -> Vec3:
+def cross3(a: Sequence[Real], b: Sequence[Real]) -> Vec3:
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
-def matvec3(m: Rows3, v: Sequence[float]) -> Vec3:
-    """``matvec`` of one matrix (rows) and vector."""
+def matvec3(m: Rows3, v: Sequence[Real]) -> Vec3:
+    """``m @ v`` of one matrix given by rows (each entry a float or an (N,) array)."""
     return (dot3(m[0], v), dot3(m[1], v), dot3(m[2], v))
 
 
-def tmatvec3(m: Rows3, v: Sequence[float]) -> Vec3:
-    """``tmatvec`` of one matrix (rows) and vector."""
+def tmatvec3(m: Rows3, v: Sequence[Real]) -> Vec3:
+    """``mᵀ @ v`` of one matrix given by rows."""
     (a, b, c), (d, e, f), (g, h, i) = m
     x, y, z = v
     return (a * x + d * y + g * z, b * x + e * y + h * z, c * x + f * y + i * z)
+
+
+def matmul3(a: Rows3, b: Rows3) -> Rows3:
+    """``a @ b`` of 3×3 matrices given by rows, each entry summed in index order (no fused multiply-adds)."""
+    (b00, b01, b02), (b10, b11, b12), (b20, b21, b22) = b
+    (a00, a01, a02), (a10, a11, a12), (a20, a21, a22) = a
+    return ((a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22),
+            (a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22),
+            (a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22))
+
+
+def matrix_rows(m: np.ndarray) -> Rows3:
+    """``(..., 3, 3)`` matrices as rows of components (views: arithmetic only)."""
+    return tuple(tuple(m[..., i, j] for j in range(3)) for i in range(3))  # type: ignore[return-value]

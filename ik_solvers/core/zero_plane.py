@@ -32,8 +32,9 @@ from typing import Protocol
 
 import numpy as np
 
+from .array_ops import NUMPY_OPS, ArrayOps, Real
 from .errors import IKInputError
-from .vectors import cross, dot, norm, unit, unit_stride
+from .vectors import Vec3, cross, cross3, dot, dot3, norm, norm3, stack3, unit, unit3, unit_stride, vec3
 
 # Normals may miss unit length or perpendicularity by this much (relative) and
 # are then cleaned up exactly; beyond it a map is wrong, not merely rounded.
@@ -90,26 +91,51 @@ class DefaultZeroPlaneMap:
 
     def __init__(self, a0: np.ndarray, n0: np.ndarray) -> None:
         self.a0, self.n0 = check_sphere_frame(a0, n0)
-
-    def _latitude_parts(self, axes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        sin_lat = dot(axes, self.n0)
-        horizontal = axes - sin_lat[:, None] * self.n0
-        cos_lat = norm(horizontal)
-        at_pole = cos_lat <= DEGENERATE
-        meridian = np.where(at_pole[:, None], self.a0, horizontal / np.where(at_pole, 1.0, cos_lat)[:, None])
-        return sin_lat, cos_lat, meridian
+        self.frame = (vec3(self.a0), vec3(self.n0))
 
     def __call__(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
-        sin_lat, cos_lat, meridian = self._latitude_parts(axes)
-        return cos_lat[:, None] * self.n0 - sin_lat[:, None] * meridian
+        return stack3(default_map_normal(NUMPY_OPS, _components(axes), *self.frame)[0])
 
     def singular(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
         """True ``(N,)`` at the poles, where the meridian (and so the normal) is undefined."""
-        return self._latitude_parts(axes)[1] <= DEGENERATE
+        return default_map_normal(NUMPY_OPS, _components(axes), *self.frame)[1] <= DEGENERATE
 
     def singular_directions(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
         """The poles: ``n0`` for every frame ``(N, 3)``."""
         return np.broadcast_to(self.n0, np.shape(axes)).copy()
+
+
+def _components(vectors: np.ndarray) -> Vec3:
+    return (vectors[:, 0], vectors[:, 1], vectors[:, 2])  # arithmetic and sqrt only: views will do
+
+
+def default_map_normal(xp: ArrayOps, axis: Vec3, a0: Vec3, n0: Vec3) -> tuple[Vec3, Real]:
+    """:class:`DefaultZeroPlaneMap`'s normal for an EE axis (sphere coordinates, components), and ``cos φ``."""
+    sin_lat = dot3(axis, n0)
+    horizontal = (axis[0] - sin_lat * n0[0], axis[1] - sin_lat * n0[1], axis[2] - sin_lat * n0[2])
+    cos_lat = norm3(xp, horizontal)
+    at_pole = cos_lat <= DEGENERATE
+    safe = xp.where(at_pole, 1.0, cos_lat)
+    meridian = xp.choose(at_pole, a0, (horizontal[0] / safe, horizontal[1] / safe, horizontal[2] / safe))
+    return (cos_lat * n0[0] - sin_lat * meridian[0], cos_lat * n0[1] - sin_lat * meridian[1],
+            cos_lat * n0[2] - sin_lat * meridian[2]), cos_lat
+
+
+def pole_map_normal(xp: ArrayOps, axis: Vec3, pole: Vec3, a0: Vec3, n0: Vec3) -> Vec3:
+    """:class:`PoleObjectZeroPlaneMap`'s normal for an EE axis and a pole vector (sphere coordinates, components)."""
+    normal = cross3(pole, axis)
+    length = norm3(xp, normal)
+    singular = length <= DEGENERATE * xp.maximum(norm3(xp, pole), 1e-300)
+    safe = xp.where(singular, 1.0, length)
+    fallback = default_map_normal(xp, axis, a0, n0)[0]
+    return xp.choose(singular, fallback, (normal[0] / safe, normal[1] / safe, normal[2] / safe))
+
+
+def pole_direction(xp: ArrayOps, pole: Vec3, n0: Vec3) -> Vec3:
+    """:meth:`PoleObjectZeroPlaneMap.singular_directions` of one pole vector (components), before ``unit``."""
+    length = norm3(xp, pole)
+    far, safe = length > 0.0, xp.maximum(length, 1e-300)
+    return xp.choose(far, (pole[0] / safe, pole[1] / safe, pole[2] / safe), n0)
 
 
 class PoleObjectZeroPlaneMap:
@@ -137,12 +163,7 @@ class PoleObjectZeroPlaneMap:
 
     def __call__(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
         poles = self._poles(axes, data)
-        normals = cross(poles, axes)
-        length = norm(normals)
-        scale = norm(poles)
-        singular = length <= DEGENERATE * np.maximum(scale, 1e-300)
-        normals = normals / np.where(singular, 1.0, length)[:, None]
-        return np.where(singular[:, None], self.fallback(axes), normals)
+        return stack3(pole_map_normal(NUMPY_OPS, _components(axes), _components(poles), *self.fallback.frame))
 
     def singular(self, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
         """True ``(N,)`` where the pole lies on the EE-axis line (or on the start joint)."""
@@ -156,8 +177,7 @@ class PoleObjectZeroPlaneMap:
         Where the pole sits on the start joint the fallback map's poles stand in.
         """
         poles = self._poles(axes, data)
-        length = norm(poles)[:, None]
-        return np.where(length > 0.0, poles / np.maximum(length, 1e-300), self.fallback.n0)
+        return stack3(pole_direction(NUMPY_OPS, _components(poles), self.fallback.frame[1]))
 
 
 register_zero_plane_map("DEFAULT", DefaultZeroPlaneMap)
@@ -190,27 +210,50 @@ def zero_plane_normals(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndar
     are cleaned to exactly that (projected off the axis, renormalised); anything
     further off, non-finite or mis-shaped raises ``IKInputError`` naming the frame.
     """
-    axes = np.asarray(axes, dtype=float)
-    normals = np.asarray(zero_map(axes, **data), dtype=float)
+    return stack3(zero_plane_normal_components(zero_map, _components(np.asarray(axes, dtype=float)), **data))
+
+
+def zero_plane_normal_components(zero_map: ZeroPlaneMap, axes: Vec3, **data: np.ndarray) -> Vec3:
+    """:func:`zero_plane_normals` in components (``(N,)`` arrays): the built-in maps' normals computed
+    in components, any other map's from its ``(N, 3)`` call."""
+    n_frames = axes[0].shape[0]
     name = getattr(zero_map, "__name__", type(zero_map).__name__)
-    if normals.shape != axes.shape:
-        raise IKInputError("zero_plane_map", f"map {name} returned shape {normals.shape}, expected {axes.shape}")
-    bad = np.flatnonzero(~np.all(np.isfinite(normals), axis=-1))
+    if type(zero_map) is DefaultZeroPlaneMap:
+        normal = default_map_normal(NUMPY_OPS, axes, *zero_map.frame)[0]
+    elif type(zero_map) is PoleObjectZeroPlaneMap:
+        poles = zero_map._poles(np.broadcast_to(0.0, (n_frames, 3)), data)
+        normal = pole_map_normal(NUMPY_OPS, axes, _components(poles), *zero_map.fallback.frame)
+    else:
+        normals = np.asarray(zero_map(stack3(axes), **data), dtype=float)
+        if normals.shape != (n_frames, 3):
+            raise IKInputError("zero_plane_map", f"map {name} returned shape {normals.shape}, expected {(n_frames, 3)}")
+        normal = _components(normals)
+    finite = np.isfinite(normal[0]) & np.isfinite(normal[1]) & np.isfinite(normal[2])
+    bad = np.flatnonzero(~finite)
     if bad.size:
         raise IKInputError("zero_plane_map", f"map {name} returned a non-finite normal at frame {int(bad[0])}")
-    length = norm(normals)
+    length, along = normal_defects(NUMPY_OPS, normal, axes)
     bad = np.flatnonzero(np.abs(length - 1.0) > NORMAL_TOLERANCE)
     if bad.size:
         k = int(bad[0])
         raise IKInputError("zero_plane_map", f"map {name} returned a non-unit normal at frame {k} (|n| = {length[k]:.6g})")
-    along = dot(normals, axes)
     bad = np.flatnonzero(np.abs(along) > NORMAL_TOLERANCE)
     if bad.size:
         k = int(bad[0])
         raise IKInputError(
             "zero_plane_map", f"map {name} returned a normal not perpendicular to the EE axis at frame {k} (n·a = {along[k]:.3g})"
         )
-    return unit(normals - along[:, None] * axes)
+    return cleaned_normal(NUMPY_OPS, normal, axes, along)
+
+
+def normal_defects(xp: ArrayOps, normal: Vec3, axis: Vec3) -> tuple[Real, Real]:
+    """A map normal's length and its part along the axis (components): both checked against ``NORMAL_TOLERANCE``."""
+    return norm3(xp, normal), dot3(normal, axis)
+
+
+def cleaned_normal(xp: ArrayOps, normal: Vec3, axis: Vec3, along: Real) -> Vec3:
+    """A checked map normal made exactly unit and ⟂ the axis (``along``: :func:`normal_defects`'s)."""
+    return unit3(xp, (normal[0] - along * axis[0], normal[1] - along * axis[1], normal[2] - along * axis[2]))
 
 
 def map_singularities(zero_map: ZeroPlaneMap, axes: np.ndarray, **data: np.ndarray) -> np.ndarray:
@@ -241,8 +284,15 @@ def swivel_normals(axes: np.ndarray, zero_normals: np.ndarray, swivel: np.ndarra
 
     For ``n ⟂ a`` Rodrigues' formula reduces to ``cos ψ · n + sin ψ · (a × n)``.
     """
-    swivel = unit_stride(swivel)[..., None]  # strided sin/cos round differently (vectors.unit_stride)
-    return np.cos(swivel) * zero_normals + np.sin(swivel) * cross(axes, zero_normals)
+    swivel = unit_stride(swivel)  # strided sin/cos round differently (vectors.unit_stride)
+    return stack3(swivel_normal(_components(axes), _components(zero_normals), np.cos(swivel), np.sin(swivel)))
+
+
+def swivel_normal(axis: Vec3, zero_normal: Vec3, cos: Real, sin: Real) -> Vec3:
+    """:func:`swivel_normals` in components, from the swivel's cosine and sine: ``cos ψ · n + sin ψ · (a × n)``."""
+    turned = cross3(axis, zero_normal)
+    return (cos * zero_normal[0] + sin * turned[0], cos * zero_normal[1] + sin * turned[1],
+            cos * zero_normal[2] + sin * turned[2])
 
 
 def swivel_angles(axes: np.ndarray, zero_normals: np.ndarray, normals: np.ndarray) -> np.ndarray:

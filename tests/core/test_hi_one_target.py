@@ -1,5 +1,7 @@
-"""The one-target HI solve (live mode, issue 12) gives ``solve_hi``'s bits for N = 1, field by field:
-live poses must equal baked keys bit for bit (tests/blender/test_live_matches_bake.py)."""
+"""The one-target HI solve (live mode, issue 12) runs ``solve_hi``'s own per-target functions on Python
+floats (``array_ops.SCALAR_OPS``) and gives its bits for N = 1, field by field, wherever ``math``'s cosine
+and sine round as numpy's (array_ops; they do on this machine): live poses equal baked keys bit for
+bit (tests/blender/test_live_matches_bake.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,11 @@ from ik_solvers.core import (
     JointKind,
     SolveOptions,
     Status,
-    float_trig,
     preferred_pose,
     rotations,
     solve_hi,
 )
+from ik_solvers.core.array_ops import SCALAR_OPS
 from ik_solvers.core.hi.one_target import OneTargetHI, solve_hi_one
 from ik_solvers.core.kinematics import local_quaternions
 from ik_solvers.core.zero_plane import DefaultZeroPlaneMap, register_zero_plane_map
@@ -136,16 +138,6 @@ def test_one_target_gives_the_batch_bits(case):
     _assert_same_bits(pref, target, **kwargs)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                  HealthCheck.function_scoped_fixture])
-@given(cases())
-def test_one_target_gives_the_batch_bits_with_numpy_cosines(monkeypatch, case):
-    """Where ``math``'s cosines and sines are not numpy's (float_trig's probe), numpy's are used: the same bits."""
-    monkeypatch.setattr(float_trig, "math_matches_numpy", lambda: False)
-    pref, target, kwargs = case
-    _assert_same_bits(pref, target, **kwargs)
-
-
 def _arm(root_rotation=None, kinds=(JointKind.BALL, JointKind.BALL)):
     chain = _chain(list(kinds), np.array([1.0, 0.8]), root_rotation)
     return preferred_pose(chain, _preferred(chain, [0.4, -0.5], None))
@@ -225,8 +217,9 @@ def test_custom_maps_and_missing_or_bad_inputs_are_left_to_solve_hi():
 
 
 def test_one_quaternion_from_a_matrix_and_one_product_give_the_batch_bits():
-    """The Python-float Shepperd conversion and Hamilton product (rotations) against their batch versions,
-    with zero entries (signed zeros: the batch adds its zero padding) and every Shepperd branch."""
+    """The Shepperd conversion and the Hamilton product (rotations) on Python floats against their batch
+    use, with zero entries (signed zeros: the batch adds its zero padding) and every Shepperd branch:
+    arithmetic and sqrt only, so the same bits on any platform."""
     rng = np.random.default_rng(21)
     quats = rng.normal(size=(4000, 4))
     quats[::3, rng.integers(4)] = 0.0
@@ -235,8 +228,22 @@ def test_one_quaternion_from_a_matrix_and_one_product_give_the_batch_bits():
     matrices = rotations.matrices_from_quaternions(quats)
     matrices[::5] = np.round(matrices[::5], 1)  # exact zeros and ties among the diagonal entries
     expected = rotations.quaternions_from_matrices(matrices)
-    mine = np.array([rotations.quaternion_from_matrix(m) for m in matrices.tolist()])
+    mine = np.array([rotations.quaternion_from_rows(SCALAR_OPS, m) for m in matrices.tolist()])
     assert mine.tobytes() == expected.tobytes()
     a, b = quats, np.roll(quats, 1, axis=0) * np.where(rng.random((4000, 1)) < 0.5, -1.0, 1.0)
     products = np.array([rotations.quaternion_product(x, y) for x, y in zip(a.tolist(), b.tolist())])
     assert products.tobytes() == rotations.quaternion_products(a, b).tobytes()
+
+
+def test_the_scalar_namespace_gives_numpys_bits_for_the_functions_it_takes_from_numpy():
+    """``SCALAR_OPS`` takes ``atan2`` and ``acos`` from numpy (``math``'s round differently); ``cos``
+    and ``sin`` from ``math``: the one-target solve's bits rest on these agreeing with the batch's ufuncs."""
+    rng = np.random.default_rng(3)
+    y, x = rng.normal(size=(2, 20000)) * 10.0 ** rng.uniform(-8, 3, (2, 20000))
+    y[:50], x[50:100] = 0.0, 0.0
+    assert np.array(list(map(SCALAR_OPS.atan2, y.tolist(), x.tolist()))).tobytes() == np.arctan2(y, x).tobytes()
+    c = np.clip(rng.uniform(-1.1, 1.1, 20000), -1.0, 1.0)
+    assert np.array(list(map(SCALAR_OPS.acos, c.tolist()))).tobytes() == np.arccos(c).tobytes()
+    angles = np.concatenate([rng.uniform(-8 * np.pi, 8 * np.pi, 20000), np.arange(-64, 65) * (np.pi / 4), [0.0, -0.0]])
+    for mine, theirs in ((SCALAR_OPS.cos, np.cos), (SCALAR_OPS.sin, np.sin)):
+        assert np.array(list(map(mine, angles.tolist()))).tobytes() == theirs(angles).tobytes()

@@ -10,7 +10,8 @@ normals, pole angles and warnings, map singularities). ``find_flips(...)`` lists
 the frames of a sequence where the solver plane jumps. The plain core entry
 ``solve(chain, targets, Method.HI, options, initial=preferred, swivel=...)``
 runs the same solve and returns only the ``SolveResult``. ``solve_hi_one(pref, target, ...)
--> OneTargetHI | None``: one target on Python floats with ``solve_hi``'s bits (live mode), None
+-> OneTargetHI | None``: one target on Python floats (live mode) through the same per-target
+functions (``core/array_ops.py``; the batch's bits wherever ``math``'s cosine is numpy's), None
 where only ``solve_hi`` will do (custom maps, inputs it must check).
 
 Coordinates
@@ -34,7 +35,9 @@ frames in any order or in any chunks gives bit-identical poses.
 Modules, one concern each: ``sphere`` (preferred pose → sphere frame), ``parent_space``,
 ``planes`` (per-frame EE axis, zero plane, swivel), ``in_plane`` (the bends),
 ``placement`` (pose on the solver plane, joint rotations), ``solve`` (the entry,
-registered as ``Method.HI``), ``one_target`` (its one-target twin) and ``flips``.
+registered as ``Method.HI``), ``one_target`` (the one-target entry: inputs gathered, the same
+functions called on Python floats) and ``flips``. Each piece of per-target math is written once,
+against an array namespace (``array_ops``), and serves both entries.
 """
 
 from .flips import DEFAULT_TURN_THRESHOLD, FlipReport, find_flips, flips_from_normals

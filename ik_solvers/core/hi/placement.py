@@ -1,76 +1,136 @@
-"""Placing the in-plane pose on the solver plane and reading off every joint's rotation (SPEC §5)."""
+"""Placing the in-plane pose on the solver plane and reading off every joint's rotation (SPEC §5).
+
+Written once per target in an array namespace (``array_ops``): the batch (:func:`placed_pose`,
+:func:`joint_quaternions`, :func:`joint_variables`) and the one-target solve both call
+:func:`placed_point`, :func:`start_rotation`, :func:`bent_quaternions` and :func:`bent_variables`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from ..rotations import canonical_quaternions, quaternion_products, quaternions_from_matrices, rotvecs_from_quaternions
-from ..vectors import cross, matmul, tmatvec
-from .in_plane import InPlane
+from ..array_ops import NUMPY_OPS, ArrayOps, Real
+from ..rotations import (
+    Quat,
+    canonical_quaternion,
+    quaternion_from_rows,
+    quaternion_product,
+    rotvecs_from_quaternion_list,
+    turn_quaternion,
+)
+from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, tmatvec3
+from .in_plane import Bent
 from .planes import SolverPlanes
 from .sphere import PreferredPose
 
 
-def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: InPlane) -> tuple[np.ndarray, np.ndarray]:
-    """Start-joint local rotations ``(N, 3, 3)`` and positions ``(N, n + 1, 3)`` of the HI pose.
-
-    The in-plane pose turned rigidly about the start joint so that its tip
-    direction goes onto the EE axis ``a`` and ``n0`` onto the solver normal ``n``:
-    the basis ``(a0, n0, n0 × a0)`` turned by ``−tip_turn`` about ``n0`` maps to
-    ``(a, n, n × a)``.
-    """
-    a, nrm = plane.axes, plane.normals
-    side = cross(nrm, a)
-    c, s = np.cos(bent.tip_turns)[:, None], np.sin(bent.tip_turns)[:, None]
-    coordinates = bent.coordinates
-    x, h, y = coordinates[..., 0], coordinates[..., 1], coordinates[..., 2]
+def placed_point(axis: Vec3, normal: Vec3, side: Vec3, start: Vec3, c: Real, s: Real, x: Real, h: Real, y: Real) -> Vec3:
+    """An in-plane point ``(x, h, y)`` turned rigidly about the start joint so that the tip direction
+    (turned ``tip_turn`` from ``a0``, cosine ``c`` and sine ``s``) goes onto the EE axis and ``n0`` onto
+    the solver normal; ``side`` is ``normal × axis``."""
     along, across = c * x + s * y, c * y - s * x
-    # Coordinate by coordinate: (N, n + 1) operands instead of broadcasts over a last axis of three
-    # (~3× faster), the same elementwise sums in the same order.
-    positions = np.empty(x.shape + (3,))
-    for k in range(3):
-        positions[..., k] = along * a[:, k, None] + h * nrm[:, k, None] + across * side[:, k, None] + pref.start[k]
-    # Q0 = G · Rot(n0, bend0) · Q0_pref with Q0_pref = F · (Fᵀ Q0_pref), F = [a0, n0, n0 × a0];
-    # the local rotation is Pᵀ Q0 for the start joint's parent frame P (root · rest).
-    parent = pref.start_parent  # constant: None for the identity
+    return (along * axis[0] + h * normal[0] + across * side[0] + start[0],
+            along * axis[1] + h * normal[1] + across * side[1] + start[1],
+            along * axis[2] + h * normal[2] + across * side[2] + start[2])
+
+
+def start_rotation(xp: ArrayOps, axis: Vec3, normal: Vec3, side: Vec3, parent: Rows3 | None, turn: Real,
+                   start_basis: Rows3) -> Rows3:
+    """The start joint's local rotation (rows): ``Q0 = G · Rot(n0, bend0) · Q0_pref`` with
+    ``Q0_pref = F · (Fᵀ Q0_pref)``, ``F = [a0, n0, n0 × a0]``, taken into its parent frame ``P``
+    (``Pᵀ Q0``; None: the identity). ``turn``: the start joint's bend less the tip turn."""
     if parent is not None:
-        a, nrm, side = (tmatvec(parent, vectors) for vectors in (a, nrm, side))
-    turn = bent.bends[:, 0] - bent.tip_turns
-    c, s = np.cos(turn)[:, None], np.sin(turn)[:, None]
-    columns = np.empty(a.shape + (3,))  # the C-ordered stack of the three columns, filled in place
-    columns[..., 0], columns[..., 1], columns[..., 2] = c * a + s * side, nrm, c * side - s * a
-    return matmul(columns, pref.start_basis), positions
+        axis, normal, side = tmatvec3(parent, axis), tmatvec3(parent, normal), tmatvec3(parent, side)
+    c, s = xp.cos(turn), xp.sin(turn)
+    columns = ((c * axis[0] + s * side[0], normal[0], c * side[0] - s * axis[0]),
+               (c * axis[1] + s * side[1], normal[1], c * side[1] - s * axis[1]),
+               (c * axis[2] + s * side[2], normal[2], c * side[2] - s * axis[2]))
+    return matmul3(columns, start_basis)
 
 
-def joint_quaternions(pref: PreferredPose, start_rotations: np.ndarray, bends: np.ndarray) -> np.ndarray:
-    """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the HI pose.
+def bent_quaternion(xp: ArrayOps, preferred: Quat, axis: Vec3, cos: Real, sin: Real) -> Quat:
+    """A later joint's local rotation ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``, ``w ≥ 0``, from the
+    half bend's cosine and sine (components: one joint's floats, or every later joint's at once as
+    ``(N, n − 1)`` arrays)."""
+    return canonical_quaternion(xp, quaternion_product(preferred, turn_quaternion(cos, sin, axis)))
 
-    Start joint from its local rotation matrices; joint ``j ≥ 1``:
-    ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``.
-    """
+
+def bent_quaternions(xp: ArrayOps, pref: PreferredPose, start_rows: Rows3, bends: Sequence[Real]) -> list[Quat]:
+    """One target's local rotations ``(w, x, y, z)``, ``w ≥ 0``: the start joint's from its rotation
+    rows (:func:`quaternion_from_rows`), each later joint's :func:`bent_quaternion`."""
+    halves = [0.5 * bend for bend in bends[1:]]
+    quats = [quaternion_from_rows(xp, start_rows)]
+    for (preferred, axis), cos, sin in zip(pref.bend_factors, xp.joints.cos(halves), xp.joints.sin(halves)):
+        quats.append(bent_quaternion(xp, preferred, axis, cos, sin))  # type: ignore[arg-type]
+    return quats
+
+
+def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], bends: Sequence[Real]) -> list[Real]:
+    """One target's joint variables: ball joints' rotation vectors from their quaternions
+    (:func:`bent_quaternions`'s, ``w ≥ 0``), the bend added to the other joints' last variable (with
+    the sign of its axis along the bend axis)."""
+    q: list[Real] = list(pref.q_floats)
+    balls, bent_dofs = pref.variable_layout
+    for (_, first), rotvec in zip(balls, rotvecs_from_quaternion_list(xp, [quats[j] for j, _ in balls], canonical=True)):
+        q[first], q[first + 1], q[first + 2] = rotvec
+    for j, last, sign in bent_dofs:
+        q[last] = q[last] + sign * bends[j]
+    return q
+
+
+def placed_pose(pref: PreferredPose, plane: SolverPlanes, bent: Bent) -> tuple[Rows3, np.ndarray]:
+    """Start-joint local rotations (rows of ``(N,)`` components) and positions ``(N, n + 1, 3)`` of the
+    batch's HI poses."""
+    axis, normal = columns3(plane.axes), columns3(plane.normals)
+    side = cross3(normal, axis)
+    tip_turn = bent.tip_turn
+    c, s = NUMPY_OPS.cos(tip_turn), NUMPY_OPS.sin(tip_turn)
+    # Every point at once: (N, n + 1) operands, the frame's components as (N, 1) columns.
+    placed = placed_point(_column(axis), _column(normal), _column(side), pref.start_floats,
+                          np.asarray(c)[..., None], np.asarray(s)[..., None], bent.xs, bent.hs, bent.ys)
+    positions = np.empty((plane.r.size, np.shape(bent.xs)[-1], 3))
+    for k, value in enumerate(placed):
+        positions[..., k] = value
+    parent = pref.start_parent_rows
+    turn = NUMPY_OPS.joints.at(bent.bends, 0) - tip_turn
+    return start_rotation(NUMPY_OPS, axis, normal, side, parent, turn, pref.start_basis_rows), positions
+
+
+def _column(v: Vec3) -> Vec3:
+    return (v[0][:, None], v[1][:, None], v[2][:, None])
+
+
+def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: np.ndarray) -> np.ndarray:
+    """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the batch's HI poses: the start joint's
+    :func:`quaternion_from_rows`, every later joint's :func:`bent_quaternion` in one call."""
     n_frames, n = bends.shape
     quats = np.empty((n_frames, n, 4))
-    quats[:, 0] = quaternions_from_matrices(start_rotations)
+    for k, value in enumerate(quaternion_from_rows(NUMPY_OPS, start_rows)):
+        quats[:, 0, k] = value
     if n > 1:
-        pref_quats = pref.local_quaternions
-        half = 0.5 * bends[:, 1:]
-        bend_quats = np.empty((n_frames, n - 1, 4))  # (cos, sin · axis), filled in place
-        bend_quats[..., 0], bend_quats[..., 1:] = np.cos(half), np.sin(half)[..., None] * pref.bend_axes[1:]
-        quats[:, 1:] = canonical_quaternions(quaternion_products(pref_quats[1:], bend_quats))
+        later = np.ascontiguousarray(bends[:, 1:])  # the transcendental functions' input: unit stride
+        preferred, axis = pref.bend_factor_columns
+        half = 0.5 * later
+        for k, value in enumerate(bent_quaternion(NUMPY_OPS, preferred, axis, np.cos(half), np.sin(half))):
+            quats[:, 1:, k] = value
     return quats
 
 
 def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -> np.ndarray:
-    """Joint variables ``(N, n_dof)``: ball joints from their quaternions, hinge-like joints by adding the bend."""
-    chain = pref.chain
-    q = np.empty((quats.shape[0], chain.n_dof))
+    """Joint variables ``(N, n_dof)`` of the batch's HI poses: every ball joint's rotation vector in one
+    call (``rotations.rotvecs_from_quaternion_list``), the bends added as :func:`bent_variables` adds them."""
+    q = np.empty((quats.shape[0], pref.chain.n_dof))
     q[:] = pref.q
-    balls, bent_dofs = pref.joint_layout
-    # Every ball joint in one call: rotvecs_from_quaternions is elementwise (its transcendental
-    # inputs copied to unit stride), so the same bits as joint by joint.
-    rotvecs = rotvecs_from_quaternions(quats[:, balls])
-    for k, j in enumerate(balls):
-        q[:, chain.dof_start[j] : chain.dof_start[j] + 3] = rotvecs[:, k]
+    balls, bent_dofs = pref.variable_layout
+    joints = [j for j, _ in balls]
+    # Fancy-indexed components: fresh unit-stride arrays, as the arctangent needs (vectors.unit_stride).
+    (x, y, z), = rotvecs_from_quaternion_list(
+        NUMPY_OPS, [(quats[:, joints, 0].copy(), quats[:, joints, 1].copy(), quats[:, joints, 2].copy(),
+                     quats[:, joints, 3].copy())], canonical=True)
+    for column, (_, first) in enumerate(balls):
+        q[:, first], q[:, first + 1], q[:, first + 2] = x[:, column], y[:, column], z[:, column]
     for j, last, sign in bent_dofs:
-        q[:, last] += sign * bends[:, j]
+        q[:, last] = q[:, last] + sign * bends[:, j]
     return q

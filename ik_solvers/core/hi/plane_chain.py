@@ -24,14 +24,12 @@ bends never depend on its batch.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
-from functools import reduce
-from operator import add, mul
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..float_trig import cosines_sines
+from ..array_ops import NUMPY_OPS, SCALAR_OPS, ArrayOps, Real
 from ..vectors import unit_stride
 
 # Root finding stops where the distance is this close (relative to the in-plane reach):
@@ -57,27 +55,20 @@ CURL_RANDOM_STARTS = 64
 CURL_TIE = 1e-9
 
 
-def plane_tips(
-    lengths: np.ndarray, turns: np.ndarray, headings: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Tip coordinates ``x, y (M,)`` of plane chains with relative ``turns (M, n − 1)``.
-
-    ``headings``: an ``(M, n)`` array whose first column is zero, to fill instead of a new one
-    (a root finder calling this every step keeps one).
-    """
-    if headings is None:
-        headings = np.zeros((turns.shape[0], lengths.size))
-    np.add.accumulate(turns, axis=1, out=headings[:, 1:])  # sequential: the same bits in any batch
-    x = np.add.accumulate(lengths * np.cos(headings), axis=1)[:, -1]
-    y = np.add.accumulate(lengths * np.sin(headings), axis=1)[:, -1]
-    return x, y
+def plane_tip(xp: ArrayOps, lengths: Any, turns: Any) -> tuple[Real, Real, Any, Any]:
+    """Tip ``x, y`` of a plane chain with relative ``turns`` (``n − 1`` along the joint axis, ``xp.joints``),
+    and each bone's ``along`` and ``across`` parts ``L_j cos ψ_j``, ``L_j sin ψ_j`` (headings summed in
+    joint order)."""
+    joints = xp.joints
+    headings = joints.prepend(0.0, joints.cumsum(turns))
+    along, across = joints.polar(lengths, headings)
+    return joints.total(along), joints.total(across), along, across
 
 
-def plane_distances(lengths: np.ndarray, turns: np.ndarray, headings: np.ndarray | None = None) -> np.ndarray:
-    """Root-to-tip distances ``(M,)`` of plane chains with relative ``turns (M, n − 1)`` (``headings``:
-    see :func:`plane_tips`)."""
-    x, y = plane_tips(lengths, turns, headings)
-    return np.hypot(x, y)
+def plane_distances(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """Root-to-tip distances ``(M,)`` of plane chains with relative ``turns (M, n − 1)`` (:func:`plane_tip`)."""
+    x, y, _, _ = plane_tip(NUMPY_OPS, lengths, np.ascontiguousarray(turns, dtype=float))
+    return np.sqrt(x * x + y * y)
 
 
 def curled_turns(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, preferred: np.ndarray) -> np.ndarray:
@@ -170,92 +161,94 @@ def solve_path_parameters(
     given). The bracket is the pair of samples around ``r`` nearest the path's start (where
     ``from_end (M,)`` is set: nearest its end); the first guess its false position; then Newton
     steps on the distance's slope (the headings move at the ``rates``, the directions summed)
-    while they stay inside the bracket and each is at most half the last, bisections otherwise.
+    while they stay inside the bracket and each is at most half the last, bisections otherwise
+    (:func:`root_step`, the one-target solve's too). Each row stops on its own test.
     """
     if samples is None:
         samples = path_distances(lengths, bases, directions)
     if from_end is None:
         from_end = np.zeros(r.shape, dtype=bool)
-    if r.shape == (1,):
-        return _solve_path_parameter_one(lengths, bases, directions, r, samples, bool(from_end[0]))
-    scale = lengths.sum()
-    rates = np.zeros((r.size, lengths.size))
-    np.add.accumulate(directions, axis=1, out=rates[:, 1:])
     f = samples - r[:, None]
     # Nearest the start: the first sample below r, after one that is not; nearest the end: the
-    # last sample above r, before one that is not.
+    # last sample above r, before one that is not (comparisons only: path_parameter's search).
     below, above = f[:, 1:] < 0.0, f[:, :-1] > 0.0
     from_start = np.where(below.any(axis=1), np.argmax(below, axis=1), PATH_SAMPLES - 1)
     last_above = np.where(above.any(axis=1), PATH_SAMPLES - 1 - np.argmax(above[:, ::-1], axis=1), 0)
     segment = np.where(from_end, last_above, from_start)
     every = np.arange(r.size)
-    lo, hi = segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES
-    f_lo, f_hi = f[every, segment], f[every, segment + 1]
-    guess = lo + f_lo * (hi - lo) / np.where(f_lo > f_hi, f_lo - f_hi, 1.0)  # the rows left inactive keep 0
-    c = np.where((guess > lo) & (guess < hi), guess, 0.5 * (lo + hi))
-    last = hi - lo
+    tolerance = float(DISTANCE_TOLERANCE * lengths.sum())
+    state = root_start(NUMPY_OPS, segment, f[every, segment], f[every, segment + 1], tolerance)
+    bases, directions = np.ascontiguousarray(bases, dtype=float), np.ascontiguousarray(directions, dtype=float)
+    rates = path_rates(NUMPY_OPS, directions)
     steps = np.zeros(r.shape, dtype=int)
-    active = (f_lo > DISTANCE_TOLERANCE * scale) & (f_hi < -DISTANCE_TOLERANCE * scale)
-    for _ in range(MAX_ROOT_STEPS):
-        if not active.any():
-            break
-        # While every row is active (always, for a single target) a slice stands for the row
-        # indices: the same elementwise values without gathering and scattering copies.
-        rows: slice | np.ndarray = slice(None) if active.all() else np.flatnonzero(active)
-        at = c[rows]
-        distance, slope = _distances_and_slopes(lengths, bases[rows] + unit_stride(at)[:, None] * directions[rows], rates[rows])
-        fc = distance - r[rows]
-        up = fc > 0.0
-        lo[rows] = a = np.where(up, at, lo[rows])
-        f_lo[rows] = np.where(up, fc, f_lo[rows])
-        hi[rows] = b = np.where(up, hi[rows], at)
-        f_hi[rows] = np.where(up, f_hi[rows], fc)
-        steps[rows] += 1
-        with np.errstate(divide="ignore", invalid="ignore"):  # a zero slope: a bisection
-            step = fc / slope
-        newton = at - step
-        take = (newton > a) & (newton < b) & (np.abs(step) <= 0.5 * np.abs(last[rows]))
-        c[rows] = np.where(take, newton, 0.5 * (a + b))
-        last[rows] = np.where(take, step, 0.5 * (b - a))
-        active[rows] = ~((np.abs(fc) <= DISTANCE_TOLERANCE * scale) | (b - a <= PARAMETER_TOLERANCE))
-    return np.where(np.abs(f_lo) <= np.abs(f_hi), lo, hi), steps
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero slope, or the root itself: bisections
+        for _ in range(MAX_ROOT_STEPS):
+            active = state.active
+            if not active.any():
+                break
+            # While every row is active (always, for a single target) the whole arrays stand for the rows.
+            if active.all():
+                steps += 1
+                state = root_step(NUMPY_OPS, lengths, bases, directions, rates, r, state, tolerance)
+                continue
+            steps[active] += 1
+            rows = np.flatnonzero(active)
+            part = RootState(*(np.asarray(value)[rows] for value in state))
+            stepped = root_step(NUMPY_OPS, lengths, bases[rows], directions[rows], rates[rows], r[rows], part, tolerance)
+            for value, new in zip(state, stepped):
+                value[rows] = new
+    return root_answer(NUMPY_OPS, state), steps
 
 
-def _distances_and_slopes(lengths: np.ndarray, turns: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Root-to-tip distances ``(M,)`` of plane chains with relative ``turns (M, n − 1)`` and their
-    slopes as the headings move at ``rates (M, n)`` (radians per unit of the path parameter)."""
-    headings = np.zeros((turns.shape[0], lengths.size))
-    np.add.accumulate(turns, axis=1, out=headings[:, 1:])
-    along, across = lengths * np.cos(headings), lengths * np.sin(headings)
-    x, y = np.add.accumulate(along, axis=1)[:, -1], np.add.accumulate(across, axis=1)[:, -1]
-    x_rate = np.add.accumulate(across * rates, axis=1)[:, -1]  # dx/dt, negated
-    y_rate = np.add.accumulate(along * rates, axis=1)[:, -1]
-    distance = np.hypot(x, y)
-    with np.errstate(divide="ignore", invalid="ignore"):  # at the root: no slope (a bisection)
-        return distance, (y * y_rate - x * x_rate) / distance
+def path_rates(xp: ArrayOps, directions: Any) -> Any:
+    """How fast each bone's heading moves along a path of turns ``bases + t · directions`` (per unit ``t``)."""
+    return xp.joints.prepend(0.0, xp.joints.cumsum(directions))
 
 
-def _solve_path_parameter_one(
-    lengths: np.ndarray, bases: np.ndarray, directions: np.ndarray, r: np.ndarray, samples: np.ndarray, from_end: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`solve_path_parameters` for one row (a live solve), step for step the same (:func:`path_parameter`)."""
-    tolerance = float(DISTANCE_TOLERANCE * lengths.sum())  # np.sum's (pairwise) order, as the batch's
-    t, steps = path_parameter(lengths.tolist(), bases[0].tolist(), directions[0].tolist(), float(r[0]),
-                              samples[0].tolist(), tolerance, from_end)
-    return np.array([t]), np.array([steps])
+class RootState(NamedTuple):
+    """The root finder's state per row (floats for one target, ``(M,)`` arrays for a batch)."""
+
+    lo: Real
+    hi: Real
+    f_lo: Real
+    f_hi: Real
+    c: Real  # the next point tried
+    last: Real  # the last step's length
+    active: Real  # bool: not yet within tolerance
 
 
-def _distance_and_slope(lengths: Sequence[float], turns: Sequence[float], rates: Sequence[float]) -> tuple[float, float]:
-    """:func:`_distances_and_slopes` of one chain on Python floats, with the same bits."""
-    cos, sin = cosines_sines((0.0, *itertools.accumulate(turns)))
-    along, across = list(map(mul, lengths, cos)), list(map(mul, lengths, sin))
-    x, y = reduce(add, along), reduce(add, across)
-    x_rate, y_rate = reduce(add, map(mul, across, rates)), reduce(add, map(mul, along, rates))
-    distance = float(np.hypot(x, y))
-    numerator = y * y_rate - x * x_rate
-    if distance == 0.0:  # numpy's ±inf or NaN: a bisection in both
-        return distance, math.nan
-    return distance, numerator / distance
+def root_start(xp: ArrayOps, segment: Real, f_lo: Real, f_hi: Real, tolerance: float) -> RootState:
+    """The bracket ``[segment, segment + 1] / PATH_SAMPLES`` with its ends' distances less ``r``, and the
+    first guess (its false position); ``tolerance``: ``DISTANCE_TOLERANCE · ΣL``."""
+    lo, hi = segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES
+    guess = lo + f_lo * (hi - lo) / xp.where(f_lo > f_hi, f_lo - f_hi, 1.0)  # rows left inactive keep any guess
+    c = xp.where((guess > lo) & (guess < hi), guess, 0.5 * (lo + hi))
+    return RootState(lo, hi, f_lo, f_hi, c, hi - lo, (f_lo > tolerance) & (f_hi < -tolerance))
+
+
+def root_step(xp: ArrayOps, lengths: Any, bases: Any, directions: Any, rates: Any, r: Real, state: RootState,
+              tolerance: float) -> RootState:
+    """One step of the in-plane root finder: the distance at ``c``, the bracket shrunk to the side of
+    the root, then a Newton step where it stays inside and is at most half the last, else a bisection."""
+    joints = xp.joints
+    x, y, along, across = plane_tip(xp, lengths, joints.lerp(bases, state.c, directions))
+    x_rate = joints.dot(across, rates)  # dx/dt, negated
+    y_rate = joints.dot(along, rates)
+    distance = xp.sqrt(x * x + y * y)
+    slope = xp.divide(y * y_rate - x * x_rate, distance)  # at the root: no slope (a bisection)
+    fc = distance - r
+    lo, f_lo, hi, f_hi = xp.choose(fc > 0.0, (state.c, fc, state.hi, state.f_hi), (state.lo, state.f_lo, state.c, fc))
+    step = xp.divide(fc, slope)  # a zero slope: a bisection
+    newton = state.c - step
+    take = (newton > lo) & (newton < hi) & (abs(step) <= 0.5 * abs(state.last))
+    active = (abs(fc) > tolerance) & (hi - lo > PARAMETER_TOLERANCE)  # the distance is finite: no NaN here
+    c, last = xp.choose(take, (newton, step), (0.5 * (lo + hi), 0.5 * (hi - lo)))
+    return RootState(lo, hi, f_lo, f_hi, c, last, active)
+
+
+def root_answer(xp: ArrayOps, state: RootState) -> Real:
+    """The bracket's end nearer the root."""
+    return xp.where(abs(state.f_lo) <= abs(state.f_hi), state.lo, state.hi)
 
 
 def path_parameter(
@@ -267,41 +260,21 @@ def path_parameter(
     distance_tolerance: float,
     from_end: bool = False,
 ) -> tuple[float, int]:
-    """:func:`solve_path_parameters` for one row on Python floats: ``t`` and the steps used.
+    """:func:`solve_path_parameters` for one row on Python floats (live mode): ``t`` and the steps used.
 
     ``samples``: the row's :func:`path_distances`; ``distance_tolerance``:
     ``DISTANCE_TOLERANCE · lengths.sum()``; ``from_end``: the bracket nearest the path's end. The
-    bracket, the steps and the tests run on Python floats instead of one-element arrays: +, −, ×,
-    ÷ and comparisons are IEEE double operations rounded alike in both, so every step, and the
-    result, has the batch's bits; where numpy divides by zero (±inf or NaN) both bisect.
+    same search (comparisons), :func:`root_start` and :func:`root_step` as the batch.
     """
     if from_end:
         segment = next((k for k in reversed(range(PATH_SAMPLES)) if samples[k] - r > 0.0), 0)
     else:
         segment = next((k for k in range(PATH_SAMPLES) if samples[k + 1] - r < 0.0), PATH_SAMPLES - 1)
-    lo, hi = segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES
-    f_lo, f_hi = samples[segment] - r, samples[segment + 1] - r
-    if not (f_lo > distance_tolerance and f_hi < -distance_tolerance):
-        return (lo if abs(f_lo) <= abs(f_hi) else hi), 0
-    rates = (0.0, *itertools.accumulate(directions))
-    guess = lo + f_lo * (hi - lo) / (f_lo - f_hi)
-    c = guess if lo < guess < hi else 0.5 * (lo + hi)
-    last, steps = hi - lo, 0
-    for _ in range(MAX_ROOT_STEPS):
-        # bases + c · directions, product first: the batch's array expression, element by element.
-        distance, slope = _distance_and_slope(lengths, [base + c * d for base, d in zip(bases, directions)], rates)
-        fc = distance - r
-        if fc > 0.0:
-            lo, f_lo = c, fc
-        else:
-            hi, f_hi = c, fc
-        steps += 1
-        if abs(fc) <= distance_tolerance or hi - lo <= PARAMETER_TOLERANCE:
-            break
-        step = fc / slope if slope != 0.0 else math.inf
-        newton = c - step
-        if lo < newton < hi and abs(step) <= 0.5 * abs(last):
-            c, last = newton, step
-        else:
-            c, last = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    return (lo if abs(f_lo) <= abs(f_hi) else hi), steps
+    state = root_start(SCALAR_OPS, segment, samples[segment] - r, samples[segment + 1] - r, distance_tolerance)
+    steps = 0
+    if state.active:
+        rates = path_rates(SCALAR_OPS, directions)
+        while state.active and steps < MAX_ROOT_STEPS:
+            state = root_step(SCALAR_OPS, lengths, bases, directions, rates, r, state, distance_tolerance)
+            steps += 1
+    return root_answer(SCALAR_OPS, state), steps

@@ -7,8 +7,23 @@ from functools import cached_property
 
 import numpy as np
 
+from ..array_ops import NUMPY_OPS, ArrayOps, Real
 from ..errors import IKInputError
-from ..vectors import cross, dot, matvec, norm, tmatvec
+from ..vectors import (
+    Rows3,
+    Vec3,
+    cross3,
+    dot3,
+    matrix_rows,
+    matvec3,
+    norm,
+    norm3,
+    rows3,
+    stack3,
+    tmatvec3,
+    unit_stride,
+    vec3,
+)
 from ..zero_plane import (
     ZERO_PLANE_MAPS,
     DefaultZeroPlaneMap,
@@ -18,8 +33,8 @@ from ..zero_plane import (
     build_zero_plane_map,
     map_singular_directions,
     map_singularities,
-    swivel_normals,
-    zero_plane_normals,
+    swivel_normal,
+    zero_plane_normal_components,
 )
 from .parent_space import check_rotations
 from .sphere import PreferredPose
@@ -87,48 +102,37 @@ def solver_planes(
     swivel = per_frame(swivel, n_frames, "swivel")
     offsets = targets - pref.start
     r = norm(offsets)
-    # A target on the start joint has no EE axis; the preferred one stands in (direction_unique is False there).
-    at_centre = r <= pref.centre_radius
-    axes_local_default = pref.sphere.a0
     root = pref.chain.root_rotation
     to_solving = None
+    rotation: Rows3 | None = None  # sphere → solving frame; None: the identity (exact: the products skipped)
     if sphere_rotations is None:
-        if pref.root_is_identity:  # the common case, and exact: skip the products
-            to_sphere_vectors = to_solving_vectors = lambda vectors: vectors
-        else:
-            to_sphere_vectors = lambda vectors: tmatvec(root, vectors)
-            to_solving_vectors = lambda vectors: matvec(root, vectors)
+        if not pref.root_is_identity:
+            rotation = rows3(root)
     else:
         to_solving = check_rotations(sphere_rotations, n_frames)
-        to_sphere_vectors = lambda vectors: tmatvec(to_solving, vectors)
-        to_solving_vectors = lambda vectors: matvec(to_solving, vectors)
-    if at_centre.any():
-        axes = offsets / np.where(at_centre, 1.0, r)[:, None]
-        axes_sphere = np.where(at_centre[:, None], axes_local_default, to_sphere_vectors(axes))
-        axes = np.where(at_centre[:, None], to_solving_vectors(axes_sphere), axes)
-    else:  # the same values without the selections
-        axes = offsets / r[:, None]
-        axes_sphere = to_sphere_vectors(axes)
-        if axes_sphere is axes:  # two arrays, as the selections made them
-            axes_sphere = axes.copy()
+        rotation = matrix_rows(to_solving)
+    axis, axis_sphere = ee_axis(NUMPY_OPS, _components(offsets), r, pref.centre_radius, vec3(pref.sphere.a0), rotation)
+    axes_sphere = stack3(axis_sphere)
     data = dict(map_data or {})
     if poles is not None:
         poles = np.asarray(poles, dtype=float)
         poles = np.broadcast_to(poles, targets.shape) if poles.ndim == 1 else poles
         if poles.shape != targets.shape or not np.all(np.isfinite(poles)):
             raise IKInputError("poles", f"expected finite pole positions of shape {targets.shape}")
-        data["poles"] = to_sphere_vectors(poles - pref.start)
+        pole_offsets = _components(poles - pref.start)
+        data["poles"] = stack3(pole_offsets if rotation is None else tmatvec3(rotation, pole_offsets))
     zero_map = _zero_plane_map(pref, zero_plane_map)
-    zero_normals = zero_plane_normals(zero_map, axes_sphere, **data)
-    normals_sphere = swivel_normals(axes_sphere, zero_normals, swivel)
-    normals = to_solving_vectors(normals_sphere)
+    zero_normal = zero_plane_normal_components(zero_map, axis_sphere, **data)
+    swivel = unit_stride(swivel)  # strided sin/cos round differently (vectors.unit_stride)
+    normal = swivel_normal(axis_sphere, zero_normal, np.cos(swivel), np.sin(swivel))
+    normals = stack3(normal if rotation is None else matvec3(rotation, normal))
     return SolverPlanes(
         r=r,
         sphere_rotations=to_solving,
         root_rotation=root,
-        axes=axes,
+        axes=stack3(axis),
         axes_sphere=axes_sphere,
-        zero_normals_sphere=zero_normals,
+        zero_normals_sphere=stack3(zero_normal),
         normals=normals,
         swivel=swivel,
         singular_directions=_singular_directions(pref, zero_map, axes_sphere, data),
@@ -168,6 +172,33 @@ def _singular_directions(
 
 def pole_angles(axes_sphere: np.ndarray, poles: np.ndarray) -> np.ndarray:
     """Angle ``(N,)`` (radians, ``[0, π/2]``) between EE axes and the nearer end of ``poles`` (``(3,)`` or ``(N, 3)``)."""
-    along = np.abs(dot(axes_sphere, poles))
-    across = norm(cross(axes_sphere, poles))
-    return np.arctan2(across, along)
+    poles = np.broadcast_to(poles, np.shape(axes_sphere))
+    return pole_angle(NUMPY_OPS, _components(axes_sphere), _components(poles))
+
+
+def pole_angle(xp: ArrayOps, axis: Vec3, pole: Vec3) -> Real:
+    """Angle (radians, ``[0, π/2]``) between an EE axis and the nearer end of a unit direction (components)."""
+    return xp.atan2(norm3(xp, cross3(axis, pole)), abs(dot3(axis, pole)))
+
+
+def ee_axis(xp: ArrayOps, offset: Vec3, r: Real, centre_radius: float, a0: Vec3, rotation: Rows3 | None) -> tuple[Vec3, Vec3]:
+    """The EE axis (start joint → target, unit) in the solving frame and in the sphere's coordinates.
+
+    ``offset``: target − start joint, ``r`` its length; ``rotation``: sphere → solving frame (rows),
+    None for the identity. A target within ``centre_radius`` of the start joint has no axis of its
+    own: the preferred one ``a0`` stands in (``direction_unique`` is False there).
+    """
+    at_centre = r <= centre_radius
+    safe = xp.where(at_centre, 1.0, r)
+    direct = (offset[0] / safe, offset[1] / safe, offset[2] / safe)
+    if rotation is None:
+        sphere, preferred = direct, a0
+    else:
+        sphere, preferred = tmatvec3(rotation, direct), matvec3(rotation, a0)
+    chosen = xp.choose(at_centre, (*preferred, *a0), (*direct, *sphere))
+    return chosen[:3], chosen[3:]
+
+
+def _components(vectors: np.ndarray) -> Vec3:
+    """Columns of ``(N, 3)`` vectors as views: the component math reads them in arithmetic only."""
+    return (vectors[..., 0], vectors[..., 1], vectors[..., 2])

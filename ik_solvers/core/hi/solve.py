@@ -16,7 +16,7 @@ from ..result import Method, SolveOptions, SolveResult
 from ..solve import register_solver, validated_targets
 from ..vectors import matvec, norm
 from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
-from .in_plane import chain_in_plane, two_bone_in_plane
+from .in_plane import in_plane
 from .placement import joint_quaternions, joint_variables, placed_pose
 from .planes import DEFAULT_WARNING_ANGLE, SolverPlanes, pole_angles, solver_planes
 from .sphere import PreferredPose, SphereFrame, preferred_pose
@@ -133,12 +133,9 @@ def solve_hi(
     plane = solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
 
     n_frames = targets.shape[0]
-    if chain.n_joints == 2:
-        bent = two_bone_in_plane(pref, plane.r)
-    else:
-        bent = chain_in_plane(pref, plane.r)
-    start_rotations, positions = placed_pose(pref, plane, bent)
-    quats = joint_quaternions(pref, start_rotations, bent.bends)
+    bent = in_plane(pref, plane.r)
+    start_rows, positions = placed_pose(pref, plane, bent)
+    quats = joint_quaternions(pref, start_rows, bent.bends)
     q = joint_variables(pref, quats, bent.bends)
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = norm(pose.tips - targets)
@@ -152,7 +149,7 @@ def solve_hi(
         status=status,
         error=error,
         lower_bound=lower,
-        iterations=bent.iterations,
+        iterations=np.broadcast_to(bent.iterations, (n_frames,)).copy(),
         length_error=bone_length_errors(chain, pose),
         objective_increases=np.zeros(n_frames, dtype=int),
         sigma_min=np.full(n_frames, np.nan),

@@ -7,10 +7,12 @@ from functools import cached_property
 
 import numpy as np
 
+from ..array_ops import NUMPY_OPS, ArrayOps, Real
 from ..chain import Chain, JointKind
 from ..errors import IKInputError
 from ..kinematics import forward_kinematics, local_quaternions
-from ..vectors import cross, dot, matvec, norm, ordered_sum, tmatvec, unit
+from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatvec, unit, vec3
+from .in_plane_constants import InPlaneConstants
 from .plane_chain import curled_turns, path_distances, plane_distances
 
 # A preferred pose whose joints all lie within this fraction of the reach from
@@ -172,10 +174,10 @@ class PreferredPose:
         return 1e-12 * self.chain.reach
 
     @cached_property
-    def _bound_ends(self) -> tuple[np.floating, float]:
+    def _bound_ends(self) -> tuple[float, float]:
         """``ΣL`` and the nearest distance ``inner`` of :meth:`lower_bounds` (as it computed them per call)."""
         lengths = self.in_plane_lengths
-        return lengths.sum(), max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
+        return float(lengths.sum()), max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
 
     @cached_property
     def start_parent(self) -> np.ndarray | None:
@@ -202,6 +204,69 @@ class PreferredPose:
         """Whether the chain's root rotation is exactly the identity (the solver planes skip its products)."""
         return bool(np.array_equal(self.chain.root_rotation, np.eye(3)))
 
+    @cached_property
+    def in_plane_constants(self) -> InPlaneConstants:
+        """What every in-plane solve with this pose reads, as Python floats (``in_plane``)."""
+        return InPlaneConstants.of(self)
+
+    @cached_property
+    def bend_factors(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
+        """Per joint after the start joint: its preferred local quaternion and its bend axis (floats)."""
+        return tuple((tuple(quat), tuple(axis)) for quat, axis in
+                     zip(self.local_quaternions[1:].tolist(), self.bend_axes[1:].tolist()))
+
+    # The same constants as Python floats, for the one-target solve (one_target).
+    @cached_property
+    def start_floats(self) -> tuple[float, float, float]:
+        return vec3(self.start)
+
+    @cached_property
+    def sphere_floats(self) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """``a0``, ``n0`` (sphere coordinates)."""
+        return vec3(self.sphere.a0), vec3(self.sphere.n0)
+
+    @cached_property
+    def root_rows(self) -> Rows3 | None:
+        """The chain's root rotation as rows, None for the identity (the products skipped)."""
+        return None if self.root_is_identity else rows3(self.chain.root_rotation)
+
+    @cached_property
+    def start_parent_rows(self) -> Rows3 | None:
+        return None if self.start_parent is None else rows3(self.start_parent)
+
+    @cached_property
+    def start_basis_rows(self) -> Rows3:
+        return rows3(self.start_basis)
+
+    @cached_property
+    def q_floats(self) -> tuple[float, ...]:
+        return tuple(self.q.tolist())
+
+    @cached_property
+    def variable_layout(self) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int, float], ...]]:
+        """:attr:`joint_layout` as Python numbers: ``(joint, first variable)`` per ball joint, and
+        ``(joint, last variable, sign)`` per other joint."""
+        balls, bent = self.joint_layout
+        dof_start = self.chain.dof_start.tolist()
+        return (tuple((j, dof_start[j]) for j in balls), tuple((j, last, float(sign)) for j, last, sign in bent))
+
+    @cached_property
+    def joint_kinds(self) -> tuple[tuple[JointKind, int], ...]:
+        """Per joint: its kind and its first variable."""
+        return tuple(zip(self.chain.kinds, self.chain.dof_start.tolist()))
+
+    @cached_property
+    def joint_axes(self) -> tuple[tuple[float, float, float], ...]:
+        """The chain's joint axes ``(n_dof)`` as floats."""
+        return tuple(vec3(axis) for axis in self.chain.axes)
+
+    @cached_property
+    def bend_factor_columns(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                                           tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:attr:`bend_factors` by component: four ``(n − 1,)`` quaternion columns and three axis columns."""
+        q, a = self.local_quaternions[1:].T.copy(), self.bend_axes[1:].T.copy()
+        return (q[0], q[1], q[2], q[3]), (a[0], a[1], a[2])
+
     def lower_bounds(self, r: np.ndarray) -> np.ndarray:
         """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
 
@@ -211,8 +276,12 @@ class PreferredPose:
         the core's free-joint bound (SPEC §3.3) when the chain is planar and may fold
         freely, tighter when it is not (bones out of the plane, bend senses kept).
         """
+        return self.lower_bound(NUMPY_OPS, r)
+
+    def lower_bound(self, xp: ArrayOps, r: Real) -> Real:
+        """:meth:`lower_bounds` in an array namespace (one distance, or ``(N,)``)."""
         total, inner = self._bound_ends
-        return np.maximum(0.0, np.maximum(r - total, inner - r))
+        return xp.maximum(0.0, xp.maximum(r - total, inner - r))
 
     @property
     def start(self) -> np.ndarray:
