@@ -40,22 +40,24 @@ def offer_quick(obj: bpy.types.Object, checked: list[tuple[ChainKey, ChainSpec, 
     it). The one-target HI solve serves it when it is HI with a built-in zero-plane map and the sphere
     rides with the start joint's parent (so with the root).
     """
-    bones = obj.data.bones
+    bones = cast("bpy.types.Armature", obj.data).bones  # the chains' armature
+    pose = obj.pose
+    assert pose is not None  # the full update read these chains from this armature's pose
     offered = True
     for key, spec, inputs in checked:
         others = {name for other_key, other, _ in checked if other_key != key for name in other.rig.joint_bones}
         root = bones.get(spec.rig.parent_bone) if spec.rig.parent_bone else None
-        above = set() if root is None else {root.name, *(bone.name for bone in root.parent_recursive)}
+        above: set[str] = set() if root is None else {root.name, *(bone.name for bone in root.parent_recursive)}
         if above & others:
             offered = False
             continue
         one_target = (spec.method is Method.HI and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
                       and spec.parent_space is ParentSpace.START_JOINT)
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
-        indices = [obj.pose.bones.find(name) for name in spec.rig.joint_bones]
+        indices = [pose.bones.find(name) for name in spec.rig.joint_bones]
         state.chains[key].quick = QuickChain(
             obj.name, preferred_pose(spec.rig.chain, spec.reference) if one_target else None, indices,
-            all(obj.pose.bones[index].rotation_mode == "QUATERNION" for index in indices), root_world,
+            all(pose.bones[index].rotation_mode == "QUATERNION" for index in indices), root_world,
             single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
     return offered
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -208,7 +208,8 @@ def rig_values(obj: bpy.types.Object, chain: Any, record: LiveChain) -> RigValue
     Reading the chain costs several times more than this; a live chain whose bones, pose and IK
     settings are as we left them reuses the chain read before (``record.rig_key``).
     """
-    pose_bones, bones = obj.pose.bones, obj.data.bones
+    assert obj.pose is not None  # a live chain's armature
+    pose_bones, bones = obj.pose.bones, cast("bpy.types.Armature", obj.data).bones
     counts = (len(pose_bones), len(bones))
     rig = record.rig_values
     if rig is None or rig.counts != counts:
@@ -234,6 +235,7 @@ def rig_values(obj: bpy.types.Object, chain: Any, record: LiveChain) -> RigValue
 def after_write(obj: bpy.types.Object, rig: RigValues, written: tuple[str, ...]) -> bytes:
     """The rig key :func:`rig_values` would read after our pose write: ``write_pose`` sets the
     rotation ``written`` channels only, so only those are read again."""
+    assert obj.pose is not None  # the armature just written to
     for name in written:
         obj.pose.bones.foreach_get(name, rig.values[rig.slices[name]])
     return rig.key()

@@ -4,7 +4,7 @@ else by evaluating each frame — and the rules that choose (:func:`fcurve_sampl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -151,6 +151,7 @@ def _point_blockers(point: bpy.types.Object, what: str) -> list[str]:
 
 def _bone_prefixes(obj: bpy.types.Object, names: tuple[str, ...] | list[str]) -> dict[str, str]:
     """F-curve path prefix ``'pose.bones["name"].'`` → bone name."""
+    assert obj.pose is not None  # names are bones of this armature's chain
     return {obj.pose.bones[name].path_from_id() + ".": name for name in names}
 
 
@@ -189,7 +190,8 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     if assigned_fcurves(obj.data):
         reasons.append("the armature data is animated")
     ancestors = []
-    bone = obj.data.bones[rig.bone_names[0]].parent
+    assert obj.pose is not None  # the chain was read from this armature's pose
+    bone = cast("bpy.types.Armature", obj.data).bones[rig.bone_names[0]].parent
     while bone is not None:
         ancestors.append(bone.name)
         bone = bone.parent
@@ -253,13 +255,14 @@ def geometry_key(obj: bpy.types.Object, rig: RigChain) -> bytes:
     bones, the whole basis of its locked bones (held as read)."""
     values: list[float] = []
     joints = set(rig.joint_bones)
+    assert obj.pose is not None  # the chain was read from this armature's pose
     for name in rig.bone_names:
         pose_bone = obj.pose.bones[name]
         if name in joints:
             values.extend(pose_bone.location[:])
             values.extend(pose_bone.scale[:])
         else:
-            values.extend(value for row in pose_bone.matrix_basis for value in row)
+            values.extend(value for row in pose_bone.matrix_basis.row for value in row)
     return np.array(values, dtype=np.float32).tobytes()
 
 
