@@ -87,6 +87,7 @@ demo: venv
 # `bench-quick`: the same rows and columns from 1,000 targets, 1 run, 20 one by one: about 2 minutes
 # (81 s of CPU); noisier numbers, for a look, not for quoting.
 bench: venv
+	@echo "bench: about 11 min on a quiet 2-core machine (27 min with the cores shared); make bench-quick: about 2 min"
 	$(PY) scripts/bench_core.py
 
 bench-quick: venv

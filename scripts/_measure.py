@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from _cli import UsageError
 
+from ik_solvers.core.hi.flips import DEFAULT_TURN_THRESHOLD
+
 if TYPE_CHECKING:
     import bpy
 
-FLIP_TURN_DEGREES = 30.0
+FLIP_TURN_DEGREES = round(float(np.degrees(DEFAULT_TURN_THRESHOLD)), 9)  # 30.0, not 29.999999999999996
 """A bend-plane turn above this between consecutive frames of a path is a flip (the HI solver's own threshold)."""
 MISSED_MM = 1.0
 """A reachable frame whose tip ends farther than this from the target is a miss."""

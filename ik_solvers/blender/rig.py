@@ -439,7 +439,7 @@ def read_chain(obj: bpy.types.Object | None, tip_bone: str, chain_length: int) -
             tip_offset=tip_offset,
         )
     except IKInputError as error:
-        raise IKSolversError(_chain_error_message(error, joint_bones), field=error.field) from None
+        raise IKSolversError(_chain_error_message(error, joint_bones), field=error.field) from error
     q = np.array(q, dtype=float)
     if not np.all(np.isfinite(q)):
         raise IKSolversError("The chain's current pose has non-finite rotations.")
