@@ -24,10 +24,10 @@ from .identity import remember
 from .rig import basis_quaternion, read_chain, write_pose
 from .rig_chain import RigChain
 from .root_space import root_matrices_world, world_to_root
-from .sampling import sample_inputs
+from .sampling import goal_world, sample_inputs
 from .snapshots import PoseSnapshot
 from .solving import PreparedSolve, prepare_solve, run_solve, world_errors
-from .spec import chain_spec
+from .spec import chain_spec, goal_bone
 
 if TYPE_CHECKING:
     import bpy
@@ -90,7 +90,7 @@ def _keeping_swivel(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, 
     if target is None:
         goal = positions[:, -1]
     else:
-        goal = world_to_root(np.array(target.matrix_world.translation, dtype=float)[None],
+        goal = world_to_root(goal_world(target, goal_bone(target, chain_settings.target_bone))[None],
                              root_matrices_world(obj, rig))
     swivel = swivel_for_plane(rig.chain, goal, rig.q, normal, zero_plane_map=chain_settings.zero_plane_map)
     return float(swivel[0]) if np.all(np.isfinite(swivel)) else 0.0

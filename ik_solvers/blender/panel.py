@@ -97,6 +97,8 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         col.prop_search(chain, "tip_bone", obj.data, "bones")
         col.prop(chain, "chain_length")
         col.prop(chain, "target")
+        if chain.target is not None and chain.target.type == "ARMATURE":
+            col.prop_search(chain, "target_bone", chain.target.data, "bones", text="Bone")
         col.prop(chain, "method")
         col.label(text=method_reason(chain), icon="INFO")
         row = layout.row(align=True)

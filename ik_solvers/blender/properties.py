@@ -41,10 +41,6 @@ ITERATIVE_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.ite
 """Methods that use ``max_iterations`` and ``tolerance``."""
 
 
-def _is_empty(_self: bpy.types.PropertyGroup, obj: bpy.types.Object) -> bool:
-    return obj.type == "EMPTY"
-
-
 @dataclass(frozen=True)
 class SolveSetting:
     """One chain setting a solve reads, and how it enters the chain spec (``spec.chain_spec``).
@@ -87,6 +83,7 @@ SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
     SolveSetting("tip_bone", "tip_bone", str),
     SolveSetting("chain_length", "chain_length", int),
     SolveSetting("target", "target"),
+    SolveSetting("target_bone", "target_bone", str),
     SolveSetting("pole_target", "pole"),
     SolveSetting("method", "method", Method),
     SolveSetting("max_iterations", "options", int, option="max_iterations"),
@@ -146,7 +143,13 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         default=2, min=1, soft_max=32,
     )
     target: PointerProperty(
-        name="Target", description="Empty whose location the tip reaches for", type=bpy.types.Object, poll=_is_empty,
+        name="Target", description="Object whose location the tip reaches for (an armature: its Target Bone's head)",
+        type=bpy.types.Object,
+    )
+    target_bone: StringProperty(
+        name="Target Bone",
+        description="Bone of the target armature whose head the tip reaches for (as the IK constraint's bone); "
+        "empty: the armature object's origin",
     )
     # SDLS by default: as accurate as DLS on reachable targets, and unlike fixed damping it
     # reaches the lower bound quickly when the target is out of reach (docs/solver-race.md).

@@ -75,6 +75,32 @@ def _evaluated(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> 
     return obj.evaluated_get(depsgraph) if depsgraph is not None else obj
 
 
+def goal_world(target: bpy.types.Object, bone_name: str = "", depsgraph: bpy.types.Depsgraph | None = None,
+               ) -> np.ndarray:
+    """The evaluated world position ``(3,)`` the tip reaches for: the head of ``bone_name`` of the
+    armature ``target`` (as the IK constraint's bone target), else the target object's origin."""
+    target_eval = _evaluated(target, depsgraph)
+    if not bone_name:
+        return np.array(target_eval.matrix_world.translation, dtype=float)
+    pose_bone = target_eval.pose.bones.get(bone_name) if target_eval.pose is not None else None
+    if pose_bone is None:
+        raise IKSolversError(f"the target bone '{bone_name}' is not a bone of '{target.name}'; pick one of its bones.")
+    return np.array(target_eval.matrix_world @ pose_bone.head, dtype=float)
+
+
+def goal_parent_world(target: bpy.types.Object, bone_name: str = "",
+                      depsgraph: bpy.types.Depsgraph | None = None) -> np.ndarray:
+    """World matrix ``(4, 4)`` the goal rides with: a target bone's parent bone (else its armature),
+    an object's parent (else the identity)."""
+    target_eval = _evaluated(target, depsgraph)
+    if bone_name:
+        parent_bone = target_eval.pose.bones[bone_name].parent
+        world = target_eval.matrix_world if parent_bone is None else target_eval.matrix_world @ parent_bone.matrix
+        return _matrix(world)
+    parent = target_eval.parent
+    return _matrix(parent.matrix_world) if parent is not None else IDENTITY
+
+
 def sample_inputs(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain | None = None,
                   depsgraph: bpy.types.Depsgraph | None = None) -> FrameInputs:
     """The current evaluation of everything the chain's solve reads, as a batch of one frame.
@@ -85,14 +111,12 @@ def sample_inputs(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain | None =
     rig = spec.rig if rig is None else rig
     target = spec.target
     if target is None:
-        raise IKSolversError("the chain has no target; pick an Empty.")
-    target_eval = _evaluated(target, depsgraph)
-    target_world = np.array(target_eval.matrix_world.translation, dtype=float)[None]
+        raise IKSolversError("the chain has no target; pick an object (an Empty, or an armature and its bone).")
+    target_world = goal_world(target, spec.goal_bone, depsgraph)[None]
     pole_world = None
     if spec.pole is not None:
         pole_world = np.array(_evaluated(spec.pole, depsgraph).matrix_world.translation, dtype=float)[None]
-    parent = target_eval.parent
-    target_parent_world = (_matrix(parent.matrix_world) if parent is not None else IDENTITY)[None]
+    target_parent_world = goal_parent_world(target, spec.goal_bone, depsgraph)[None]
     root_world = root_matrices_world(obj, rig, depsgraph)[None]
     return FrameInputs(
         target_world=target_world,
@@ -170,13 +194,15 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     F-curves, and the chain's root frame and geometry cannot change over time: the armature has
     no parent, constraints, drivers or NLA, and its action keys neither the object transform, nor
     the chain's ancestor bones, nor anything but rotation on the chain's bones, nor the chain
-    settings (e.g. an animated swivel angle), nor a locked chain bone's rotation. Anything else is
-    sampled by evaluating each frame.
+    settings (e.g. an animated swivel angle), nor a locked chain bone's rotation. Anything else (a
+    target bone too) is sampled by evaluating each frame.
     """
     reasons = []
     render = scene.render
     if render.frame_map_old != render.frame_map_new:
         reasons.append("the scene remaps time")
+    if spec.goal_bone:
+        reasons.append("the target is a bone")  # its head is evaluated per frame (hierarchy, constraints)
     for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
         if point is not None:
             reasons += _point_blockers(point, what)
