@@ -118,6 +118,21 @@ def set_up_new_chain(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain,
         chain_settings.reference_weight = DEFAULT_REFERENCE_WEIGHT
 
 
+def set_up_again(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
+    """A set-up chain whose bones changed with its length: set up as a new chain of those bones
+    (:func:`set_up_new_chain`: preferred pose captured now, method chosen, swivel keeping the plane),
+    so nothing moves and the next solve needs no capture. A chain never set up (no preferred pose:
+    a script filling in its settings), or one whose preferred pose has exactly its bones, is kept."""
+    if not chain_settings.has_preferred_pose:
+        return
+    try:
+        rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
+    except IKSolversError:
+        return  # not a usable chain (yet): the next solve says why
+    if [item.bone_name for item in chain_settings.preferred_pose] != list(rig.bone_names):
+        set_up_new_chain(obj, chain_settings, scene)
+
+
 def store_solve_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, message: str, result: SolveResult | None = None,
                         prepared: PreparedSolve | None = None) -> None:
     """Keep a solve's outcome on the chain's settings (:func:`store_outcome`).

@@ -6,17 +6,20 @@ short ``self.report`` sentence with the scene untouched; the logic modules never
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import bpy
+import numpy as np
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
-from . import live, live_state
+from . import live, live_state, properties
 from .bake import BakeJob, BakeOptions
-from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
+from .chains import capture_preferred_pose, set_up_again, set_up_new_chain, solve_chains, store_solve_outcome
 from .checks import check_editable
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
+from .root_space import uniform_scale
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
@@ -24,7 +27,7 @@ from .spec import chain_spec
 if TYPE_CHECKING:
     from bpy.stub_internal.rna_enums import OperatorReturnItems
 
-    from .properties import IK_SOLVERS_PG_settings
+    from .properties import IK_SOLVERS_PG_chain, IK_SOLVERS_PG_settings
 
 __all__ = ("capture_preferred_pose", "classes", "posable_armature", "register", "unregister")
 """``capture_preferred_pose`` is re-exported: ``tests/blender/test_ik_batch.py`` imports it from here."""
@@ -64,13 +67,17 @@ class ActiveChainPoll:
         return True
 
 
-class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
-    """Add an IK chain ending at the active bone, with a selected Empty as its target (HI, keeping
-    the current pose and bend plane; SVD-adaptive DLS where HI cannot drive the chain)"""
+class _ChainAdd:
+    """What the chain-add operators share: the chain's length (redo panel) and where its target comes from."""
 
-    bl_idname = "ik_solvers.chain_add"
-    bl_label = "Add IK Chain"
-    bl_options = {"REGISTER", "UNDO"}
+    chain_length: IntProperty(
+        name="Chain Length", description="Bones in the chain, counted from the active bone up (at most as many as there are)",
+        default=2, min=1, soft_max=32,
+    )
+    new_target: BoolProperty(
+        name="New Target at Tip", description="Create an Empty at the tip bone's tail as the chain's target",
+        default=False,
+    )
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -82,7 +89,7 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         try:
             check_editable(obj)
         except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+            self.report({"ERROR"}, str(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return {"CANCELLED"}
         settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         name = _unique_chain_name(settings, "Chain")
@@ -91,22 +98,57 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         bone = cast("bpy.types.Armature", obj.data).bones.active  # posable_armature: an armature
         if bone is not None:
             chain.tip_bone = bone.name
-            depth, parent = 1, bone.parent
-            while parent is not None and depth < 2:
-                depth, parent = depth + 1, parent.parent
-            chain.chain_length = depth
-        empties = [o for o in context.selected_objects if o.type == "EMPTY"]
-        if empties:
-            chain.target = empties[0]
+            chain.chain_length = min(int(self.chain_length), 1 + len(bone.parent_recursive))
+        if self.new_target and bone is not None:
+            chain.target = new_target_at_tip(context, obj, bone.name)
+        else:
+            empties = [o for o in context.selected_objects if o.type == "EMPTY"]
+            if empties:
+                chain.target = empties[0]
         settings.active_chain_index = len(settings.chains) - 1
         try:
             set_up_new_chain(obj, chain, scene)
         except Exception as error:  # the chain is not added, one sentence
             settings.chains.remove(len(settings.chains) - 1)
             settings.active_chain_index = max(0, len(settings.chains) - 1)
-            self.report({"ERROR"}, failure_sentence(error))
+            self.report({"ERROR"}, failure_sentence(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return {"CANCELLED"}
         return {"FINISHED"}
+
+
+def new_target_at_tip(context: bpy.types.Context, obj: bpy.types.Object, tip_bone: str) -> bpy.types.Object:
+    """A new Empty at the evaluated tail of ``tip_bone`` (world space), in the armature's collection."""
+    pose_bone = cast("bpy.types.Pose", obj.evaluated_get(context.evaluated_depsgraph_get()).pose).bones[tip_bone]
+    empty = bpy.data.objects.new(f"IK_{tip_bone}", None)
+    empty.empty_display_type = "SPHERE"
+    empty.empty_display_size = max(0.05 * pose_bone.length * uniform_scale(np.array(obj.matrix_world)), 1e-3)
+    empty.location = obj.matrix_world @ pose_bone.tail
+    collection = obj.users_collection[0] if obj.users_collection else cast("bpy.types.Scene", context.scene).collection
+    collection.objects.link(empty)
+    return empty
+
+
+class IK_SOLVERS_OT_chain_add(_ChainAdd, bpy.types.Operator):
+    """Add an IK chain ending at the active bone, with a selected Empty as its target (HI, keeping
+    the current pose and bend plane; SVD-adaptive DLS where HI cannot drive the chain)"""
+
+    bl_idname = "ik_solvers.chain_add"
+    bl_label = "Add IK Chain"
+    bl_options = {"REGISTER", "UNDO"}
+
+
+class IK_SOLVERS_OT_chain_add_with_target(_ChainAdd, bpy.types.Operator):
+    """Add an IK chain ending at the active bone with a new Empty at its tip as the target (as
+    Shift+I does): the first solve moves nothing"""
+
+    bl_idname = "ik_solvers.chain_add_with_target"
+    bl_label = "Add IK Chain with Target"
+    bl_options = {"REGISTER", "UNDO"}
+
+    new_target: BoolProperty(
+        name="New Target at Tip", description="Create an Empty at the tip bone's tail as the chain's target",
+        default=True,
+    )
 
 
 class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
@@ -350,6 +392,7 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
 
 classes = (
     IK_SOLVERS_OT_chain_add,
+    IK_SOLVERS_OT_chain_add_with_target,
     IK_SOLVERS_OT_chain_remove,
     IK_SOLVERS_OT_solve,
     IK_SOLVERS_OT_capture_preferred_pose,
@@ -357,4 +400,32 @@ classes = (
     IK_SOLVERS_OT_live_toggle,
 )
 
-register, unregister = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None
+_register_classes: Callable[[], None]
+_unregister_classes: Callable[[], None]
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None
+
+
+def _chain_length_changed(chain_settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
+    """A chain's length changed (``properties.chain_length_listeners``): set it up again
+    (``chains.set_up_again``); what fails goes to the chain's status, never out of Blender's update."""
+    obj, scene = chain_settings.id_data, context.scene
+    if not isinstance(obj, bpy.types.Object) or obj.type != "ARMATURE" or scene is None:
+        return
+    try:
+        set_up_again(obj, cast("IK_SOLVERS_PG_chain", chain_settings), scene)
+    except Exception as error:  # an update hook must not raise
+        cast("IK_SOLVERS_PG_chain", chain_settings).last_message = failure_sentence(error)
+
+
+def register() -> None:
+    """Register the operators and set chains up again when their length changes."""
+    _register_classes()
+    if _chain_length_changed not in properties.chain_length_listeners:
+        properties.chain_length_listeners.append(_chain_length_changed)
+
+
+def unregister() -> None:
+    """Stop listening to chain lengths and unregister the operators."""
+    if _chain_length_changed in properties.chain_length_listeners:
+        properties.chain_length_listeners.remove(_chain_length_changed)
+    _unregister_classes()

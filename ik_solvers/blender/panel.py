@@ -87,6 +87,7 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         row.template_list("IK_SOLVERS_UL_chains", "", settings, "chains", settings, "active_chain_index", rows=3)
         buttons = row.column(align=True)
         buttons.operator("ik_solvers.chain_add", icon="ADD", text="")
+        buttons.operator("ik_solvers.chain_add_with_target", icon="EMPTY_AXIS", text="")
         buttons.operator("ik_solvers.chain_remove", icon="REMOVE", text="")
         chain = _active_chain(context)
         if chain is None:

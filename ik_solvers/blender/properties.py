@@ -107,6 +107,17 @@ solve_setting_listeners: list[Callable[[], None]] = []
 own at register time (this module imports nothing of live mode)."""
 
 
+chain_length_listeners: list[Callable[[bpy.types.PropertyGroup, bpy.types.Context], None]] = []
+"""Called with the chain's settings when its ``chain_length`` changed, before the solve-setting
+listeners: the operators module adds the chain's set-up again (this module imports nothing of it)."""
+
+
+def _chain_length_changed(settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
+    for listener in chain_length_listeners:
+        listener(settings, context)
+    _solve_setting_changed(settings, context)
+
+
 def _solve_setting_changed(_settings: bpy.types.PropertyGroup, _context: bpy.types.Context) -> None:
     """A setting a chain's solve reads changed: tell the listeners (live mode forgets its quick path).
 
@@ -266,7 +277,8 @@ def _hook_solve_settings() -> None:
             owner, names = owner.__annotations__[setting.name].keywords["type"], setting.items
         for name in names:
             prop = owner.__annotations__[name]
-            owner.__annotations__[name] = prop.function(**{**prop.keywords, "update": _solve_setting_changed})
+            update = _chain_length_changed if name == "chain_length" else _solve_setting_changed
+            owner.__annotations__[name] = prop.function(**{**prop.keywords, "update": update})
 
 
 _hook_solve_settings()
