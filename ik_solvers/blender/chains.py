@@ -63,6 +63,23 @@ def method_reason(chain_settings: IK_SOLVERS_PG_chain) -> str:
     return f"{label}: chosen for this chain"
 
 
+def unhonoured_settings(obj: bpy.types.Object, tip_bone: str, chain_length: int) -> str:
+    """One sentence naming the chain's bones whose Blender IK settings the add-on does not honour
+    (IK Stretch: they keep their length), or '' when there are none (or no such bones)."""
+    bone = obj.pose.bones.get(tip_bone) if obj.pose is not None else None
+    stretching: list[str] = []
+    for _ in range(max(chain_length, 0)):
+        if bone is None:
+            break
+        if bone.ik_stretch > 0.0:
+            stretching.append(bone.name)
+        bone = bone.parent
+    if not stretching:
+        return ""
+    names = ", ".join(f"'{name}'" for name in reversed(stretching))
+    return f"IK Stretch on bone(s) {names} is not honoured: the add-on keeps every bone's length."
+
+
 def capture_preferred_pose(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
     """Store the chain's current pose as its preferred pose (IKSolversError if the chain is unusable)."""
     with chain_context(chain_settings.name):

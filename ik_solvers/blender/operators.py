@@ -15,7 +15,14 @@ from bpy.props import BoolProperty, IntProperty, StringProperty
 
 from . import live, live_state, properties
 from .bake import BakeJob, BakeOptions
-from .chains import capture_preferred_pose, set_up_again, set_up_new_chain, solve_chains, store_solve_outcome
+from .chains import (
+    capture_preferred_pose,
+    set_up_again,
+    set_up_new_chain,
+    solve_chains,
+    store_solve_outcome,
+    unhonoured_settings,
+)
 from .checks import check_editable
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
@@ -206,7 +213,16 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             store_solve_outcome(chain, result.status[0].value, "", result, prepared)
         summary = ", ".join(f"{c.name}: {result.status[0].value}" for c, (result, _) in zip(chains, outcomes))
         self.report({"INFO"}, f"Solved {summary}.")
+        _report_unhonoured(self, obj, chains)
         return {"FINISHED"}
+
+
+def _report_unhonoured(operator: bpy.types.Operator, obj: bpy.types.Object, chains: list[IK_SOLVERS_PG_chain]) -> None:
+    """One warning per chain whose bones have Blender IK settings the add-on does not honour."""
+    for chain in chains:
+        sentence = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)
+        if sentence:
+            operator.report({"WARNING"}, f"Chain '{chain.name}': {sentence}")
 
 
 class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
@@ -351,6 +367,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             warning = report.warning()
             if warning is not None:
                 self.report({"WARNING"}, warning)
+        obj = self._job.obj
+        _report_unhonoured(self, obj, [chain for chain in obj.ik_solvers.chains  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+                                       if chain.name in {report.chain for report in reports}])
         return {"FINISHED"}
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import bpy
 
 from ..core import METHOD_FACTS
-from .chains import method_reason
+from .chains import method_reason, unhonoured_settings
 from .properties import ITERATIVE_METHODS, METHOD_ITEMS
 
 if TYPE_CHECKING:
@@ -21,6 +21,8 @@ LIVE_OPERATOR = "ik_solvers.live_toggle"
 
 STEP_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.uses_step)
 DAMPING_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.uses_damping)
+METHODS_WITH_SETTINGS = ITERATIVE_METHODS | STEP_METHODS | DAMPING_METHODS | {"ANALYTIC"}
+"""Methods the Method Settings subpanel draws something for (the analytic method: its pole target)."""
 METHOD_NAMES = {identifier: name for identifier, name, _ in METHOD_ITEMS}
 
 
@@ -102,6 +104,9 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
             col.prop_search(chain, "target_bone", chain.target.data, "bones", text="Bone")
         col.prop(chain, "method")
         col.label(text=method_reason(chain), icon="INFO")
+        unhonoured = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)
+        if unhonoured:
+            col.label(text=unhonoured, icon="ERROR")
         row = layout.row(align=True)
         row.operator("ik_solvers.solve", icon="CON_KINEMATIC").all_chains = False
         row.operator("ik_solvers.solve", text="Solve All").all_chains = True
@@ -112,9 +117,14 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
 
 
 class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
-    """Parameters of the active chain's method."""
+    """Parameters of the active chain's method (hidden for a method without any, such as HI)."""
 
     bl_label = "Method Settings"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        chain = _active_chain(context)
+        return chain is not None and chain.method in METHODS_WITH_SETTINGS
 
     def draw(self, context: bpy.types.Context) -> None:
         layout, chain = self.layout, _active_chain(context)
@@ -175,7 +185,8 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
         assert layout is not None and chain is not None  # Blender sets the layout to draw in; poll() found the chain
         col = layout.column(align=True)
         if not chain.last_status:
-            col.label(text="Not solved yet")
+            if not chain.bake_frames:
+                col.label(text="Not solved yet")
         else:
             col.label(text=f"Status: {chain.last_status.replace('_', ' ').title()}")
             col.label(text=f"Error: {chain.last_error:.3g}  (lower bound {chain.last_lower_bound:.3g})")
