@@ -4,8 +4,9 @@ writing chains at the current frame, and the last-solve status kept on the setti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+import bpy
 import numpy as np
 
 from ..core import (
@@ -19,19 +20,17 @@ from ..core import (
     swivel_for_plane,
 )
 from .checks import check_editable
-from .errors import IKSolversError, chain_context
+from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
 from .rig import basis_quaternion, read_chain, write_pose
 from .rig_chain import RigChain
-from .root_space import root_matrices_world, world_to_root
+from .root_space import root_matrices_world, uniform_scale, world_to_root
 from .sampling import goal_world, sample_inputs
 from .snapshots import PoseSnapshot
 from .solving import PreparedSolve, prepare_solve, run_solve, world_errors
 from .spec import chain_spec, goal_bone
 
 if TYPE_CHECKING:
-    import bpy
-
     from .properties import IK_SOLVERS_PG_chain
 
 DEFAULT_REFERENCE_WEIGHT = 0.0
@@ -78,6 +77,33 @@ def unhonoured_settings(obj: bpy.types.Object, tip_bone: str, chain_length: int)
         return ""
     names = ", ".join(f"'{name}'" for name in reversed(stretching))
     return f"IK Stretch on bone(s) {names} is not honoured: the add-on keeps every bone's length."
+
+
+def snap_target_to_tip(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain) -> None:
+    """Move the chain's target so its goal is the tip bone's tail where the pose puts it now (FK → IK):
+    the target object, or its target bone (whose head then sits there). IKSolversError naming the
+    chain for no target, a missing tip or target bone, or a target that cannot be changed."""
+    with chain_context(chain_settings.name):
+        target = chain_settings.target
+        if target is None:
+            raise IKSolversError("the chain has no target; pick an object (an Empty, or an armature and its bone).")
+        check_editable(target)
+        tip = obj.pose.bones.get(chain_settings.tip_bone) if obj.pose is not None else None
+        if tip is None:
+            raise IKSolversError(f"the tip bone '{chain_settings.tip_bone}' is not a bone of '{obj.name}'.")
+        tip_world = obj.matrix_world @ tip.tail
+        bone_name = goal_bone(target, chain_settings.target_bone)
+        if not bone_name:
+            matrix = target.matrix_world.copy()
+            matrix.translation = tip_world
+            target.matrix_world = matrix
+            return
+        pose_bone = target.pose.bones.get(bone_name) if target.pose is not None else None
+        if pose_bone is None:
+            raise IKSolversError(f"the target bone '{bone_name}' is not a bone of '{target.name}'; pick one of its bones.")
+        matrix = pose_bone.matrix.copy()
+        matrix.translation = target.matrix_world.inverted() @ tip_world
+        pose_bone.matrix = matrix
 
 
 def capture_preferred_pose(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
@@ -148,6 +174,30 @@ def set_up_again(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, sce
         return  # not a usable chain (yet): the next solve says why
     if [item.bone_name for item in chain_settings.preferred_pose] != list(rig.bone_names):
         set_up_new_chain(obj, chain_settings, scene)
+
+
+def new_target_at_tip(context: bpy.types.Context, obj: bpy.types.Object, tip_bone: str) -> bpy.types.Object:
+    """A new Empty at the evaluated tail of ``tip_bone`` (world space), in the armature's collection."""
+    pose_bone = cast("bpy.types.Pose", obj.evaluated_get(context.evaluated_depsgraph_get()).pose).bones[tip_bone]
+    empty = bpy.data.objects.new(f"IK_{tip_bone}", None)
+    empty.empty_display_type = "SPHERE"
+    empty.empty_display_size = max(0.05 * pose_bone.length * uniform_scale(np.array(obj.matrix_world)), 1e-3)
+    empty.location = obj.matrix_world @ pose_bone.tail
+    collection = obj.users_collection[0] if obj.users_collection else cast("bpy.types.Scene", context.scene).collection
+    collection.objects.link(empty)
+    return empty
+
+
+def chain_length_changed(chain_settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
+    """A chain's length changed (``properties.chain_length_listeners``): set it up again
+    (:func:`set_up_again`); what fails goes to the chain's status, never out of Blender's update."""
+    obj, scene = chain_settings.id_data, context.scene
+    if not isinstance(obj, bpy.types.Object) or obj.type != "ARMATURE" or scene is None:
+        return
+    try:
+        set_up_again(obj, cast("IK_SOLVERS_PG_chain", chain_settings), scene)
+    except Exception as error:  # an update hook must not raise
+        cast("IK_SOLVERS_PG_chain", chain_settings).last_message = failure_sentence(error)
 
 
 def store_solve_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, message: str, result: SolveResult | None = None,

@@ -10,15 +10,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import bpy
-import numpy as np
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
 from . import live, live_state, properties
 from .bake import BakeJob, BakeOptions
 from .chains import (
     capture_preferred_pose,
-    set_up_again,
+    chain_length_changed,
+    new_target_at_tip,
     set_up_new_chain,
+    snap_target_to_tip,
     solve_chains,
     store_solve_outcome,
     unhonoured_settings,
@@ -26,7 +27,6 @@ from .chains import (
 from .checks import check_editable
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
-from .root_space import uniform_scale
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
@@ -121,18 +121,6 @@ class _ChainAdd:
             self.report({"ERROR"}, failure_sentence(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return {"CANCELLED"}
         return {"FINISHED"}
-
-
-def new_target_at_tip(context: bpy.types.Context, obj: bpy.types.Object, tip_bone: str) -> bpy.types.Object:
-    """A new Empty at the evaluated tail of ``tip_bone`` (world space), in the armature's collection."""
-    pose_bone = cast("bpy.types.Pose", obj.evaluated_get(context.evaluated_depsgraph_get()).pose).bones[tip_bone]
-    empty = bpy.data.objects.new(f"IK_{tip_bone}", None)
-    empty.empty_display_type = "SPHERE"
-    empty.empty_display_size = max(0.05 * pose_bone.length * uniform_scale(np.array(obj.matrix_world)), 1e-3)
-    empty.location = obj.matrix_world @ pose_bone.tail
-    collection = obj.users_collection[0] if obj.users_collection else cast("bpy.types.Scene", context.scene).collection
-    collection.objects.link(empty)
-    return empty
 
 
 class IK_SOLVERS_OT_chain_add(_ChainAdd, bpy.types.Operator):
@@ -242,6 +230,27 @@ class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}
         self.report({"INFO"}, f"Captured the preferred pose of '{chain.name}'.")
+        return {"FINISHED"}
+
+
+class IK_SOLVERS_OT_snap_target_to_tip(ActiveChainPoll, bpy.types.Operator):
+    """Move the active chain's target (or its target bone) to the tip of the chain as it is posed now (FK to IK)"""
+
+    bl_idname = "ik_solvers.snap_target_to_tip"
+    bl_label = "Snap Target to Tip"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
+        obj, view_layer = posable_armature(context), context.view_layer
+        assert obj is not None and view_layer is not None  # poll() found the armature in the view layer
+        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+        try:
+            view_layer.update()  # the tip where the current pose puts it
+            snap_target_to_tip(obj, chain)
+        except Exception as error:  # one sentence, never a traceback
+            self.report({"ERROR"}, failure_sentence(error))
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Moved the target of '{chain.name}' to its tip.")
         return {"FINISHED"}
 
 
@@ -415,6 +424,7 @@ classes = (
     IK_SOLVERS_OT_chain_remove,
     IK_SOLVERS_OT_solve,
     IK_SOLVERS_OT_capture_preferred_pose,
+    IK_SOLVERS_OT_snap_target_to_tip,
     IK_SOLVERS_OT_bake,
     IK_SOLVERS_OT_live_toggle,
 )
@@ -424,27 +434,15 @@ _unregister_classes: Callable[[], None]
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None
 
 
-def _chain_length_changed(chain_settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
-    """A chain's length changed (``properties.chain_length_listeners``): set it up again
-    (``chains.set_up_again``); what fails goes to the chain's status, never out of Blender's update."""
-    obj, scene = chain_settings.id_data, context.scene
-    if not isinstance(obj, bpy.types.Object) or obj.type != "ARMATURE" or scene is None:
-        return
-    try:
-        set_up_again(obj, cast("IK_SOLVERS_PG_chain", chain_settings), scene)
-    except Exception as error:  # an update hook must not raise
-        cast("IK_SOLVERS_PG_chain", chain_settings).last_message = failure_sentence(error)
-
-
 def register() -> None:
     """Register the operators and set chains up again when their length changes."""
     _register_classes()
-    if _chain_length_changed not in properties.chain_length_listeners:
-        properties.chain_length_listeners.append(_chain_length_changed)
+    if chain_length_changed not in properties.chain_length_listeners:
+        properties.chain_length_listeners.append(chain_length_changed)
 
 
 def unregister() -> None:
     """Stop listening to chain lengths and unregister the operators."""
-    if _chain_length_changed in properties.chain_length_listeners:
-        properties.chain_length_listeners.remove(_chain_length_changed)
+    if chain_length_changed in properties.chain_length_listeners:
+        properties.chain_length_listeners.remove(chain_length_changed)
     _unregister_classes()

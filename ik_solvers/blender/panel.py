@@ -114,6 +114,7 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         row.operator(BAKE_OPERATOR, icon="KEYINGSET")
         row.operator(LIVE_OPERATOR, text="Live", icon="PLAY", depress=chain.use_live)
         row.operator("ik_solvers.capture_preferred_pose", icon="ARMATURE_DATA")
+        layout.operator("ik_solvers.snap_target_to_tip", icon="SNAP_ON")
 
 
 class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):

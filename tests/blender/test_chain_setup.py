@@ -86,3 +86,41 @@ def test_a_chain_never_set_up_keeps_its_settings_when_its_length_is_set(addon):
     chain.tip_bone, chain.method = "foot", "DLS"
     chain.chain_length = 3
     assert chain.method == "DLS" and not chain.has_preferred_pose
+
+
+def test_snap_target_to_tip_moves_a_parented_empty_to_the_tip(addon):
+    holder = add_empty("Holder", location=(0.2, -0.1, 0.3))
+    holder.rotation_euler, holder.scale = (0.3, -0.2, 0.8), (1.4, 1.4, 1.4)
+    target = add_empty(location=(0.1, 0.2, 0.3))
+    target.parent = holder
+    obj = build_arm()
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Arm", "forearm", 2, target, "SDLS"
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.snap_target_to_tip() == {"FINISHED"}
+    bpy.context.view_layer.update()
+    np.testing.assert_allclose(np.array(target.matrix_world.translation), evaluated_tip(obj, "forearm"), atol=1e-6)
+    assert target.parent == holder
+
+
+def test_snap_target_to_tip_moves_a_target_bone(addon):
+    from test_bone_targets import build_controls
+
+    controls = build_controls()
+    controls.pose.bones["ctrl_root"].rotation_quaternion = (0.96, 0.0, 0.0, 0.28)
+    obj = build_arm()
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.method = "Arm", "forearm", 2, "SDLS"
+    chain.target, chain.target_bone = controls, "ctrl"
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.ik_solvers.snap_target_to_tip() == {"FINISHED"}
+    np.testing.assert_allclose(evaluated_head(controls, "ctrl"), evaluated_tip(obj, "forearm"), atol=1e-6)
+
+
+def test_snap_target_to_tip_without_a_target_is_refused(addon):
+    obj = build_arm()
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone = "Arm", "forearm"
+    bpy.context.view_layer.objects.active = obj
+    with pytest.raises(RuntimeError, match="has no target"):
+        bpy.ops.ik_solvers.snap_target_to_tip()
