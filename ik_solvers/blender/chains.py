@@ -162,7 +162,7 @@ def set_up_new_chain(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain,
 
 
 def set_up_again(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
-    """A set-up chain whose bones changed with its length: set up as a new chain of those bones
+    """A set-up chain whose bones changed with its tip bone or length: set up as a new chain of those bones
     (:func:`set_up_new_chain`: preferred pose captured now, method chosen, swivel keeping the plane),
     so nothing moves and the next solve needs no capture. A chain never set up (no preferred pose:
     a script filling in its settings), or one whose preferred pose has exactly its bones, is kept."""
@@ -188,8 +188,8 @@ def new_target_at_tip(context: bpy.types.Context, obj: bpy.types.Object, tip_bon
     return empty
 
 
-def chain_length_changed(chain_settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
-    """A chain's length changed (``properties.chain_length_listeners``): set it up again
+def chain_bones_changed(chain_settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
+    """A chain's tip bone or length changed (``properties.chain_bones_listeners``): set it up again
     (:func:`set_up_again`); what fails goes to the chain's status, never out of Blender's update."""
     obj, scene = chain_settings.id_data, context.scene
     if not isinstance(obj, bpy.types.Object) or obj.type != "ARMATURE" or scene is None:

@@ -22,7 +22,7 @@ import numpy as np
 from ..core import Method, ParentSpace, preferred_pose, solve_hi_one
 from .chains import store_outcome, store_solve_outcome
 from .errors import chain_context
-from .live_state import ChainKey, LiveChain, QuickChain, after_write, inputs_key, state, turn_off
+from .live_state import ChainKey, LiveChain, QuickChain, after_write, inputs_key, kept_fk_pose, state, turn_off
 from .rig import write_pose, write_quaternion_joints
 from .root_space import point_to_root, single_inverse
 from .sampling import FrameInputs, goal_world, sample_inputs
@@ -50,7 +50,8 @@ def offer_quick(obj: bpy.types.Object, checked: list[tuple[ChainKey, ChainSpec, 
             offered = False
             continue
         one_target = (spec.method is Method.HI and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
-                      and spec.parent_space is ParentSpace.START_JOINT)
+                      and spec.parent_space is ParentSpace.START_JOINT
+                      and (inputs.influence is None or bool(np.all(inputs.influence >= 1.0))))
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
         indices = [obj.pose.bones.find(name) for name in spec.rig.joint_bones]
         state.chains[key].quick = QuickChain(
@@ -110,7 +111,8 @@ def quick_solve(obj: bpy.types.Object, chain: Any, record: LiveChain, quick: Qui
     check_points(obj, spec.rig, spec.target, spec.pole, spec.goal_bone)
     pole = spec.pole
     if quick.preferred is None:
-        inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+        # Only the armature's update changes its bones, and that runs in full: they hold our write.
+        inputs = kept_fk_pose(record, sample_inputs(obj, spec, depsgraph=depsgraph), True, obj, spec.rig)
         sampled = inputs_key(inputs)
         if record.quick_solved != sampled:
             _solve_as_in_full(obj, chain, record, spec, inputs, sampled)

@@ -16,7 +16,7 @@ from . import live, live_state, properties
 from .bake import BakeJob, BakeOptions
 from .chains import (
     capture_preferred_pose,
-    chain_length_changed,
+    chain_bones_changed,
     new_target_at_tip,
     set_up_new_chain,
     snap_target_to_tip,
@@ -437,12 +437,12 @@ _register_classes, _unregister_classes = bpy.utils.register_classes_factory(clas
 def register() -> None:
     """Register the operators and set chains up again when their length changes."""
     _register_classes()
-    if chain_length_changed not in properties.chain_length_listeners:
-        properties.chain_length_listeners.append(chain_length_changed)
+    if chain_bones_changed not in properties.chain_bones_listeners:
+        properties.chain_bones_listeners.append(chain_bones_changed)
 
 
 def unregister() -> None:
     """Stop listening to chain lengths and unregister the operators."""
-    if chain_length_changed in properties.chain_length_listeners:
-        properties.chain_length_listeners.remove(chain_length_changed)
+    if chain_bones_changed in properties.chain_bones_listeners:
+        properties.chain_bones_listeners.remove(chain_bones_changed)
     _unregister_classes()

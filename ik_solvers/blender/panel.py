@@ -102,6 +102,7 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         col.prop(chain, "target")
         if chain.target is not None and chain.target.type == "ARMATURE":
             col.prop_search(chain, "target_bone", chain.target.data, "bones", text="Bone")
+        col.prop(chain, "influence", slider=True)
         col.prop(chain, "method")
         col.label(text=method_reason(chain), icon="INFO")
         unhonoured = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)

@@ -93,6 +93,7 @@ SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
     SolveSetting("damping", "options", float, option="damping", per_scene_unit=True),
     SolveSetting("reference_weight", "options", float, option="reference_weight"),
     SolveSetting("swivel_angle", "swivel_angle", float, per_frame=True),
+    SolveSetting("influence", "influence", float, per_frame=True),
     SolveSetting("zero_plane_map", "zero_plane_map", str),
     SolveSetting("parent_space", "parent_space", ParentSpace),
     SolveSetting("flip_threshold", "flip_threshold", float),
@@ -107,13 +108,17 @@ solve_setting_listeners: list[Callable[[], None]] = []
 own at register time (this module imports nothing of live mode)."""
 
 
-chain_length_listeners: list[Callable[[bpy.types.PropertyGroup, bpy.types.Context], None]] = []
-"""Called with the chain's settings when its ``chain_length`` changed, before the solve-setting
-listeners: the operators module adds the chain's set-up again (this module imports nothing of it)."""
+chain_bones_listeners: list[Callable[[bpy.types.PropertyGroup, bpy.types.Context], None]] = []
+"""Called with the chain's settings when its ``tip_bone`` or ``chain_length`` changed, before the
+solve-setting listeners: the operators module adds the chain's set-up again (this module imports
+nothing of it)."""
+
+CHAIN_BONE_SETTINGS = ("tip_bone", "chain_length")
+"""The settings that choose the chain's bones."""
 
 
-def _chain_length_changed(settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
-    for listener in chain_length_listeners:
+def _chain_bones_changed(settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
+    for listener in chain_bones_listeners:
         listener(settings, context)
     _solve_setting_changed(settings, context)
 
@@ -200,6 +205,14 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         name="Swivel Angle", description="Rotation of the solver plane about the start-to-target axis",
         default=0.0, subtype="ANGLE", options={"ANIMATABLE"},
     )
+    influence: FloatProperty(
+        name="Influence",
+        description=(
+            "Blend between the FK pose (the chain's rotations at the frame before the solve writes them) and "
+            "the solve, per joint, as the IK constraint's Influence: 0 keeps the FK pose, 1 is the solve"
+        ),
+        default=1.0, min=0.0, max=1.0, subtype="FACTOR", options={"ANIMATABLE"},
+    )
     zero_plane_map: EnumProperty(
         name="Zero-Plane Map", description="How the zero solver plane follows the target", items=ZERO_PLANE_MAP_ITEMS,
         default="DEFAULT",
@@ -277,7 +290,7 @@ def _hook_solve_settings() -> None:
             owner, names = owner.__annotations__[setting.name].keywords["type"], setting.items
         for name in names:
             prop = owner.__annotations__[name]
-            update = _chain_length_changed if name == "chain_length" else _solve_setting_changed
+            update = _chain_bones_changed if name in CHAIN_BONE_SETTINGS else _solve_setting_changed
             owner.__annotations__[name] = prop.function(**{**prop.keywords, "update": update})
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import IKSolversError
 from .keyframes import assigned_fcurves, values_at_keys
-from .rig import RigChain
+from .rig import RigChain, read_pose
 from .root_space import root_matrices_world
 from .spec import ChainSpec
 
@@ -35,6 +35,11 @@ class FrameInputs:
         when the solve does not need it.
     swivel_angle : ndarray, shape (N,), or None
         The chain's swivel angle per frame (radians); None: the spec's value.
+    influence : ndarray, shape (N,), or None
+        The chain's influence per frame (0–1); None: 1 everywhere.
+    fk_pose : ndarray, shape (N, n_dof), or None
+        The FK pose per frame: the joint variables the chain's bones hold there before the solve
+        writes them, read where the influence is below 1 (NaN rows elsewhere); None: not read.
     """
 
     target_world: np.ndarray
@@ -42,8 +47,11 @@ class FrameInputs:
     pole_world: np.ndarray | None = None
     target_parent_world: np.ndarray | None = None
     swivel_angle: np.ndarray | None = None
+    influence: np.ndarray | None = None
+    fk_pose: np.ndarray | None = None
 
-    FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle")
+    FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle", "influence",
+              "fk_pose")
 
     @classmethod
     def stack(cls, frames: list[FrameInputs]) -> FrameInputs:
@@ -118,12 +126,16 @@ def sample_inputs(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain | None =
         pole_world = np.array(_evaluated(spec.pole, depsgraph).matrix_world.translation, dtype=float)[None]
     target_parent_world = goal_parent_world(target, spec.goal_bone, depsgraph)[None]
     root_world = root_matrices_world(obj, rig, depsgraph)[None]
+    influence = float(spec.per_frame_value(obj, "influence"))
+    fk_pose = read_pose(obj, rig)[None] if influence < 1.0 else np.full((1, rig.chain.n_dof), np.nan)
     return FrameInputs(
         target_world=target_world,
         root_world=root_world,
         pole_world=pole_world,
         target_parent_world=target_parent_world,
         swivel_angle=np.array([spec.per_frame_value(obj, "swivel_angle")], dtype=float),
+        influence=np.array([influence]),
+        fk_pose=fk_pose,
     )
 
 
@@ -201,6 +213,8 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     render = scene.render
     if render.frame_map_old != render.frame_map_new:
         reasons.append("the scene remaps time")
+    if spec.influence < 1.0:
+        reasons.append("the chain's influence is below 1")  # the FK pose is read at every frame
     if spec.goal_bone:
         reasons.append("the target is a bone")  # its head is evaluated per frame (hierarchy, constraints)
     for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
@@ -271,6 +285,8 @@ def sample_fcurves(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain, frames
         pole_world=None if spec.pole is None else sample_point_fcurves(spec.pole, frames),
         target_parent_world=np.broadcast_to(np.eye(4), (n, 4, 4)),
         swivel_angle=np.full(n, current.swivel_angle[0]),
+        influence=np.ones(n),  # below 1, the FK pose is read frame by frame (fcurve_sampling_blockers)
+        fk_pose=np.full((n, rig.chain.n_dof), np.nan),
     )
 
 

@@ -55,6 +55,8 @@ class ChainSpec:
         The bone of an armature target whose head is the goal, as stored (see :attr:`goal_bone`).
     swivel_angle : float
         The swivel angle at build time (radians); sampling reads the animated value per frame.
+    influence : float
+        The blend of the FK pose with the solve (0–1) at build time; sampling reads it per frame.
     zero_plane_map : str
         A name of the core's zero-plane map registry (``core.zero_plane.ZERO_PLANE_MAPS``, open
         to new maps: the core has no enum of them).
@@ -78,6 +80,7 @@ class ChainSpec:
     target_bone: str
     pole: bpy.types.Object | None
     swivel_angle: float
+    influence: float
     zero_plane_map: str
     parent_space: ParentSpace
     flip_threshold: float

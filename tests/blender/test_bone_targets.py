@@ -140,3 +140,14 @@ def test_the_panel_offers_the_bone_search_only_for_an_armature_target(addon):
     chain.target = controls
     props = drawn_props()
     assert "target_bone" in props and "bones" in props
+
+
+def test_changing_the_target_bone_while_live_reaches_the_new_bone(addon):
+    controls = build_controls()
+    obj = build_arm()
+    chain = bone_chain(obj, controls, "ctrl")
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    np.testing.assert_allclose(evaluated_tip(obj, "forearm"), evaluated_head(controls, "ctrl"), atol=2e-6)
+    chain.target_bone = "ctrl_root"
+    np.testing.assert_allclose(evaluated_tip(obj, "forearm"), evaluated_head(controls, "ctrl_root"), atol=2e-6)
+    assert chain.use_live
