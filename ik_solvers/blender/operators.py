@@ -213,45 +213,51 @@ def _report_unhonoured(operator: bpy.types.Operator, obj: bpy.types.Object, chai
             operator.report({"WARNING"}, f"Chain '{chain.name}': {sentence}")
 
 
-class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
+class _ActiveChainAction(ActiveChainPoll):
+    """An operator that does one thing to the active chain (:meth:`act`) and says so in one sentence."""
+
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        """Do it (IKSolversError: nothing done); the sentence to report."""
+        raise NotImplementedError
+
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
+        obj = posable_armature(context)
+        assert obj is not None  # poll() found it
+        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+        try:
+            message = self.act(context, obj, chain)
+        except Exception as error:  # one sentence, never a traceback
+            self.report({"ERROR"}, failure_sentence(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
+            return {"CANCELLED"}
+        self.report({"INFO"}, message)  # type: ignore[attr-defined]  # from the Operator this mixin goes with
+        return {"FINISHED"}
+
+
+class IK_SOLVERS_OT_capture_preferred_pose(_ActiveChainAction, bpy.types.Operator):
     """Store the chain's current pose as its preferred pose (the HI solver's reference)"""
 
     bl_idname = "ik_solvers.capture_preferred_pose"
     bl_label = "Capture Preferred Pose"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj, scene = posable_armature(context), context.scene
-        assert obj is not None and scene is not None  # poll() found the armature in the scene
-        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
-        try:
-            capture_preferred_pose(obj, chain, scene)
-        except Exception as error:  # one sentence, never a traceback
-            self.report({"ERROR"}, failure_sentence(error))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Captured the preferred pose of '{chain.name}'.")
-        return {"FINISHED"}
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        assert context.scene is not None  # poll() found the armature in the scene
+        capture_preferred_pose(obj, chain, context.scene)
+        return f"Captured the preferred pose of '{chain.name}'."
 
 
-class IK_SOLVERS_OT_snap_target_to_tip(ActiveChainPoll, bpy.types.Operator):
+class IK_SOLVERS_OT_snap_target_to_tip(_ActiveChainAction, bpy.types.Operator):
     """Move the active chain's target (or its target bone) to the tip of the chain as it is posed now (FK to IK)"""
 
     bl_idname = "ik_solvers.snap_target_to_tip"
     bl_label = "Snap Target to Tip"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj, view_layer = posable_armature(context), context.view_layer
-        assert obj is not None and view_layer is not None  # poll() found the armature in the view layer
-        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
-        try:
-            view_layer.update()  # the tip where the current pose puts it
-            snap_target_to_tip(obj, chain)
-        except Exception as error:  # one sentence, never a traceback
-            self.report({"ERROR"}, failure_sentence(error))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Moved the target of '{chain.name}' to its tip.")
-        return {"FINISHED"}
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        assert context.view_layer is not None  # poll() found the armature in the view layer
+        context.view_layer.update()  # the tip where the current pose puts it
+        snap_target_to_tip(obj, chain)
+        return f"Moved the target of '{chain.name}' to its tip."
 
 
 class IK_SOLVERS_OT_bake(bpy.types.Operator):
