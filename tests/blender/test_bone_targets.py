@@ -98,13 +98,20 @@ def _leg_with_extra_bones():
     ])
 
 
-@pytest.mark.parametrize("case", ["chain_bone", "child_of_chain", "constrained_to_chain", "via_other_armature"])
+@pytest.mark.parametrize("case", ["chain_bone", "child_of_chain", "constrained_to_chain", "driven_by_chain",
+                                  "via_other_armature"])
 def test_target_bones_that_move_with_the_chain_are_refused(addon, case):
     obj = _leg_with_extra_bones()
     target, bone = obj, {"chain_bone": "forearm", "child_of_chain": "hand"}.get(case, "free")
     if case == "constrained_to_chain":
         constraint = obj.pose.bones["free"].constraints.new("COPY_LOCATION")
         constraint.target, constraint.subtarget = obj, "forearm"
+    if case == "driven_by_chain":
+        fcurve = obj.pose.bones["free"].driver_add("location", 0)
+        variable = fcurve.driver.variables.new()
+        variable.type = "TRANSFORMS"
+        variable.targets[0].id, variable.targets[0].bone_target = obj, "forearm"
+        fcurve.driver.expression = variable.name
     if case == "via_other_armature":
         target = build_controls()
         bone = "ctrl"
