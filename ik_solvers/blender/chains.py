@@ -4,8 +4,9 @@ writing chains at the current frame, and the last-solve status kept on the setti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+import bpy
 import numpy as np
 
 from ..core import (
@@ -19,19 +20,17 @@ from ..core import (
     swivel_for_plane,
 )
 from .checks import check_editable
-from .errors import IKSolversError, chain_context
+from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
 from .rig import basis_quaternion, read_chain, write_pose
 from .rig_chain import RigChain
-from .root_space import root_matrices_world, world_to_root
-from .sampling import sample_inputs
+from .root_space import root_matrices_world, uniform_scale, world_to_root
+from .sampling import goal_world, sample_inputs
 from .snapshots import PoseSnapshot
 from .solving import PreparedSolve, prepare_solve, run_solve, world_errors
-from .spec import chain_spec
+from .spec import chain_spec, goal_bone
 
 if TYPE_CHECKING:
-    import bpy
-
     from .properties import IK_SOLVERS_PG_chain
 
 DEFAULT_REFERENCE_WEIGHT = 0.0
@@ -63,6 +62,50 @@ def method_reason(chain_settings: IK_SOLVERS_PG_chain) -> str:
     return f"{label}: chosen for this chain"
 
 
+def unhonoured_settings(obj: bpy.types.Object, tip_bone: str, chain_length: int) -> str:
+    """One sentence naming the chain's bones whose Blender IK settings the add-on does not honour
+    (IK Stretch: they keep their length), or '' when there are none (or no such bones)."""
+    bone = obj.pose.bones.get(tip_bone) if obj.pose is not None else None
+    stretching: list[str] = []
+    for _ in range(max(chain_length, 0)):
+        if bone is None:
+            break
+        if bone.ik_stretch > 0.0:
+            stretching.append(bone.name)
+        bone = bone.parent
+    if not stretching:
+        return ""
+    names = ", ".join(f"'{name}'" for name in reversed(stretching))
+    return f"IK Stretch on bone(s) {names} is not honoured: the add-on keeps every bone's length."
+
+
+def snap_target_to_tip(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain) -> None:
+    """Move the chain's target so its goal is the tip bone's tail where the pose puts it now (FK → IK):
+    the target object, or its target bone (whose head then sits there). IKSolversError naming the
+    chain for no target, a missing tip or target bone, or a target that cannot be changed."""
+    with chain_context(chain_settings.name):
+        target = chain_settings.target
+        if target is None:
+            raise IKSolversError("the chain has no target; pick an object (an Empty, or an armature and its bone).")
+        check_editable(target)
+        tip = obj.pose.bones.get(chain_settings.tip_bone) if obj.pose is not None else None
+        if tip is None:
+            raise IKSolversError(f"the tip bone '{chain_settings.tip_bone}' is not a bone of '{obj.name}'.")
+        tip_world = obj.matrix_world @ tip.tail
+        bone_name = goal_bone(target, chain_settings.target_bone)
+        if not bone_name:
+            matrix = target.matrix_world.copy()
+            matrix.translation = tip_world
+            target.matrix_world = matrix
+            return
+        pose_bone = target.pose.bones.get(bone_name) if target.pose is not None else None
+        if pose_bone is None:
+            raise IKSolversError(f"the target bone '{bone_name}' is not a bone of '{target.name}'; pick one of its bones.")
+        matrix = pose_bone.matrix.copy()
+        matrix.translation = target.matrix_world.inverted() @ tip_world
+        pose_bone.matrix = matrix
+
+
 def capture_preferred_pose(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
     """Store the chain's current pose as its preferred pose (IKSolversError if the chain is unusable)."""
     with chain_context(chain_settings.name):
@@ -90,7 +133,7 @@ def _keeping_swivel(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, 
     if target is None:
         goal = positions[:, -1]
     else:
-        goal = world_to_root(np.array(target.matrix_world.translation, dtype=float)[None],
+        goal = world_to_root(goal_world(target, goal_bone(target, chain_settings.target_bone))[None],
                              root_matrices_world(obj, rig))
     swivel = swivel_for_plane(rig.chain, goal, rig.q, normal, zero_plane_map=chain_settings.zero_plane_map)
     return float(swivel[0]) if np.all(np.isfinite(swivel)) else 0.0
@@ -116,6 +159,45 @@ def set_up_new_chain(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain,
     chain_settings.method = method.value
     if method is Method.SDLS:
         chain_settings.reference_weight = DEFAULT_REFERENCE_WEIGHT
+
+
+def set_up_again(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
+    """A set-up chain whose bones changed with its tip bone or length: set up as a new chain of those bones
+    (:func:`set_up_new_chain`: preferred pose captured now, method chosen, swivel keeping the plane),
+    so nothing moves and the next solve needs no capture. A chain never set up (no preferred pose:
+    a script filling in its settings), or one whose preferred pose has exactly its bones, is kept."""
+    if not chain_settings.has_preferred_pose:
+        return
+    try:
+        rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
+    except IKSolversError:
+        return  # not a usable chain (yet): the next solve says why
+    if [item.bone_name for item in chain_settings.preferred_pose] != list(rig.bone_names):
+        set_up_new_chain(obj, chain_settings, scene)
+
+
+def new_target_at_tip(context: bpy.types.Context, obj: bpy.types.Object, tip_bone: str) -> bpy.types.Object:
+    """A new Empty at the evaluated tail of ``tip_bone`` (world space), in the armature's collection."""
+    pose_bone = cast("bpy.types.Pose", obj.evaluated_get(context.evaluated_depsgraph_get()).pose).bones[tip_bone]
+    empty = bpy.data.objects.new(f"IK_{tip_bone}", None)
+    empty.empty_display_type = "SPHERE"
+    empty.empty_display_size = max(0.05 * pose_bone.length * uniform_scale(np.array(obj.matrix_world)), 1e-3)
+    empty.location = obj.matrix_world @ pose_bone.tail
+    collection = obj.users_collection[0] if obj.users_collection else cast("bpy.types.Scene", context.scene).collection
+    collection.objects.link(empty)
+    return empty
+
+
+def chain_bones_changed(chain_settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
+    """A chain's tip bone or length changed (``properties.chain_bones_listeners``): set it up again
+    (:func:`set_up_again`); what fails goes to the chain's status, never out of Blender's update."""
+    obj, scene = chain_settings.id_data, context.scene
+    if not isinstance(obj, bpy.types.Object) or obj.type != "ARMATURE" or scene is None:
+        return
+    try:
+        set_up_again(obj, cast("IK_SOLVERS_PG_chain", chain_settings), scene)
+    except Exception as error:  # an update hook must not raise
+        cast("IK_SOLVERS_PG_chain", chain_settings).last_message = failure_sentence(error)
 
 
 def store_solve_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, message: str, result: SolveResult | None = None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .errors import IKSolversError
 
@@ -116,12 +116,9 @@ def _moves_with_chain(obj: bpy.types.Object, bone_name: str, start_bone: str) ->
     return False
 
 
-def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, str, str]]:
-    """(object, bone name or '', how) that ``point``'s transform depends on directly."""
-    if point.parent is not None:
-        bone = point.parent_bone if point.parent_type == "BONE" else ""
-        yield point.parent, bone, f"'{point.name}' is parented to"
-    for constraint in getattr(point, "constraints", ()):
+def _constraint_dependencies(constraints: Any, owner: str) -> Iterator[tuple[bpy.types.Object, str, str]]:
+    """(object, bone name or '', how) that the active ``constraints`` of ``owner`` follow."""
+    for constraint in constraints:
         if not _active(constraint):
             continue
         targets = [(t.target, getattr(t, "subtarget", "")) for t in getattr(constraint, "targets", ())]
@@ -129,7 +126,15 @@ def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, s
             targets.append((constraint.target, getattr(constraint, "subtarget", "")))
         for target, subtarget in targets:
             if target is not None:
-                yield target, subtarget or "", f"constraint '{constraint.name}' of '{point.name}' follows"
+                yield target, subtarget or "", f"constraint '{constraint.name}' of {owner} follows"
+
+
+def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, str, str]]:
+    """(object, bone name or '', how) that ``point``'s transform depends on directly."""
+    if point.parent is not None:
+        bone = point.parent_bone if point.parent_type == "BONE" else ""
+        yield point.parent, bone, f"'{point.name}' is parented to"
+    yield from _constraint_dependencies(getattr(point, "constraints", ()), f"'{point.name}'")
     anim_data = getattr(point, "animation_data", None)
     for fcurve in () if anim_data is None else anim_data.drivers:
         for variable in fcurve.driver.variables:
@@ -158,3 +163,49 @@ def check_target_independent(obj: bpy.types.Object, start_bone: str, point: bpy.
                     "(a dependency cycle); parent or constrain it to something outside the chain.")
             if other != obj:
                 todo.append(other)
+
+
+def _bone_dependencies(armature: bpy.types.Object, bone_name: str) -> Iterator[tuple[bpy.types.Object, str, str]]:
+    """(object, bone name or '', how) that the bone ``bone_name`` of ``armature`` depends on through
+    its own and its ancestors' constraints and drivers (its parents are followed by the caller)."""
+    pose_bone = cast("bpy.types.Pose", armature.pose).bones[bone_name]
+    yield from _constraint_dependencies(pose_bone.constraints, f"bone '{bone_name}'")
+    anim_data = armature.animation_data
+    prefix = pose_bone.path_from_id() + "."
+    for fcurve in () if anim_data is None else anim_data.drivers:
+        if fcurve.driver is None or not fcurve.data_path.startswith(prefix):
+            continue
+        for variable in fcurve.driver.variables:
+            for target in variable.targets:
+                if isinstance(target.id, type(armature)):
+                    yield (target.id, getattr(target, "bone_target", "") or "",
+                           f"the driver of bone '{bone_name}' {fcurve.data_path} reads")
+
+
+def check_target_bone_independent(obj: bpy.types.Object, start_bone: str, target: bpy.types.Object, bone_name: str,
+                                  what: str) -> None:
+    """IKSolversError when the bone ``bone_name`` of the armature ``target`` is missing or moves with
+    the chain of ``obj`` starting at ``start_bone``: it is a chain bone or below one, or it (or a bone
+    it hangs from) is constrained or driven by such a bone, directly or through other bones and objects.
+    The armature object itself is checked by :func:`check_target_independent`."""
+    if target.pose is None or bone_name not in target.pose.bones:
+        raise IKSolversError(f"{what} bone '{bone_name}' is not a bone of '{target.name}'; pick one of its bones.")
+    seen: set[tuple[str, str]] = set()
+    todo = [(target, bone_name)]
+    while todo:
+        armature, name = todo.pop()
+        if (armature.name_full, name) in seen:
+            continue
+        seen.add((armature.name_full, name))
+        if armature == obj and _moves_with_chain(obj, name, start_bone):
+            how = "it is" if name == bone_name else f"it hangs from or follows bone '{name}', which is"
+            raise IKSolversError(
+                f"{what} bone '{bone_name}' depends on the chain: {how} moved by the chain (a dependency cycle); "
+                "pick a bone outside the chain and its children.")
+        bone = cast("bpy.types.Armature", armature.data).bones[name]
+        for ancestor in (bone, *bone.parent_recursive):
+            for other, other_bone, _how in _bone_dependencies(armature, ancestor.name):
+                if other_bone and other.type == "ARMATURE" and other.pose is not None and other_bone in other.pose.bones:
+                    todo.append((other, other_bone))
+                else:
+                    check_target_independent(obj, start_bone, other, what)

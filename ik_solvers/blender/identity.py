@@ -82,13 +82,14 @@ def remember(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, bone_na
 
 
 def _rename(chain_settings: IK_SOLVERS_PG_chain, renamed: dict[str, str], names: list[str]) -> None:
-    """Carry renamed bones into the settings: tip bone, remembered names, preferred-pose items."""
-    if chain_settings.tip_bone in renamed:
-        chain_settings.tip_bone = renamed[chain_settings.tip_bone]
+    """Carry renamed bones into the settings: remembered names, preferred-pose items, tip bone (last:
+    its update sets a chain whose bones changed up again, which a rename is not)."""
     chain_settings.chain_bones = json.dumps([renamed.get(name, name) for name in names])
     for item in chain_settings.preferred_pose:
         if item.bone_name in renamed:
             item.bone_name = renamed[item.bone_name]
+    if chain_settings.tip_bone in renamed:
+        chain_settings.tip_bone = renamed[chain_settings.tip_bone]
 
 
 def follow_renamed_tip(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain) -> None:

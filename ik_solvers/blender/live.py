@@ -32,7 +32,17 @@ from .chains import store_solve_outcome
 from .errors import chain_context, failure_sentence
 from .identity import follow_renamed_tip
 from .live_quick import offer_quick, quick_update
-from .live_state import ChainKey, LiveChain, after_write, forget_quick, inputs_key, rig_values, state, turn_off
+from .live_state import (
+    ChainKey,
+    LiveChain,
+    after_write,
+    forget_quick,
+    inputs_key,
+    kept_fk_pose,
+    rig_values,
+    state,
+    turn_off,
+)
 from .rig import write_pose
 from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
@@ -104,7 +114,8 @@ def _update_chain(obj: bpy.types.Object, chain: Any, record: LiveChain, depsgrap
     kept = record.spec
     rig = kept.rig if kept is not None and record.rig_key == values.key() else None
     spec = record.spec = chain_spec(obj, chain, rig, reuse=kept)
-    inputs = record.inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+    inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+    inputs = record.inputs = kept_fk_pose(record, inputs, record.rig_key == values.key(), obj, spec.rig)
     solved = (spec.source, inputs_key(inputs))
     if not force and record.solved == solved:
         return False

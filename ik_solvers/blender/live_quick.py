@@ -22,10 +22,10 @@ import numpy as np
 from ..core import Method, ParentSpace, preferred_pose, solve_hi_one
 from .chains import store_outcome, store_solve_outcome
 from .errors import chain_context
-from .live_state import ChainKey, LiveChain, QuickChain, after_write, inputs_key, state, turn_off
+from .live_state import ChainKey, LiveChain, QuickChain, after_write, inputs_key, kept_fk_pose, state, turn_off
 from .rig import write_pose, write_quaternion_joints
 from .root_space import point_to_root, single_inverse
-from .sampling import FrameInputs, sample_inputs
+from .sampling import FrameInputs, goal_world, sample_inputs
 from .solving import checked_swivel, checked_target_point, poles_in_root, prepare_solve, root_scales, run_solve
 from .spec import ChainSpec, check_points
 
@@ -52,7 +52,8 @@ def offer_quick(obj: bpy.types.Object, checked: list[tuple[ChainKey, ChainSpec, 
             offered = False
             continue
         one_target = (spec.method is Method.HI and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
-                      and spec.parent_space is ParentSpace.START_JOINT)
+                      and spec.parent_space is ParentSpace.START_JOINT
+                      and (inputs.influence is None or bool(np.all(inputs.influence >= 1.0))))
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
         indices = [pose.bones.find(name) for name in spec.rig.joint_bones]
         state.chains[key].quick = QuickChain(
@@ -109,15 +110,16 @@ def quick_solve(obj: bpy.types.Object, chain: Any, record: LiveChain, quick: Qui
     and checked as the full update does. With the one-target HI solve (``quick.preferred``) they are
     taken to the root frame the full update read and solved with the batch solve's bits; otherwise the
     inputs are sampled and solved as in the full update. ``chain`` (the settings) only takes the outcome."""
-    check_points(obj, spec.rig, spec.target, spec.pole)
-    target, pole = spec.target, spec.pole
+    check_points(obj, spec.rig, spec.target, spec.pole, spec.goal_bone)
+    pole = spec.pole
     if quick.preferred is None:
-        inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
+        # Only the armature's update changes its bones, and that runs in full: they hold our write.
+        inputs = kept_fk_pose(record, sample_inputs(obj, spec, depsgraph=depsgraph), True, obj, spec.rig)
         sampled = inputs_key(inputs)
         if record.quick_solved != sampled:
             _solve_as_in_full(obj, chain, record, spec, inputs, sampled)
         return
-    target_world = checked_target_point(spec, _location(target, depsgraph))
+    target_world = checked_target_point(spec, _goal_location(spec, depsgraph))
     pole_world = None if pole is None else _location(pole, depsgraph)
     swivel = checked_swivel(spec, spec.per_frame_value(obj, "swivel_angle"))
     signature = (target_world, pole_world, swivel)
@@ -139,6 +141,14 @@ def quick_solve(obj: bpy.types.Object, chain: Any, record: LiveChain, quick: Qui
     store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
                   solved.iterations, solved.pole_angle)
     _remember_write(obj, record, written, signature)
+
+
+def _goal_location(spec: ChainSpec, depsgraph: bpy.types.Depsgraph) -> tuple[float, float, float]:
+    """The evaluated goal (the target's location, or its target bone's head) as three Python floats."""
+    if not spec.goal_bone:
+        return _location(spec.target, depsgraph)
+    x, y, z = goal_world(spec.target, spec.goal_bone, depsgraph).tolist()
+    return (x, y, z)
 
 
 def _location(point: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[float, float, float]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -21,6 +21,8 @@ import numpy as np
 from ..core import PreferredPose
 from .chains import store_solve_outcome
 from .errors import failure_sentence
+from .rig import read_pose
+from .rig_chain import RigChain
 from .sampling import FrameInputs
 from .spec import ChainSpec
 
@@ -83,6 +85,9 @@ class LiveChain:
         Offered by the last full update to the target moves (``live_quick.quick_update``).
     quick_solved : object
         The target, pole and swivel (or the sampled inputs) of the last quick solve.
+    fk_pose : ndarray or None
+        The FK pose ``(1, n_dof)``: the joint bones' pose before live mode's writes
+        (:func:`kept_fk_pose`); a chain at influence below 1 blends with it, not with its own write.
     """
 
     spec: ChainSpec | None = None
@@ -92,6 +97,7 @@ class LiveChain:
     solved: tuple | None = None
     quick: QuickChain | None = None
     quick_solved: object = None
+    fk_pose: np.ndarray | None = None
 
 
 ChainKey = tuple[int, str]
@@ -239,6 +245,19 @@ def after_write(obj: bpy.types.Object, rig: RigValues, written: tuple[str, ...])
     for name in written:
         obj.pose.bones.foreach_get(name, rig.values[rig.slices[name]])
     return rig.key()
+
+
+def kept_fk_pose(record: LiveChain, inputs: FrameInputs, ours: bool, obj: bpy.types.Object, rig: RigChain,
+                 ) -> FrameInputs:
+    """``inputs`` whose FK pose is the one the bones held before live mode's writes: read again when
+    they do not hold our last write (``ours`` False: a frame change reset keyed bones, the animator
+    posed them, or nothing was written yet), else the one remembered. Only a chain at an influence
+    below 1 reads it (elsewhere ``inputs`` keep their NaN rows)."""
+    if not ours or record.fk_pose is None:
+        record.fk_pose = read_pose(obj, rig)[None]
+    if inputs.influence is not None and np.any(np.asarray(inputs.influence) < 1.0):
+        inputs = replace(inputs, fk_pose=record.fk_pose)
+    return inputs
 
 
 def inputs_key(inputs: FrameInputs) -> bytes:

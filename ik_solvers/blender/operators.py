@@ -6,14 +6,24 @@ short ``self.report`` sentence with the scene untouched; the logic modules never
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
-from . import live, live_state
+from . import live, live_state, properties
 from .bake import BakeJob, BakeOptions
-from .chains import capture_preferred_pose, set_up_new_chain, solve_chains, store_solve_outcome
+from .chains import (
+    capture_preferred_pose,
+    chain_bones_changed,
+    new_target_at_tip,
+    set_up_new_chain,
+    snap_target_to_tip,
+    solve_chains,
+    store_solve_outcome,
+    unhonoured_settings,
+)
 from .checks import check_editable
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
@@ -24,7 +34,7 @@ from .spec import chain_spec
 if TYPE_CHECKING:
     from bpy.stub_internal.rna_enums import OperatorReturnItems
 
-    from .properties import IK_SOLVERS_PG_settings
+    from .properties import IK_SOLVERS_PG_chain, IK_SOLVERS_PG_settings
 
 __all__ = ("capture_preferred_pose", "classes", "posable_armature", "register", "unregister")
 """``capture_preferred_pose`` is re-exported: ``tests/blender/test_ik_batch.py`` imports it from here."""
@@ -64,13 +74,17 @@ class ActiveChainPoll:
         return True
 
 
-class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
-    """Add an IK chain ending at the active bone, with a selected Empty as its target (HI, keeping
-    the current pose and bend plane; SVD-adaptive DLS where HI cannot drive the chain)"""
+class _ChainAdd:
+    """What the chain-add operators share: the chain's length (redo panel) and where its target comes from."""
 
-    bl_idname = "ik_solvers.chain_add"
-    bl_label = "Add IK Chain"
-    bl_options = {"REGISTER", "UNDO"}
+    chain_length: IntProperty(
+        name="Chain Length", description="Bones in the chain, counted from the active bone up (at most as many as there are)",
+        default=2, min=1, soft_max=32,
+    )
+    new_target: BoolProperty(
+        name="New Target at Tip", description="Create an Empty at the tip bone's tail as the chain's target",
+        default=False,
+    )
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -82,7 +96,7 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         try:
             check_editable(obj)
         except IKSolversError as error:
-            self.report({"ERROR"}, str(error))
+            self.report({"ERROR"}, str(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return {"CANCELLED"}
         settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         name = _unique_chain_name(settings, "Chain")
@@ -91,22 +105,45 @@ class IK_SOLVERS_OT_chain_add(bpy.types.Operator):
         bone = cast("bpy.types.Armature", obj.data).bones.active  # posable_armature: an armature
         if bone is not None:
             chain.tip_bone = bone.name
-            depth, parent = 1, bone.parent
-            while parent is not None and depth < 2:
-                depth, parent = depth + 1, parent.parent
-            chain.chain_length = depth
-        empties = [o for o in context.selected_objects if o.type == "EMPTY"]
-        if empties:
-            chain.target = empties[0]
+            chain.chain_length = min(int(self.chain_length), 1 + len(bone.parent_recursive))
+        if self.new_target and bone is not None:
+            chain.target = new_target_at_tip(context, obj, bone.name)
+        else:
+            empties = [o for o in context.selected_objects if o.type == "EMPTY"]
+            if empties:
+                chain.target = empties[0]
         settings.active_chain_index = len(settings.chains) - 1
         try:
             set_up_new_chain(obj, chain, scene)
         except Exception as error:  # the chain is not added, one sentence
             settings.chains.remove(len(settings.chains) - 1)
             settings.active_chain_index = max(0, len(settings.chains) - 1)
-            self.report({"ERROR"}, failure_sentence(error))
+            self.report({"ERROR"}, failure_sentence(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return {"CANCELLED"}
         return {"FINISHED"}
+
+
+class IK_SOLVERS_OT_chain_add(_ChainAdd, bpy.types.Operator):
+    """Add an IK chain ending at the active bone, with a selected Empty as its target (HI, keeping
+    the current pose and bend plane; SVD-adaptive DLS where HI cannot drive the chain)"""
+
+    bl_idname = "ik_solvers.chain_add"
+    bl_label = "Add IK Chain"
+    bl_options = {"REGISTER", "UNDO"}
+
+
+class IK_SOLVERS_OT_chain_add_with_target(_ChainAdd, bpy.types.Operator):
+    """Add an IK chain ending at the active bone with a new Empty at its tip as the target (as
+    Shift+I does): the first solve moves nothing"""
+
+    bl_idname = "ik_solvers.chain_add_with_target"
+    bl_label = "Add IK Chain with Target"
+    bl_options = {"REGISTER", "UNDO"}
+
+    new_target: BoolProperty(
+        name="New Target at Tip", description="Create an Empty at the tip bone's tail as the chain's target",
+        default=True,
+    )
 
 
 class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
@@ -164,27 +201,63 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             store_solve_outcome(chain, result.status[0].value, "", result, prepared)
         summary = ", ".join(f"{c.name}: {result.status[0].value}" for c, (result, _) in zip(chains, outcomes))
         self.report({"INFO"}, f"Solved {summary}.")
+        _report_unhonoured(self, obj, chains)
         return {"FINISHED"}
 
 
-class IK_SOLVERS_OT_capture_preferred_pose(ActiveChainPoll, bpy.types.Operator):
+def _report_unhonoured(operator: bpy.types.Operator, obj: bpy.types.Object, chains: list[IK_SOLVERS_PG_chain]) -> None:
+    """One warning per chain whose bones have Blender IK settings the add-on does not honour."""
+    for chain in chains:
+        sentence = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)
+        if sentence:
+            operator.report({"WARNING"}, f"Chain '{chain.name}': {sentence}")
+
+
+class _ActiveChainAction(ActiveChainPoll):
+    """An operator that does one thing to the active chain (:meth:`act`) and says so in one sentence."""
+
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        """Do it (IKSolversError: nothing done); the sentence to report."""
+        raise NotImplementedError
+
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
+        obj = posable_armature(context)
+        assert obj is not None  # poll() found it
+        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+        try:
+            message = self.act(context, obj, chain)
+        except Exception as error:  # one sentence, never a traceback
+            self.report({"ERROR"}, failure_sentence(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
+            return {"CANCELLED"}
+        self.report({"INFO"}, message)  # type: ignore[attr-defined]  # from the Operator this mixin goes with
+        return {"FINISHED"}
+
+
+class IK_SOLVERS_OT_capture_preferred_pose(_ActiveChainAction, bpy.types.Operator):
     """Store the chain's current pose as its preferred pose (the HI solver's reference)"""
 
     bl_idname = "ik_solvers.capture_preferred_pose"
     bl_label = "Capture Preferred Pose"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj, scene = posable_armature(context), context.scene
-        assert obj is not None and scene is not None  # poll() found the armature in the scene
-        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
-        try:
-            capture_preferred_pose(obj, chain, scene)
-        except Exception as error:  # one sentence, never a traceback
-            self.report({"ERROR"}, failure_sentence(error))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Captured the preferred pose of '{chain.name}'.")
-        return {"FINISHED"}
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        assert context.scene is not None  # poll() found the armature in the scene
+        capture_preferred_pose(obj, chain, context.scene)
+        return f"Captured the preferred pose of '{chain.name}'."
+
+
+class IK_SOLVERS_OT_snap_target_to_tip(_ActiveChainAction, bpy.types.Operator):
+    """Move the active chain's target (or its target bone) to the tip of the chain as it is posed now (FK to IK)"""
+
+    bl_idname = "ik_solvers.snap_target_to_tip"
+    bl_label = "Snap Target to Tip"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        assert context.view_layer is not None  # poll() found the armature in the view layer
+        context.view_layer.update()  # the tip where the current pose puts it
+        snap_target_to_tip(obj, chain)
+        return f"Moved the target of '{chain.name}' to its tip."
 
 
 class IK_SOLVERS_OT_bake(bpy.types.Operator):
@@ -309,6 +382,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             warning = report.warning()
             if warning is not None:
                 self.report({"WARNING"}, warning)
+        obj = self._job.obj
+        _report_unhonoured(self, obj, [chain for chain in obj.ik_solvers.chains  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+                                       if chain.name in {report.chain for report in reports}])
         return {"FINISHED"}
 
 
@@ -350,11 +426,29 @@ class IK_SOLVERS_OT_live_toggle(ActiveChainPoll, bpy.types.Operator):
 
 classes = (
     IK_SOLVERS_OT_chain_add,
+    IK_SOLVERS_OT_chain_add_with_target,
     IK_SOLVERS_OT_chain_remove,
     IK_SOLVERS_OT_solve,
     IK_SOLVERS_OT_capture_preferred_pose,
+    IK_SOLVERS_OT_snap_target_to_tip,
     IK_SOLVERS_OT_bake,
     IK_SOLVERS_OT_live_toggle,
 )
 
-register, unregister = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None
+_register_classes: Callable[[], None]
+_unregister_classes: Callable[[], None]
+_register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None
+
+
+def register() -> None:
+    """Register the operators and set chains up again when their length changes."""
+    _register_classes()
+    if chain_bones_changed not in properties.chain_bones_listeners:
+        properties.chain_bones_listeners.append(chain_bones_changed)
+
+
+def unregister() -> None:
+    """Stop listening to chain lengths and unregister the operators."""
+    if chain_bones_changed in properties.chain_bones_listeners:
+        properties.chain_bones_listeners.remove(chain_bones_changed)
+    _unregister_classes()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import bpy
 
 from ..core import METHOD_FACTS
-from .chains import method_reason
+from .chains import method_reason, unhonoured_settings
 from .properties import ITERATIVE_METHODS, METHOD_ITEMS
 
 if TYPE_CHECKING:
@@ -21,6 +21,8 @@ LIVE_OPERATOR = "ik_solvers.live_toggle"
 
 STEP_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.uses_step)
 DAMPING_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.items() if facts.uses_damping)
+METHODS_WITH_SETTINGS = ITERATIVE_METHODS | STEP_METHODS | DAMPING_METHODS | {"ANALYTIC"}
+"""Methods the Method Settings subpanel draws something for (the analytic method: its pole target)."""
 METHOD_NAMES = {identifier: name for identifier, name, _ in METHOD_ITEMS}
 
 
@@ -87,6 +89,7 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         row.template_list("IK_SOLVERS_UL_chains", "", settings, "chains", settings, "active_chain_index", rows=3)
         buttons = row.column(align=True)
         buttons.operator("ik_solvers.chain_add", icon="ADD", text="")
+        buttons.operator("ik_solvers.chain_add_with_target", icon="EMPTY_AXIS", text="")
         buttons.operator("ik_solvers.chain_remove", icon="REMOVE", text="")
         chain = _active_chain(context)
         if chain is None:
@@ -97,8 +100,14 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         col.prop_search(chain, "tip_bone", obj.data, "bones")
         col.prop(chain, "chain_length")
         col.prop(chain, "target")
+        if chain.target is not None and chain.target.type == "ARMATURE":
+            col.prop_search(chain, "target_bone", chain.target.data, "bones", text="Bone")
+        col.prop(chain, "influence", slider=True)
         col.prop(chain, "method")
         col.label(text=method_reason(chain), icon="INFO")
+        unhonoured = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)
+        if unhonoured:
+            col.label(text=unhonoured, icon="ERROR")
         row = layout.row(align=True)
         row.operator("ik_solvers.solve", icon="CON_KINEMATIC").all_chains = False
         row.operator("ik_solvers.solve", text="Solve All").all_chains = True
@@ -106,12 +115,18 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         row.operator(BAKE_OPERATOR, icon="KEYINGSET")
         row.operator(LIVE_OPERATOR, text="Live", icon="PLAY", depress=chain.use_live)
         row.operator("ik_solvers.capture_preferred_pose", icon="ARMATURE_DATA")
+        layout.operator("ik_solvers.snap_target_to_tip", icon="SNAP_ON")
 
 
 class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
-    """Parameters of the active chain's method."""
+    """Parameters of the active chain's method (hidden for a method without any, such as HI)."""
 
     bl_label = "Method Settings"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        chain = _active_chain(context)
+        return chain is not None and chain.method in METHODS_WITH_SETTINGS
 
     def draw(self, context: bpy.types.Context) -> None:
         layout, chain = self.layout, _active_chain(context)
@@ -172,7 +187,8 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
         assert layout is not None and chain is not None  # Blender sets the layout to draw in; poll() found the chain
         col = layout.column(align=True)
         if not chain.last_status:
-            col.label(text="Not solved yet")
+            if not chain.bake_frames:
+                col.label(text="Not solved yet")
         else:
             col.label(text=f"Status: {chain.last_status.replace('_', ' ').title()}")
             col.label(text=f"Error: {chain.last_error:.3g}  (lower bound {chain.last_lower_bound:.3g})")

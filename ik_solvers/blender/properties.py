@@ -41,10 +41,6 @@ ITERATIVE_METHODS = frozenset(method.value for method, facts in METHOD_FACTS.ite
 """Methods that use ``max_iterations`` and ``tolerance``."""
 
 
-def _is_empty(_self: bpy.types.PropertyGroup, obj: bpy.types.Object) -> bool:
-    return obj.type == "EMPTY"
-
-
 @dataclass(frozen=True)
 class SolveSetting:
     """One chain setting a solve reads, and how it enters the chain spec (``spec.chain_spec``).
@@ -87,6 +83,7 @@ SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
     SolveSetting("tip_bone", "tip_bone", str),
     SolveSetting("chain_length", "chain_length", int),
     SolveSetting("target", "target"),
+    SolveSetting("target_bone", "target_bone", str),
     SolveSetting("pole_target", "pole"),
     SolveSetting("method", "method", Method),
     SolveSetting("max_iterations", "options", int, option="max_iterations"),
@@ -96,6 +93,7 @@ SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
     SolveSetting("damping", "options", float, option="damping", per_scene_unit=True),
     SolveSetting("reference_weight", "options", float, option="reference_weight"),
     SolveSetting("swivel_angle", "swivel_angle", float, per_frame=True),
+    SolveSetting("influence", "influence", float, per_frame=True),
     SolveSetting("zero_plane_map", "zero_plane_map", str),
     SolveSetting("parent_space", "parent_space", ParentSpace),
     SolveSetting("flip_threshold", "flip_threshold", float),
@@ -108,6 +106,21 @@ the ``update`` hook below, and live mode tells a changed setting by ``spec.setti
 solve_setting_listeners: list[Callable[[], None]] = []
 """Called when a setting of :data:`SOLVE_SETTINGS` (or ``use_live``) changes: live mode adds its
 own at register time (this module imports nothing of live mode)."""
+
+
+chain_bones_listeners: list[Callable[[bpy.types.PropertyGroup, bpy.types.Context], None]] = []
+"""Called with the chain's settings when its ``tip_bone`` or ``chain_length`` changed, before the
+solve-setting listeners: the operators module adds the chain's set-up again (this module imports
+nothing of it)."""
+
+CHAIN_BONE_SETTINGS = ("tip_bone", "chain_length")
+"""The settings that choose the chain's bones."""
+
+
+def _chain_bones_changed(settings: bpy.types.PropertyGroup, context: bpy.types.Context) -> None:
+    for listener in chain_bones_listeners:
+        listener(settings, context)
+    _solve_setting_changed(settings, context)
 
 
 def _solve_setting_changed(_settings: bpy.types.PropertyGroup, _context: bpy.types.Context) -> None:
@@ -146,7 +159,13 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         default=2, min=1, soft_max=32,
     )
     target: PointerProperty(
-        name="Target", description="Empty whose location the tip reaches for", type=bpy.types.Object, poll=_is_empty,
+        name="Target", description="Object whose location the tip reaches for (an armature: its Target Bone's head)",
+        type=bpy.types.Object,
+    )
+    target_bone: StringProperty(
+        name="Target Bone",
+        description="Bone of the target armature whose head the tip reaches for (as the IK constraint's bone); "
+        "empty: the armature object's origin",
     )
     # SDLS by default: as accurate as DLS on reachable targets, and unlike fixed damping it
     # reaches the lower bound quickly when the target is out of reach (docs/solver-race.md).
@@ -185,6 +204,14 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     swivel_angle: FloatProperty(
         name="Swivel Angle", description="Rotation of the solver plane about the start-to-target axis",
         default=0.0, subtype="ANGLE", options={"ANIMATABLE"},
+    )
+    influence: FloatProperty(
+        name="Influence",
+        description=(
+            "Blend between the FK pose (the chain's rotations at the frame before the solve writes them) and "
+            "the solve, per joint, as the IK constraint's Influence: 0 keeps the FK pose, 1 is the solve"
+        ),
+        default=1.0, min=0.0, max=1.0, subtype="FACTOR", options={"ANIMATABLE"},
     )
     zero_plane_map: EnumProperty(
         name="Zero-Plane Map", description="How the zero solver plane follows the target", items=ZERO_PLANE_MAP_ITEMS,
@@ -263,7 +290,8 @@ def _hook_solve_settings() -> None:
             owner, names = owner.__annotations__[setting.name].keywords["type"], setting.items
         for name in names:
             prop = owner.__annotations__[name]
-            owner.__annotations__[name] = prop.function(**{**prop.keywords, "update": _solve_setting_changed})
+            update = _chain_bones_changed if name in CHAIN_BONE_SETTINGS else _solve_setting_changed
+            owner.__annotations__[name] = prop.function(**{**prop.keywords, "update": update})
 
 
 _hook_solve_settings()

@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import IKSolversError
 from .keyframes import assigned_fcurves, values_at_keys
-from .rig import RigChain
+from .rig import RigChain, read_pose
 from .root_space import root_matrices_world
 from .spec import ChainSpec
 
@@ -35,6 +35,11 @@ class FrameInputs:
         when the solve does not need it.
     swivel_angle : ndarray, shape (N,), or None
         The chain's swivel angle per frame (radians); None: the spec's value.
+    influence : ndarray, shape (N,), or None
+        The chain's influence per frame (0–1); None: 1 everywhere.
+    fk_pose : ndarray, shape (N, n_dof), or None
+        The FK pose per frame: the joint variables the chain's bones hold there before the solve
+        writes them, read where the influence is below 1 (NaN rows elsewhere); None: not read.
     """
 
     target_world: np.ndarray
@@ -42,8 +47,11 @@ class FrameInputs:
     pole_world: np.ndarray | None = None
     target_parent_world: np.ndarray | None = None
     swivel_angle: np.ndarray | None = None
+    influence: np.ndarray | None = None
+    fk_pose: np.ndarray | None = None
 
-    FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle")
+    FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle", "influence",
+              "fk_pose")
 
     @classmethod
     def stack(cls, frames: list[FrameInputs]) -> FrameInputs:
@@ -75,6 +83,33 @@ def _evaluated(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> 
     return obj.evaluated_get(depsgraph) if depsgraph is not None else obj
 
 
+def goal_world(target: bpy.types.Object, bone_name: str = "", depsgraph: bpy.types.Depsgraph | None = None,
+               ) -> np.ndarray:
+    """The evaluated world position ``(3,)`` the tip reaches for: the head of ``bone_name`` of the
+    armature ``target`` (as the IK constraint's bone target), else the target object's origin."""
+    target_eval = _evaluated(target, depsgraph)
+    if not bone_name:
+        return np.array(target_eval.matrix_world.translation, dtype=float)
+    pose_bone = target_eval.pose.bones.get(bone_name) if target_eval.pose is not None else None
+    if pose_bone is None:
+        raise IKSolversError(f"the target bone '{bone_name}' is not a bone of '{target.name}'; pick one of its bones.")
+    return np.array(target_eval.matrix_world @ pose_bone.head, dtype=float)
+
+
+def goal_parent_world(target: bpy.types.Object, bone_name: str = "",
+                      depsgraph: bpy.types.Depsgraph | None = None) -> np.ndarray:
+    """World matrix ``(4, 4)`` the goal rides with: a target bone's parent bone (else its armature),
+    an object's parent (else the identity)."""
+    target_eval = _evaluated(target, depsgraph)
+    if bone_name:
+        assert target_eval.pose is not None  # goal_world read the bone from this armature's pose
+        parent_bone = target_eval.pose.bones[bone_name].parent
+        world = target_eval.matrix_world if parent_bone is None else target_eval.matrix_world @ parent_bone.matrix
+        return _matrix(world)
+    parent = target_eval.parent
+    return _matrix(parent.matrix_world) if parent is not None else IDENTITY
+
+
 def sample_inputs(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain | None = None,
                   depsgraph: bpy.types.Depsgraph | None = None) -> FrameInputs:
     """The current evaluation of everything the chain's solve reads, as a batch of one frame.
@@ -85,21 +120,23 @@ def sample_inputs(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain | None =
     rig = spec.rig if rig is None else rig
     target = spec.target
     if target is None:
-        raise IKSolversError("the chain has no target; pick an Empty.")
-    target_eval = _evaluated(target, depsgraph)
-    target_world = np.array(target_eval.matrix_world.translation, dtype=float)[None]
+        raise IKSolversError("the chain has no target; pick an object (an Empty, or an armature and its bone).")
+    target_world = goal_world(target, spec.goal_bone, depsgraph)[None]
     pole_world = None
     if spec.pole is not None:
         pole_world = np.array(_evaluated(spec.pole, depsgraph).matrix_world.translation, dtype=float)[None]
-    parent = target_eval.parent
-    target_parent_world = (_matrix(parent.matrix_world) if parent is not None else IDENTITY)[None]
+    target_parent_world = goal_parent_world(target, spec.goal_bone, depsgraph)[None]
     root_world = root_matrices_world(obj, rig, depsgraph)[None]
+    influence = float(spec.per_frame_value(obj, "influence"))
+    fk_pose = read_pose(obj, rig)[None] if influence < 1.0 else np.full((1, rig.chain.n_dof), np.nan)
     return FrameInputs(
         target_world=target_world,
         root_world=root_world,
         pole_world=pole_world,
         target_parent_world=target_parent_world,
         swivel_angle=np.array([spec.per_frame_value(obj, "swivel_angle")], dtype=float),
+        influence=np.array([influence]),
+        fk_pose=fk_pose,
     )
 
 
@@ -171,13 +208,17 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     F-curves, and the chain's root frame and geometry cannot change over time: the armature has
     no parent, constraints, drivers or NLA, and its action keys neither the object transform, nor
     the chain's ancestor bones, nor anything but rotation on the chain's bones, nor the chain
-    settings (e.g. an animated swivel angle), nor a locked chain bone's rotation. Anything else is
-    sampled by evaluating each frame.
+    settings (e.g. an animated swivel angle), nor a locked chain bone's rotation. Anything else (a
+    target bone too) is sampled by evaluating each frame.
     """
     reasons = []
     render = scene.render
     if render.frame_map_old != render.frame_map_new:
         reasons.append("the scene remaps time")
+    if spec.influence < 1.0:
+        reasons.append("the chain's influence is below 1")  # the FK pose is read at every frame
+    if spec.goal_bone:
+        reasons.append("the target is a bone")  # its head is evaluated per frame (hierarchy, constraints)
     for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
         if point is not None:
             reasons += _point_blockers(point, what)
@@ -247,6 +288,8 @@ def sample_fcurves(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain, frames
         pole_world=None if spec.pole is None else sample_point_fcurves(spec.pole, frames),
         target_parent_world=np.broadcast_to(np.eye(4), (n, 4, 4)),
         swivel_angle=np.full(n, current.swivel_angle[0]),
+        influence=np.ones(n),  # below 1, the FK pose is read frame by frame (fcurve_sampling_blockers)
+        fk_pose=np.full((n, rig.chain.n_dof), np.nan),
     )
 
 

@@ -9,14 +9,16 @@ HI method that pose is its preferred pose; the HI diagnostics come back in ``res
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..core import IKInputError, Method, ParentSpace, SolveResult, solve, sphere_rotations_for_parent_space
+from ..core.kinematics import local_quaternions
 from .errors import IKSolversError
+from .rig import joint_variables_from_quaternions
 from .rig_chain import RigChain
 from .root_space import KeptResults, uniform_scale, world_to_root
 from .sampling import FrameInputs
@@ -226,7 +228,41 @@ def run_solve(prepared: PreparedSolve) -> SolveResult:
                              "nothing was changed.", chain=spec.name) from error
     if not np.all(np.isfinite(result.q)):
         raise IKSolversError("the solver produced non-finite joint values; nothing was changed.", chain=spec.name)
+    influence, fk_pose = prepared.inputs.influence, prepared.inputs.fk_pose
+    if influence is not None and fk_pose is not None and np.any(influence < 1.0):
+        result = replace(result, q=blended_with_fk(prepared.rig, np.asarray(fk_pose, float), result.q,
+                                                   np.asarray(influence, float)))
     return result
+
+
+def _slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Unit quaternions ``(..., 4)`` a fraction ``t (..., 1)`` of the shorter way from ``a`` to ``b``."""
+    b = np.where(np.sum(a * b, axis=-1, keepdims=True) < 0.0, -b, b)
+    cos = np.clip(np.sum(a * b, axis=-1, keepdims=True), -1.0, 1.0)
+    angle = np.arccos(cos)
+    sin = np.sin(angle)
+    near = sin < 1e-9  # (almost) the same rotation: the linear blend is exact to roundoff
+    safe = np.where(near, 1.0, sin)
+    wa = np.where(near, 1.0 - t, np.sin((1.0 - t) * angle) / safe)
+    wb = np.where(near, t, np.sin(t * angle) / safe)
+    out = wa * a + wb * b
+    return out / np.linalg.norm(out, axis=-1, keepdims=True)
+
+
+def blended_with_fk(rig: RigChain, fk_pose: np.ndarray, solved: np.ndarray, influence: np.ndarray) -> np.ndarray:
+    """Joint variables ``(N, n_dof)``: per joint the rotation a fraction ``influence (N,)`` of the way
+    from the FK pose ``fk_pose (N, n_dof)`` to the solve ``solved (N, n_dof)`` (quaternion slerp), as
+    Blender's IK constraint blends by its Influence. Rows at influence 1 are the solve, at 0 the FK pose."""
+    out = np.array(solved, dtype=float, copy=True)
+    partial = np.flatnonzero((influence < 1.0) & (influence > 0.0))
+    out[influence <= 0.0] = fk_pose[influence <= 0.0]
+    if partial.size:
+        chain = rig.chain
+        blended = _slerp(local_quaternions(chain, fk_pose[partial]), local_quaternions(chain, solved[partial]),
+                         influence[partial, None, None])
+        for row, rotations in zip(partial, blended):
+            out[row] = joint_variables_from_quaternions(rig, dict(zip(rig.joint_bones, rotations)))
+    return out
 
 
 def world_errors(prepared: PreparedSolve, result: SolveResult) -> tuple[np.ndarray, np.ndarray]:

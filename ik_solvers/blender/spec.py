@@ -15,7 +15,7 @@ import bpy
 import numpy as np
 
 from ..core import METHOD_FACTS, IKInputError, Method, ParentSpace, SolveOptions
-from .checks import check_editable, check_target_independent, constraint_limits_hold
+from .checks import check_editable, check_target_bone_independent, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, chain_context
 from .identity import check_bones, follow_renamed_tip
 from .properties import SOLVE_SETTINGS, SolveSetting
@@ -51,8 +51,12 @@ class ChainSpec:
         the rest pose (zeros). For the HI method it is the preferred pose.
     target, pole
         The target and pole target objects (``bpy.types.Object``; pole None without one).
+    target_bone : str
+        The bone of an armature target whose head is the goal, as stored (see :attr:`goal_bone`).
     swivel_angle : float
         The swivel angle at build time (radians); sampling reads the animated value per frame.
+    influence : float
+        The blend of the FK pose with the solve (0–1) at build time; sampling reads it per frame.
     zero_plane_map : str
         A name of the core's zero-plane map registry (``core.zero_plane.ZERO_PLANE_MAPS``, open
         to new maps: the core has no enum of them).
@@ -73,8 +77,10 @@ class ChainSpec:
     options: SolveOptions
     reference: np.ndarray
     target: bpy.types.Object
+    target_bone: str
     pole: bpy.types.Object | None
     swivel_angle: float
+    influence: float
     zero_plane_map: str
     parent_space: ParentSpace
     flip_threshold: float
@@ -85,6 +91,12 @@ class ChainSpec:
         """Every bone of the chain, start → tip."""
         return self.rig.bone_names
 
+    @property
+    def goal_bone(self) -> str:
+        """The target bone whose head is the goal; '' when the goal is the target object's origin
+        (no bone named, or a target that is not an armature)."""
+        return goal_bone(self.target, self.target_bone)
+
     def read_rig(self, obj: bpy.types.Object) -> RigChain:
         """The chain read again from ``obj`` (another frame's bone locations / scales)."""
         return read_chain(obj, self.tip_bone, self.chain_length)
@@ -93,6 +105,11 @@ class ChainSpec:
         """The spec's ``field`` as the current frame animates its setting (``SolveSetting.per_frame``)."""
         setting = PER_FRAME_SETTINGS[field]
         return setting.convert(obj.path_resolve(f"{self.settings_path}.{setting.name}"))
+
+
+def goal_bone(target: bpy.types.Object | None, target_bone: str) -> str:
+    """``target_bone`` where it names the goal (an armature target), else ''."""
+    return target_bone if target is not None and target.type == "ARMATURE" else ""
 
 
 def _plain(value: Any) -> Any:
@@ -140,15 +157,19 @@ def _checked_rig(obj: bpy.types.Object, chain_settings: Any, rig: RigChain | Non
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
     check_bones(obj, chain_settings, rig.bone_names)
     if chain_settings.target is None:
-        raise IKSolversError("the chain has no target; pick an Empty.")
-    check_points(obj, rig, chain_settings.target, chain_settings.pole_target)
+        raise IKSolversError("the chain has no target; pick an object (an Empty, or an armature and its bone).")
+    check_points(obj, rig, chain_settings.target, chain_settings.pole_target,
+                 goal_bone(chain_settings.target, chain_settings.target_bone))
     return rig
 
 
 def check_points(obj: bpy.types.Object, rig: RigChain, target: bpy.types.Object,
-                 pole: bpy.types.Object | None) -> None:
-    """IKSolversError when the target or the pole moves with the chain (also checked at every quick
-    live update: parenting or constraining the target is a move of objects only)."""
+                 pole: bpy.types.Object | None, target_bone: str = "") -> None:
+    """IKSolversError when the target (its ``target_bone``, if named) or the pole moves with the chain
+    (also checked at every quick live update: parenting or constraining the target is a move of
+    objects only)."""
+    if target_bone:
+        check_target_bone_independent(obj, rig.bone_names[0], target, target_bone, "the target")
     for what, point in (("the target", target), ("the pole target", pole)):
         check_target_independent(obj, rig.bone_names[0], point, what)
 

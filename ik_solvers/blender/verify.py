@@ -16,7 +16,7 @@ from .errors import chain_context
 from .keyframes import assigned_fcurves, rotation_data_path
 from .rig_chain import RigChain
 from .root_space import root_matrices_world
-from .sampling import geometry_key
+from .sampling import geometry_key, goal_world
 
 if TYPE_CHECKING:
     import bpy
@@ -160,7 +160,7 @@ class BakedCheck:
                 rig = self.rigs[key] = spec.read_rig(obj)
         assert obj.pose is not None  # the chain was read from this armature's pose
         tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
-        target = np.array(spec.target.matrix_world.translation, dtype=float)
+        target = goal_world(spec.target, spec.goal_bone)
         self._seen.append((row, key, root_matrices_world(obj, rig), tip, target))
 
     def result(self) -> Evaluation:

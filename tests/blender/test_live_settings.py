@@ -28,6 +28,10 @@ class Change:
     settings: dict = field(default_factory=dict)
     """Set after the preferred pose is captured, before live mode is turned on."""
     moves: bool = True
+    fresh: bool = True
+    """Whether the solve operator's fresh solve gives live mode's pose: not below influence 1, where
+    live mode blends with the FK pose before its writes and the operator with the pose it finds
+    (``test_influence.py`` tests live mode's blend)."""
 
 
 def _set(name: str, value) -> Callable[[object], None]:
@@ -53,8 +57,11 @@ BUDGET = {"max_iterations": 3}
 CHANGES = {
     "name": Change(_set("name", "Renamed"), moves=False),
     "tip_bone": Change(_set("tip_bone", "shin"), settings={"chain_length": 2}),
-    "chain_length": Change(_set("chain_length", 2)),
+    # Set up again (issue 20): the preferred pose captured now and the swivel kept, so nothing moves.
+    "chain_length": Change(_set("chain_length", 2), moves=False),
     "target": Change(_new_target),
+    # An Empty target has no bones: the goal stays (bone targets: test_bone_targets.py).
+    "target_bone": Change(_set("target_bone", "foot"), moves=False),
     "pole_target": Change(_new_pole, settings={"zero_plane_map": "POLE_OBJECT"}),
     "method": Change(_set("method", "SDLS")),
     "max_iterations": Change(_set("max_iterations", 1), "SDLS", BUDGET),
@@ -64,6 +71,7 @@ CHANGES = {
     "damping": Change(_set("damping", 0.5), "DLS", BUDGET),
     "reference_weight": Change(_set("reference_weight", 0.5), "SDLS", BUDGET),
     "swivel_angle": Change(_set("swivel_angle", 0.7)),
+    "influence": Change(_set("influence", 0.6), fresh=False),
     "zero_plane_map": Change(_set("zero_plane_map", "POLE_OBJECT")),
     "parent_space": Change(_set("parent_space", "IK_TARGET")),
     "flip_threshold": Change(_set("flip_threshold", 1.2), moves=False),  # the warning's angle, not the pose
@@ -132,10 +140,12 @@ def test_a_setting_changed_while_live_re_solves_as_a_fresh_solve(addon, monkeypa
     assert (not np.allclose(after, before, rtol=0.0, atol=1e-5)) == change.moves
     (key, record), = live.state.chains.items()  # one record, of the chain as it is now
     assert key == (obj.session_uid, chain.name) and record.spec.source[2] == settings_key(chain)
-    np.testing.assert_allclose(fresh_solve_pose(obj, chain), after, rtol=0.0, atol=1e-6)
+    if change.fresh:
+        np.testing.assert_allclose(fresh_solve_pose(obj, chain), after, rtol=0.0, atol=1e-6)
     # The next target move (the quick path again) solves with the new setting too.
     chain.target.location = (0.2, -0.05, 0.4)
     moved = evaluated_pose(obj)
     assert quick_solves
     assert not np.allclose(moved, after, rtol=0.0, atol=1e-5)
-    np.testing.assert_allclose(fresh_solve_pose(obj, chain), moved, rtol=0.0, atol=1e-6)
+    if change.fresh:
+        np.testing.assert_allclose(fresh_solve_pose(obj, chain), moved, rtol=0.0, atol=1e-6)

@@ -144,7 +144,8 @@ def test_panels_are_registered_in_the_ik_sidebar_tab(addon):
 def test_without_chains_the_panel_offers_to_add_one(armature):
     recording = draw_all(bpy.context)
     assert_everything_resolves(recording)
-    assert [op for op, _ in recording.operators] == ["ik_solvers.chain_add", "ik_solvers.chain_remove"]
+    assert [op for op, _ in recording.operators] == [
+        "ik_solvers.chain_add", "ik_solvers.chain_add_with_target", "ik_solvers.chain_remove"]
     assert any("Add a chain" in text for text, _ in recording.labels)
 
 

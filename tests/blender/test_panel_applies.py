@@ -1,0 +1,72 @@
+"""The panel shows only what applies (issue 20): no empty Method Settings subpanel for HI, no "Not
+solved yet" beside a finished bake, and Blender IK settings the add-on does not honour (IK Stretch)
+named in the panel and in the solve's and the bake's reports."""
+
+from __future__ import annotations
+
+import bpy
+import pytest
+from conftest import add_empty, build_arm
+from test_panel import draw_all
+
+from ik_solvers.blender import operators, panel
+
+
+@pytest.fixture
+def arm_chain(addon):
+    obj = build_arm()
+    bpy.context.view_layer.objects.active = obj
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length = "Arm", "forearm", 2
+    chain.target = add_empty(location=(0.4, 0.1, 1.3))
+    return obj, chain
+
+
+def test_the_method_settings_subpanel_hides_for_hi_and_shows_for_the_others(arm_chain):
+    _, chain = arm_chain
+    for method, shown in (("HI", False), ("SDLS", True), ("CCD", True), ("ANALYTIC", True)):
+        chain.method = method
+        assert panel.VIEW3D_PT_ik_solvers_method.poll(bpy.context) is shown, method
+
+
+def test_not_solved_yet_is_not_drawn_beside_a_finished_bake(arm_chain):
+    _, chain = arm_chain
+    assert "Not solved yet" in [text for text, _ in draw_all(bpy.context).labels]
+    chain.bake_frames, chain.bake_converged = 20, 20
+    texts = [text for text, _ in draw_all(bpy.context).labels]
+    assert "Not solved yet" not in texts and "Last bake: 20 frames" in texts
+
+
+class _StandIn:
+    """Calls an operator's execute with our own report list (Blender's reports are not readable)."""
+
+    def __init__(self, cls, **properties):
+        self.__dict__.update(properties, reports=[], options=type("Options", (), {"is_invoke": False})())
+        self._cls = cls
+
+    def report(self, kind, message):
+        self.reports.append((kind, message))
+
+    def __getattr__(self, name):
+        return getattr(self._cls, name).__get__(self)
+
+
+def test_ik_stretch_is_named_in_the_panel_and_the_solve_and_bake_reports(arm_chain):
+    obj, chain = arm_chain
+    chain.method = "SDLS"
+    assert not [text for text, icon in draw_all(bpy.context).labels if "IK Stretch" in text]
+    operator = _StandIn(operators.IK_SOLVERS_OT_solve, all_chains=False)
+    assert operators.IK_SOLVERS_OT_solve.execute(operator, bpy.context) == {"FINISHED"}
+    assert not [message for _, message in operator.reports if "IK Stretch" in message]
+
+    obj.pose.bones["forearm"].ik_stretch = 0.2
+    labels = [(text, icon) for text, icon in draw_all(bpy.context).labels if "IK Stretch" in text]
+    assert labels == [("IK Stretch on bone(s) 'forearm' is not honoured: the add-on keeps every bone's length.",
+                       "ERROR")]
+    operator = _StandIn(operators.IK_SOLVERS_OT_solve, all_chains=False)
+    assert operators.IK_SOLVERS_OT_solve.execute(operator, bpy.context) == {"FINISHED"}
+    assert ({"WARNING"}, f"Chain 'Arm': {labels[0][0]}") in operator.reports
+
+    operator = _StandIn(operators.IK_SOLVERS_OT_bake, frame_start=1, frame_end=3, step=1, all_chains=False, chain="")
+    assert operators.IK_SOLVERS_OT_bake.execute(operator, bpy.context) == {"FINISHED"}
+    assert ({"WARNING"}, f"Chain 'Arm': {labels[0][0]}") in operator.reports
