@@ -125,3 +125,10 @@ def write_bezier_keys(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.n
     keys["handle_right_type"][new] = FREE
     keys["interpolation"][new] = BEZIER
     write_keyframes(fcurve, keys)
+
+
+def reduction_sentence(chain: str, reduced: ReducedKeys) -> str:
+    """One line for the report: keys before / after and the world error against the bound."""
+    return (f"Reduced the keys of '{chain}' from {reduced.keys_before} to {reduced.keys_after} per curve "
+            f"({reduced.kept_fraction:.1%}): world error max {reduced.max_error:.3g}, 99th percentile "
+            f"{reduced.error_p99:.3g} (bound {reduced.key_error:.3g}).")

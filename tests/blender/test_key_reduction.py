@@ -7,10 +7,11 @@ from __future__ import annotations
 import bpy
 import numpy as np
 import pytest
-from conftest import add_empty, build_armature
-from test_bake import action_state, add_chain, key_path
+from conftest import add_empty
+from test_bake import action_state, add_chain, arm_with_extra_bone, key_path
 
-from ik_solvers.blender.key_reduction import reduce_rotation_keys
+from ik_solvers.blender import bake
+from ik_solvers.blender.key_reduction import reduce_rotation_keys, reduction_sentence
 from ik_solvers.blender.rig import read_chain
 
 FRAMES = np.arange(1, 122)
@@ -20,16 +21,6 @@ JOINTS = ("upper_arm", "forearm")
 @pytest.fixture
 def baking(addon):
     return addon
-
-
-def arm_with_extra_bone():
-    """A two-bone arm (0.30 / 0.28, with roll) plus an unrelated keyed 'spine' bone."""
-    return build_armature([
-        {"name": "spine", "head": (0.0, 0.0, 1.0), "tail": (0.0, 0.0, 1.35)},
-        {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "roll": 0.4},
-        {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "roll": -0.7,
-         "parent": "upper_arm"},
-    ])
 
 
 def catmull_rom(points: np.ndarray, every: int) -> np.ndarray:
@@ -125,3 +116,28 @@ def test_keys_outside_the_reduced_frames_are_kept_with_their_data(baking):
             assert [k[0][0] for k in keys[20:-41]] == reduced.frames.tolist()
     assert reduced.keys_before == 60 and reduced.keys_after < 20
     assert reduced.max_error <= 1e-4 * (0.3 + 0.28)  # the default: 0.1 mm per metre of reach
+
+
+@pytest.mark.parametrize("mode", ["QUATERNION", "YXZ"])
+def test_a_bake_with_reduce_keys_holds_the_bound_and_its_check_finds_no_mismatch(baking, mode):
+    scene = baking
+    obj = baked_arm(scene, mode, 0.0, seed=3)
+    reference = evaluated_points(scene, obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    assert job.advance()
+    report = job.finish()[0]
+    reduced = job.chains[0].reduced
+    assert reduced is not None and reduced.keys_after < 0.4 * reduced.keys_before
+    assert report.evaluated_mismatch_frames == [] and report.evaluated_frames_checked == 121
+    errors = np.linalg.norm(evaluated_points(scene, obj) - reference, axis=-1).max(axis=1)
+    assert errors.max() <= 1e-4
+    assert reduction_sentence("Arm", reduced).startswith(f"Reduced the keys of 'Arm' from 121 to {reduced.keys_after}")
+
+
+def test_the_bake_operator_reduces_keys_and_says_so(baking):
+    obj = baked_arm(baking, "QUATERNION", 0.0)
+    path = obj.pose.bones["forearm"].path_from_id("rotation_quaternion")
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=121, step=1, reduce_keys=True) == {"FINISHED"}
+    fcurve = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot).fcurves.find(path)
+    assert 2 <= len(fcurve.keyframe_points) < 60
+    assert {k.interpolation for k in fcurve.keyframe_points} == {"BEZIER"}
