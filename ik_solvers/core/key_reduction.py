@@ -12,9 +12,9 @@ The error is measured in world space through the chain: all rotation channels of
 their keys, and a candidate segment is accepted only when forward kinematics of every frame of
 the segment (all joints evaluated together, so a parent's error shows at its children and the tip)
 stays within the bound. Segments are grown greedily from the first frame, doubling then bisecting
-their length; each segment starts at the previous segment's end key, and its two handles and its
-end key's value are a least-squares fit of the unreduced channel values over the segment (the first
-and last frame and frames asked to stay keys keep their exact values).
+their length. Keys are the baked samples themselves (every kept key is exact), so segments are
+independent; each segment's two handles are a least-squares fit of the unreduced channel values
+between its keys.
 """
 
 from __future__ import annotations
@@ -97,30 +97,23 @@ def bezier_values(x0: float, x1: float, controls: np.ndarray, frames: np.ndarray
     return basis @ controls
 
 
-def _fit_controls(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, b: int, start: np.ndarray,
-                  free_end: bool) -> np.ndarray:
-    """Float32 control values ``(4, C)`` of the segment from sample ``a`` to ``b`` starting at the
-    key value ``start (C,)``: the two handles (and, with ``free_end``, the end key's value) are a
-    least-squares fit of the samples after ``a`` up to ``b``; else the end key is sample ``b``."""
+def _fit_controls(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Float32 control values ``(4, C)`` of the segment from sample ``a`` to ``b`` of channels
+    ``values (N, C)``: the keys are the samples, the two handles a least-squares fit of the samples
+    between (pulled weakly toward the finite-difference ``slopes (N, C)``, which decides the fit
+    of a segment with fewer than two samples between its keys)."""
     x0, x1 = float(frames[a]), float(frames[b])
+    y0, y1 = values[a], values[b]
     span = x1 - x0
-    weight = np.sqrt(SLOPE_REGULARISATION * span)
-    stop = b + 1 if free_end else b
-    s = (frames[a + 1:stop] - x0) / span
+    weight = SLOPE_REGULARISATION * span
+    s = (frames[a + 1:b] - x0) / span
     r = 1.0 - s
-    # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1
-    ends = 3.0 * r * s * s + s * s * s
-    columns = [r * r * s * span, -r * s * s * span] + ([ends] if free_end else [])
-    prior = np.eye(2, len(columns))
-    design = np.concatenate([np.stack(columns, axis=1), weight * prior])
-    base = np.outer(r * r * r + 3.0 * r * r * s, start)
-    if not free_end:
-        base += np.outer(ends, values[b])
-    target = np.concatenate([values[a + 1:stop] - base, weight * slopes[[a, b]]])
-    solution = np.linalg.lstsq(design, target, rcond=None)[0]
-    m0, m1 = solution[0], solution[1]
-    end = solution[2] if free_end else values[b]
-    controls = np.stack([start, start + m0 * span / 3.0, end - m1 * span / 3.0, end])
+    # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
+    design = np.stack([r * r * s * span, -r * s * s * span], axis=1)
+    residual = values[a + 1:b] - np.outer(r * r * r + 3.0 * r * r * s, y0) - np.outer(3.0 * r * s * s + s * s * s, y1)
+    normal = design.T @ design + weight * np.eye(2)
+    m0, m1 = np.linalg.solve(normal, design.T @ residual + weight * slopes[[a, b]])
+    controls = np.stack([y0, y0 + m0 * span / 3.0, y1 - m1 * span / 3.0, y1])
     return controls.astype(np.float32).astype(float)
 
 
@@ -189,67 +182,63 @@ class ReducedKeys:
 
 
 class _Problem:
-    """The unreduced bake and the evaluation of candidate segments against it."""
+    """The unreduced bake and the evaluation of candidate segments against it (every joint's
+    channels side by side in one ``(N, C)`` array)."""
 
     def __init__(self, frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf],
                  chain: Chain, scale: float) -> None:
         self.frames = np.asarray(frames, dtype=float)
-        self.values = [np.asarray(v, dtype=float) for v in values]
+        self.values = np.concatenate([np.asarray(v, dtype=float) for v in values], axis=1)
+        self.splits = np.cumsum([np.shape(v)[1] for v in values])[:-1]
         self.rotations = rotations
         self.chain = chain
         self.scale = scale
         self.reference = self.points(self.values)
-        self.slopes = [np.gradient(v, self.frames, axis=0) if len(self.frames) > 1 else np.zeros_like(v)
-                       for v in self.values]
+        self.slopes = np.gradient(self.values, self.frames, axis=0)
 
-    def points(self, values: Sequence[np.ndarray]) -> np.ndarray:
-        return chain_points(self.chain, [rotate(v) for rotate, v in zip(self.rotations, values)])
+    def joints(self, values: np.ndarray) -> list[np.ndarray]:
+        """Channels ``(..., C)`` split per joint."""
+        return np.split(values, self.splits, axis=-1)
 
-    def errors(self, rows: np.ndarray, values: Sequence[np.ndarray]) -> np.ndarray:
-        """World error ``(len(rows),)`` of channel ``values`` at sample ``rows``."""
+    def points(self, values: np.ndarray) -> np.ndarray:
+        return chain_points(self.chain, [rotate(v) for rotate, v in zip(self.rotations, self.joints(values))])
+
+    def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
         offsets = self.points(values) - self.reference[rows]
         return self.scale * np.linalg.norm(offsets, axis=-1).max(axis=-1)
 
-    def segment(self, a: int, b: int, start: Sequence[np.ndarray], free_end: bool,
-                ) -> tuple[list[np.ndarray], np.ndarray]:
-        """Fitted controls per joint for the segment ``a → b`` from key values ``start`` and the world
-        error ``(b − a,)`` of its frames after ``a`` (the last one: the end key's own error)."""
-        controls = [_fit_controls(self.frames, v, m, a, b, y, free_end)
-                    for v, m, y in zip(self.values, self.slopes, start)]
-        x0, x1 = float(self.frames[a]), float(self.frames[b])
-        rows = np.arange(a + 1, b + 1)
-        curves = [bezier_values(x0, x1, c, self.frames[rows]) for c in controls]
+    def segment(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Fitted controls ``(4, C)`` of the segment ``a → b`` and the world error ``(b − a − 1,)`` of
+        the frames between its keys."""
+        controls = _fit_controls(self.frames, self.values, self.slopes, a, b)
+        rows = np.arange(a + 1, b)
+        if rows.size == 0:
+            return controls, np.zeros(0)
+        curves = bezier_values(float(self.frames[a]), float(self.frames[b]), controls, self.frames[rows])
         return controls, self.errors(rows, curves)
 
 
-Segment = tuple[int, list[np.ndarray], np.ndarray]
-"""End sample, controls per joint and world errors of a fitted segment."""
-
-
-def _longest_segment(problem: _Problem, a: int, limit: int, start: Sequence[np.ndarray], forced: np.ndarray,
-                     budget: float) -> Segment:
-    """The longest segment found from sample ``a`` (at most to ``limit``) within ``budget``: its
-    length doubled until it fails, then bisected between the last success and the failure."""
-    def attempt(b: int) -> Segment | None:
-        controls, errors = problem.segment(a, b, start, free_end=not forced[b])
-        return (b, controls, errors) if errors.max() <= budget else None
-
-    best: Segment = (a + 1, *problem.segment(a, a + 1, start, free_end=False))  # the end sample itself: exact
+def _longest_segment(problem: _Problem, a: int, limit: int, budget: float) -> tuple[int, np.ndarray, np.ndarray]:
+    """The longest segment found from sample ``a`` (at most to ``limit``) within ``budget``: its end
+    sample, controls and errors. Its length is doubled until it fails, then bisected between the
+    last success and the failure."""
+    best = (a + 1, *problem.segment(a, a + 1))
     good, bad, step = a + 1, None, 2
     while good < limit and bad is None:
         b = min(a + step, limit)
-        found = attempt(b)
-        if found is None:
+        controls, errors = problem.segment(a, b)
+        if errors.max() > budget:
             bad = b
         else:
-            good, best, step = b, found, 2 * step
+            good, best, step = b, (b, controls, errors), 2 * step
     while bad is not None and bad - good > 1:
         b = (good + bad) // 2
-        found = attempt(b)
-        if found is None:
+        controls, errors = problem.segment(a, b)
+        if errors.max() > budget:
             bad = b
         else:
-            good, best = b, found
+            good, best = b, (b, controls, errors)
     return best
 
 
@@ -280,24 +269,22 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     count = len(problem.frames)
     if count < 2 or np.any(np.diff(problem.frames) <= 0.0):
         raise IKInputError("frames", "key reduction needs at least two increasing frames")
-    budget = key_error * (1.0 - FLOAT32_MARGIN)
     forced = np.zeros(count, dtype=bool)
     forced[[0, count - 1]] = True
     if keep is not None:
         forced[np.asarray(keep, dtype=int)] = True
+    budget = key_error * (1.0 - FLOAT32_MARGIN)
     errors = np.zeros(count)
     keys, segments = [0], []
-    start = [v[0].astype(np.float32).astype(float) for v in problem.values]
-    errors[0] = problem.errors(np.array([0]), [y[None] for y in start])[0]
     while keys[-1] < count - 1:
         a = keys[-1]
         limit = int(np.flatnonzero(forced[a + 1:])[0]) + a + 1
-        b, controls, segment_errors = _longest_segment(problem, a, limit, start, forced, budget)
-        errors[a + 1:b + 1] = segment_errors
+        b, controls, segment_errors = _longest_segment(problem, a, limit, budget)
+        errors[a + 1:b] = segment_errors
         keys.append(b)
-        segments.append(controls)
-        start = [c[3] for c in controls]
+        segments.append(problem.joints(controls))
     indices = np.array(keys)
+    errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))
     stacked = [np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)]
     return ReducedKeys(indices=indices, frames=problem.frames[indices], controls=stacked, errors=errors,
                        key_error=key_error)
