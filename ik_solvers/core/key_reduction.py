@@ -11,8 +11,8 @@ float32 as Blender stores them. Blender's own float32 arithmetic adds ~1e-7 rela
 The error is measured in world space through the chain: all rotation channels of the chain share
 their keys, and a candidate segment is accepted only when forward kinematics of every frame of
 the segment (all joints evaluated together, so a parent's error shows at its children and the tip)
-stays within the bound. Segments are grown greedily from the first frame, doubling then bisecting
-their length. Keys are the baked samples themselves (every kept key is exact), so segments are
+stays within the bound. Segments are grown greedily from the first frame, their length doubled
+until it fails, then every length between tried (candidates evaluated in batches). Keys are the baked samples themselves (every kept key is exact), so segments are
 independent; each segment's two handles are a least-squares fit of the unreduced channel values
 between its keys.
 """
@@ -87,34 +87,42 @@ def default_key_error(chain: Chain, scale: float = 1.0) -> float:
 
 
 # --------------------------------------------------------------------------- Bézier segments
-def bezier_values(x0: float, x1: float, controls: np.ndarray, frames: np.ndarray) -> np.ndarray:
-    """Values ``(M, C)`` at ``frames (M,)`` of Bézier segments from key frame ``x0`` to ``x1`` whose
-    handles sit at 1/3 and 2/3 in time; ``controls (4, C)``: key value, right handle, left handle of
-    the next key, next key value, per channel."""
-    s = (np.asarray(frames, dtype=float) - x0) / (x1 - x0)
+def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, ends: np.ndarray,
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``.
+
+    The keys are the samples; each segment's two handles are a least-squares fit of the samples
+    between its keys, pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides
+    a segment with fewer than two samples between its keys). Returns the float32 control values
+    ``(k, 4, C)`` (key, right handle, next left handle, next key), the rows between the keys of
+    every candidate one after the other ``(R,)``, each row's candidate ``(R,)`` and its Bernstein
+    basis ``(R, 4)``.
+    """
+    k = len(ends)
+    lengths = ends - a - 1
+    segment = np.repeat(np.arange(k), lengths)
+    rows = a + 1 + np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    spans = frames[ends] - frames[a]
+    span = spans[segment]
+    s = (frames[rows] - frames[a]) / span
     r = 1.0 - s
     basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
-    return basis @ controls
-
-
-def _fit_controls(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, b: int) -> np.ndarray:
-    """Float32 control values ``(4, C)`` of the segment from sample ``a`` to ``b`` of channels
-    ``values (N, C)``: the keys are the samples, the two handles a least-squares fit of the samples
-    between (pulled weakly toward the finite-difference ``slopes (N, C)``, which decides the fit
-    of a segment with fewer than two samples between its keys)."""
-    x0, x1 = float(frames[a]), float(frames[b])
-    y0, y1 = values[a], values[b]
-    span = x1 - x0
-    weight = SLOPE_REGULARISATION * span
-    s = (frames[a + 1:b] - x0) / span
-    r = 1.0 - s
+    y0, y1 = values[a], values[ends]
     # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
-    design = np.stack([r * r * s * span, -r * s * s * span], axis=1)
-    residual = values[a + 1:b] - np.outer(r * r * r + 3.0 * r * r * s, y0) - np.outer(3.0 * r * s * s + s * s * s, y1)
-    normal = design.T @ design + weight * np.eye(2)
-    m0, m1 = np.linalg.solve(normal, design.T @ residual + weight * slopes[[a, b]])
-    controls = np.stack([y0, y0 + m0 * span / 3.0, y1 - m1 * span / 3.0, y1])
-    return controls.astype(np.float32).astype(float)
+    d0, d1 = basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0
+    residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], y0) - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment]
+    weight = SLOPE_REGULARISATION * spans
+    one_hot = (segment[None, :] == np.arange(k)[:, None]).astype(float)
+    normal = np.empty((k, 2, 2))
+    normal[:, 0, 0] = one_hot @ (d0 * d0) + weight
+    normal[:, 0, 1] = normal[:, 1, 0] = one_hot @ (d0 * d1)
+    normal[:, 1, 1] = one_hot @ (d1 * d1) + weight
+    rhs = np.stack([one_hot @ (d0[:, None] * residual) + weight[:, None] * slopes[a],
+                    one_hot @ (d1[:, None] * residual) + weight[:, None] * slopes[ends]], axis=1)
+    m = np.linalg.solve(normal, rhs)
+    third = (spans / 3.0)[:, None]
+    controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
+    return controls.astype(np.float32).astype(float), rows, segment, basis
 
 
 # --------------------------------------------------------------------------- the reduction
@@ -208,38 +216,53 @@ class _Problem:
         offsets = self.points(values) - self.reference[rows]
         return self.scale * np.linalg.norm(offsets, axis=-1).max(axis=-1)
 
+    def segments(self, a: int, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fitted controls ``(k, 4, C)`` of the candidate segments from sample ``a`` to each of
+        ``ends (k,)`` (all greater than ``a + 1``) and each candidate's largest world error ``(k,)``
+        over the frames between its keys, all candidates evaluated in one batch."""
+        controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, a, ends)
+        curves = np.einsum("ri,ric->rc", basis, controls[segment])
+        largest = np.zeros(len(ends))
+        np.maximum.at(largest, segment, self.errors(rows, curves))
+        return controls, largest
+
     def segment(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """Fitted controls ``(4, C)`` of the segment ``a → b`` and the world error ``(b − a − 1,)`` of
         the frames between its keys."""
-        controls = _fit_controls(self.frames, self.values, self.slopes, a, b)
-        rows = np.arange(a + 1, b)
-        if rows.size == 0:
-            return controls, np.zeros(0)
-        curves = bezier_values(float(self.frames[a]), float(self.frames[b]), controls, self.frames[rows])
-        return controls, self.errors(rows, curves)
+        if b == a + 1:  # no frame between the keys: straight handles
+            y0, y1 = self.values[a], self.values[b]
+            controls = np.stack([y0, (2.0 * y0 + y1) / 3.0, (y0 + 2.0 * y1) / 3.0, y1])
+            return controls.astype(np.float32).astype(float), np.zeros(0)
+        controls, rows, _, basis = _fit_segments(self.frames, self.values, self.slopes, a, np.array([b]))
+        return controls[0], self.errors(rows, basis @ controls[0])
 
 
-def _longest_segment(problem: _Problem, a: int, limit: int, budget: float) -> tuple[int, np.ndarray, np.ndarray]:
-    """The longest segment found from sample ``a`` (at most to ``limit``) within ``budget``: its end
-    sample, controls and errors. Its length is doubled until it fails, then bisected between the
-    last success and the failure."""
-    best = (a + 1, *problem.segment(a, a + 1))
-    good, bad, step = a + 1, None, 2
+DOUBLINGS_PER_BATCH = 4
+"""Candidate lengths (2, 4, 8, 16 samples, then 32 … 256, …) evaluated together per batch."""
+
+
+def _longest_segment(problem: _Problem, a: int, limit: int, budget: float) -> int:
+    """The end of the longest segment found from sample ``a`` (at most to ``limit``) within
+    ``budget``: lengths doubled (a batch at a time) until one fails, then every length between the
+    last success and that failure tried at once, the longest that holds taken."""
+    good, bad, length = a + 1, None, 2
     while good < limit and bad is None:
-        b = min(a + step, limit)
-        controls, errors = problem.segment(a, b)
-        if errors.max() > budget:
-            bad = b
+        ends = np.minimum(a + length * 2 ** np.arange(DOUBLINGS_PER_BATCH), limit)
+        ends = np.unique(ends[ends > good])
+        held = problem.segments(a, ends)[1] <= budget
+        failed = np.flatnonzero(~held)
+        if failed.size:
+            bad = int(ends[failed[0]])
+            good = int(ends[failed[0] - 1]) if failed[0] else good
         else:
-            good, best, step = b, (b, controls, errors), 2 * step
-    while bad is not None and bad - good > 1:
-        b = (good + bad) // 2
-        controls, errors = problem.segment(a, b)
-        if errors.max() > budget:
-            bad = b
-        else:
-            good, best = b, (b, controls, errors)
-    return best
+            good = int(ends[-1])
+        length *= 2 ** DOUBLINGS_PER_BATCH
+    if bad is not None and bad - good > 1:
+        ends = np.arange(good + 1, bad)
+        holding = np.flatnonzero(problem.segments(a, ends)[1] <= budget)
+        if holding.size:
+            good = int(ends[holding[-1]])
+    return good
 
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
@@ -279,8 +302,8 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     while keys[-1] < count - 1:
         a = keys[-1]
         limit = int(np.flatnonzero(forced[a + 1:])[0]) + a + 1
-        b, controls, segment_errors = _longest_segment(problem, a, limit, budget)
-        errors[a + 1:b] = segment_errors
+        b = _longest_segment(problem, a, limit, budget)
+        controls, errors[a + 1:b] = problem.segment(a, b)
         keys.append(b)
         segments.append(problem.joints(controls))
     indices = np.array(keys)
