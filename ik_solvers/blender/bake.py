@@ -19,6 +19,7 @@ from . import live_state
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
+from .key_reduction import reduce_rotation_keys
 from .keyframes import key_rotations
 from .report import BakeReport, bake_report, reached, store_report
 from .rig import rotation_channel_values
@@ -31,6 +32,7 @@ from .verify import BakedCheck, keys_alone_move_the_chain
 if TYPE_CHECKING:
     import bpy
 
+    from ..core.key_reduction import ReducedKeys
     from .rig_chain import RigChain
 
 
@@ -47,12 +49,18 @@ class BakeOptions:
         Key every ``frame_step``-th frame; the end frame is always keyed.
     chain_names : tuple of str
         Names of the chains of the object to bake, in order.
+    reduce_keys : bool
+        Replace the per-frame keys by the fewest Bézier keys within ``key_error`` (SPEC §9, :mod:`.key_reduction`).
+    key_error : float
+        The world-space bound of the reduced keys (scene units); 0: 0.1 mm per metre of each chain's reach.
     """
 
     frame_start: int
     frame_end: int
     frame_step: int
     chain_names: tuple[str, ...]
+    reduce_keys: bool = False
+    key_error: float = 0.0
 
     def __post_init__(self) -> None:
         if self.frame_end < self.frame_start:
@@ -61,6 +69,8 @@ class BakeOptions:
             raise IKSolversError("The frame step must be at least 1.")
         if not self.chain_names:
             raise IKSolversError("There is no chain to bake.")
+        if not self.key_error >= 0.0 or not np.isfinite(self.key_error):
+            raise IKSolversError("The key error bound must be a distance of at least 0.")
 
     @property
     def frames(self) -> np.ndarray:
@@ -86,6 +96,8 @@ class ChainBake:
 
     spec: ChainSpec
     report: BakeReport | None = None
+    reduced: ReducedKeys | None = None
+    """The key reduction of the chain's keys when the bake reduces keys."""
     _rigs: dict[bytes, RigChain] = field(default_factory=dict)
     """geometry key → RigChain read at a frame with that geometry (the first: the spec's rig)."""
     _blockers: list[str] | None = None
@@ -308,10 +320,15 @@ class BakeJob:
                                      frame=int(self.frames[bad[0]]))
         key_rotations(self.action, self.obj, values, self.frames,
                       float(self.options.frame_start), float(self.options.frame_end))
+        if self.options.reduce_keys and len(self.frames) > 2:
+            chain.reduced = reduce_rotation_keys(self.obj, chain.rig, self.frames, self.options.key_error or None)
         chain._solved, chain._write_started = solved, started
-        keys_alone = keys_alone_move_the_chain(self.obj, chain.rig, self._sampling_blockers(chain))
+        # Reduced keys are checked at every frame, their tip allowed the bound off the solve.
+        keys_alone = chain.reduced is None and keys_alone_move_the_chain(self.obj, chain.rig,
+                                                                          self._sampling_blockers(chain))
         chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status),
-                                  keys_alone=keys_alone)
+                                  keys_alone=keys_alone,
+                                  allowance=0.0 if chain.reduced is None else chain.reduced.key_error)
 
     def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
         """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import bpy
-from bpy.props import BoolProperty, IntProperty, StringProperty
+from bpy.props import BoolProperty, FloatProperty, IntProperty, StringProperty
 
 from . import live, live_state, properties
 from .bake import BakeJob, BakeOptions
@@ -27,6 +27,7 @@ from .chains import (
 from .checks import check_editable
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
+from .key_reduction import reduction_sentence
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
@@ -278,6 +279,14 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         name="Chain", description="Name of the chain to bake; empty: the active chain (ignored with All Chains)",
         default="",
     )
+    reduce_keys: BoolProperty(
+        name="Reduce Keys", default=False,
+        description="Keep the fewest Bézier keys that hold every joint and the tip within Key Error of the full bake",
+    )
+    key_error: FloatProperty(
+        name="Key Error", subtype="DISTANCE", unit="LENGTH", min=0.0, soft_max=0.01, precision=5, default=0.0,
+        description="World-space bound of the reduced keys; 0: 0.1 mm per metre of the chain's length",
+    )
 
     TIME_PER_TICK = 0.05
     """Seconds of work per modal timer tick: long enough to make progress, short enough for Esc."""
@@ -311,7 +320,8 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         else:
             active = settings.active_chain
             names = () if active is None else (active.name,)
-        return BakeOptions(self.frame_start, self.frame_end, self.step, names)
+        return BakeOptions(self.frame_start, self.frame_end, self.step, names, reduce_keys=self.reduce_keys,
+                           key_error=self.key_error)
 
     def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         obj, wm = posable_armature(context), context.window_manager
@@ -377,6 +387,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
     def _done(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
         reports = self._job.finish()
         self._end(context)
+        for chain in self._job.chains:
+            if chain.reduced is not None:
+                self.report({"INFO"}, reduction_sentence(chain.name, chain.reduced))
         for report in reports:
             self.report({"INFO"}, report.sentence())
             warning = report.warning()

@@ -124,13 +124,17 @@ class BakedCheck:
     ``flagged (N,)`` marks the frames the solve did not reach. ``keys_alone``: nothing but the
     baked keys can move the chain (:func:`keys_alone_move_the_chain`), so a sparse sample of frames
     is asked (``SPARSE_LIMIT``); otherwise a dense one with every flagged frame (``DENSE_LIMIT``).
+    ``allowance``: how much farther than the tolerance the evaluated tip may sit from the solved one
+    (scene units; reduced keys' world bound).
     :meth:`advance` moves the scene's current frame: the caller puts it back once done (or on an
     error). Each frame only reads Blender's evaluation; :meth:`result` compares them all at once.
     """
 
     def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, spec: ChainSpec, rigs: dict[bytes, RigChain],
-                 solved: SolvedFrames, flagged: np.ndarray, *, keys_alone: bool = False) -> None:
+                 solved: SolvedFrames, flagged: np.ndarray, *, keys_alone: bool = False, allowance: float = 0.0,
+                 ) -> None:
         self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
+        self.allowance = allowance
         limit, flagged_limit = (SPARSE_LIMIT, SPARSE_LIMIT) if keys_alone else (DENSE_LIMIT, None)
         self.rows = rows_to_check(len(solved.frames), flagged, limit, flagged_limit).tolist()
         self.done = 0
@@ -177,6 +181,7 @@ class BakedCheck:
             offset = np.linalg.norm(tip - solved_tip, axis=1)
             max_error = max(max_error, float(error.max()))
             max_offset = max(max_offset, float(offset.max()))
-            mismatch_rows += rows[offset > _mismatch_thresholds(self.spec, rig, root, tip)].tolist()
+            allowed = _mismatch_thresholds(self.spec, rig, root, tip) + self.allowance
+            mismatch_rows += rows[offset > allowed].tolist()
         frames = [int(self.solved.frames[row]) for row in sorted(mismatch_rows)]
         return Evaluation(frames_checked=self.done, max_error=max_error, mismatch_frames=frames, max_offset=max_offset)

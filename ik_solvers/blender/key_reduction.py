@@ -1,0 +1,134 @@
+"""Reduced keys (SPEC §9): a bake's per-frame rotation keys of a chain replaced by the fewest Bézier keys
+that keep every joint and the tip within a world-space bound (:mod:`..core.key_reduction`).
+
+The keys' handles sit at 1/3 and 2/3 of their segments in time with handle type ``FREE``, so
+Blender's Bézier evaluation is the cubic the core checked, and nothing recomputes them: no
+``fcurve.update()`` (it would keep FREE handles anyway, but would move the AUTO handles of keys
+kept outside the baked range).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import bpy
+import numpy as np
+
+from ..core.key_reduction import (
+    ReducedKeys,
+    RotationsOf,
+    axis_angle_rotations,
+    default_key_error,
+    quaternion_rotations,
+    reduce_keys,
+)
+from . import compat
+from .errors import IKSolversError
+from .euler import matrices_from_eulers
+from .keyframes import key_coordinates, read_keyframes, rotation_data_path, values_at_keys, write_keyframes
+from .rig_chain import RigChain
+from .root_space import root_matrices_world, uniform_scale
+
+
+def _enum_value(prop: str, identifier: str) -> int:
+    return cast("bpy.types.EnumProperty", bpy.types.Keyframe.bl_rna.properties[prop]).enum_items[identifier].value
+
+
+BEZIER = _enum_value("interpolation", "BEZIER")
+FREE = _enum_value("handle_left_type", "FREE")
+
+
+def rotations_of_mode(mode: str) -> RotationsOf:
+    """Channel values ``(M, k)`` → rotation matrices ``(M, 3, 3)`` for a bone in rotation mode ``mode``."""
+    if mode == "QUATERNION":
+        return quaternion_rotations
+    if mode == "AXIS_ANGLE":
+        return axis_angle_rotations
+    return lambda values: matrices_from_eulers(values, mode)
+
+
+def _chain_fcurves(obj: bpy.types.Object, rig: RigChain) -> list[list[bpy.types.FCurve]]:
+    """Per joint bone, its rotation channel's F-curves (index order); IKSolversError if one is missing."""
+    channelbag = compat.channelbag_for_assigned_slot(obj.animation_data)
+    assert obj.pose is not None  # the chain was read from this armature
+    out = []
+    for bone in rig.joint_bones:
+        pose_bone = obj.pose.bones[bone]
+        path = rotation_data_path(pose_bone)
+        width = 4 if pose_bone.rotation_mode in ("QUATERNION", "AXIS_ANGLE") else 3
+        fcurves = [None if channelbag is None else channelbag.fcurves.find(path, index=i) for i in range(width)]
+        if any(fcurve is None for fcurve in fcurves):
+            raise IKSolversError(f"Bone '{bone}' has no keyed rotation to reduce.")
+        out.append(cast("list[bpy.types.FCurve]", fcurves))
+    return out
+
+
+def reduce_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarray, key_error: float | None = None,
+                         scale: float | None = None) -> ReducedKeys:
+    """Replace the keys at ``frames (N,)`` of the chain's rotation channels by reduced Bézier keys.
+
+    Every frame must be a key of every channel (as a bake leaves them): those keys are the
+    unreduced bake, read as Blender stores them. Keys at other frames are kept with all their data.
+    ``key_error``: the bound in world units (default :func:`~..core.key_reduction.default_key_error`);
+    ``scale``: world units per armature unit of the chain's root space (default: its current
+    scale). Returns the reduction with its per-frame world error. IKSolversError if a channel is
+    not keyed at every frame or a curve has modifiers.
+    """
+    frames = np.asarray(frames, dtype=float)
+    if scale is None:
+        scale = uniform_scale(root_matrices_world(obj, rig))
+    if key_error is None:
+        key_error = default_key_error(rig.chain, scale)
+    fcurves = _chain_fcurves(obj, rig)
+    values = []
+    for bone, curves in zip(rig.joint_bones, fcurves):
+        columns = [values_at_keys(fcurve, frames) for fcurve in curves]
+        if any(column is None for column in columns):
+            raise IKSolversError(f"Bone '{bone}' is not keyed at every frame to reduce (or its curves have modifiers).")
+        values.append(np.column_stack(cast("list[np.ndarray]", columns)).astype(float))
+    assert obj.pose is not None  # the chain was read from this armature
+    rotations = [rotations_of_mode(obj.pose.bones[bone].rotation_mode) for bone in rig.joint_bones]
+    reduced = reduce_keys(frames, values, rotations, rig.chain, key_error, scale=scale)
+    for joint, curves in enumerate(fcurves):
+        left, right = reduced.handles(joint)
+        key_values = reduced.key_values(joint)
+        for index, fcurve in enumerate(curves):
+            write_bezier_keys(fcurve, reduced.frames, key_values[:, index], left[:, index], right[:, index],
+                              float(frames[0]), float(frames[-1]))
+    return reduced
+
+
+def write_bezier_keys(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, left: np.ndarray,
+                      right: np.ndarray, start: float, end: float) -> None:
+    """Key ``values (K,)`` at ``frames (K,)`` as Bézier keys with FREE handles of values ``left`` /
+    ``right (K,)`` at a third of the neighbouring segments in time (the end keys mirror theirs),
+    replacing the curve's keys in ``[start, end]`` and keeping every other key with all its data."""
+    x = key_coordinates(fcurve)[:, 0]
+    before, after = x < start, x > end
+    n_before, count = int(before.sum()), len(frames)
+    old = read_keyframes(fcurve)
+    points = fcurve.keyframe_points
+    points.clear()
+    points.add(n_before + count + int(after.sum()))
+    keys = read_keyframes(fcurve)  # fresh keys: Blender's defaults for every attribute
+    new = slice(n_before, n_before + count)
+    for name, column in keys.items():
+        column[:n_before] = old[name][before]
+        column[new.stop:] = old[name][after]
+    gaps = np.diff(frames) / 3.0
+    before_gap = np.concatenate([gaps[:1], gaps])
+    after_gap = np.concatenate([gaps, gaps[-1:]])
+    keys["co"][new] = np.column_stack([frames, values])
+    keys["handle_left"][new] = np.column_stack([frames - before_gap, left])
+    keys["handle_right"][new] = np.column_stack([frames + after_gap, right])
+    keys["handle_left_type"][new] = FREE
+    keys["handle_right_type"][new] = FREE
+    keys["interpolation"][new] = BEZIER
+    write_keyframes(fcurve, keys)
+
+
+def reduction_sentence(chain: str, reduced: ReducedKeys) -> str:
+    """One line for the report: keys before / after and the world error against the bound."""
+    return (f"Reduced the keys of '{chain}' from {reduced.keys_before} to {reduced.keys_after} per curve "
+            f"({reduced.kept_fraction:.1%}): world error max {reduced.max_error:.3g}, 99th percentile "
+            f"{reduced.error_p99:.3g} (bound {reduced.key_error:.3g}).")

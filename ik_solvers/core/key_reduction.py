@@ -1,0 +1,313 @@
+"""Key reduction with a world-space error bound (SPEC §9): the fewest Bézier keys for a baked chain
+such that every joint and the tip stay within ``E`` of the unreduced bake at every frame.
+
+The curves are Bézier segments whose handles sit at 1/3 and 2/3 of each segment in time
+(handle x = key x ± Δ/3). Blender's Bézier evaluation of such a segment has a linear time
+parameter, so its value is the cubic Bernstein polynomial of the four control values (a cubic
+Hermite): this module evaluates exactly what Blender will, with the control values rounded to
+float32 as Blender stores them. Blender's own float32 arithmetic adds ~1e-7 relative noise:
+:data:`FLOAT32_MARGIN` of the bound is kept free for it.
+
+The error is measured in world space through the chain: all rotation channels of the chain share
+their keys, and a candidate segment is accepted only when forward kinematics of every frame of
+the segment (all joints evaluated together, so a parent's error shows at its children and the tip)
+stays within the bound. Segments are grown greedily from the first frame, their length doubled
+until it fails, then every length between tried (candidates evaluated in batches). Keys are the baked samples themselves (every kept key is exact), so segments are
+independent; each segment's two handles are a least-squares fit of the unreduced channel values
+between its keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .chain import Chain
+from .errors import IKInputError
+from .rotations import matrices_from_axis_angles, matrices_from_quaternions
+
+RotationsOf = Callable[[np.ndarray], np.ndarray]
+"""Channel values ``(M, k)`` of one bone → its rotation matrices ``(M, 3, 3)`` as Blender forms them."""
+
+DEFAULT_KEY_ERROR_PER_REACH = 1e-4
+"""Default bound per unit of chain reach: 0.1 mm for a chain of 1 m (ACL's default 0.01 cm)."""
+
+FLOAT32_MARGIN = 0.02
+"""Fraction of the bound left free for Blender's float32 evaluation of the curves and pose."""
+
+SLOPE_REGULARISATION = 1e-3
+"""Weight (per frame of segment length) pulling a fitted slope toward the finite-difference slope:
+only decides under-determined fits (segments with fewer than two inner frames)."""
+
+
+# --------------------------------------------------------------------------- rotations
+def quaternion_rotations(values: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``(M, 3, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z), normalised as
+    Blender does before use; a zero quaternion is the identity."""
+    values = np.asarray(values, dtype=float)
+    norms = np.linalg.norm(values, axis=-1, keepdims=True)
+    unit = np.where(norms > 0.0, values / np.where(norms > 0.0, norms, 1.0), np.array([1.0, 0.0, 0.0, 0.0]))
+    return matrices_from_quaternions(unit)
+
+
+def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``(M, 3, 3)`` of axis-angle channels ``(M, 4)`` (angle, x, y, z); the axis
+    is normalised, a zero axis is the identity (as Blender)."""
+    values = np.asarray(values, dtype=float)
+    norms = np.linalg.norm(values[:, 1:], axis=-1, keepdims=True)
+    axes = np.where(norms > 0.0, values[:, 1:] / np.where(norms > 0.0, norms, 1.0), np.array([1.0, 0.0, 0.0]))
+    return matrices_from_axis_angles(axes, np.where(norms[:, 0] > 0.0, values[:, 0], 0.0))
+
+
+def chain_points(chain: Chain, rotations: Sequence[np.ndarray]) -> np.ndarray:
+    """Root-space joint origins and tip ``(M, n + 1, 3)`` for the joints' variable rotations,
+    ``rotations[i]`` of shape ``(M, 3, 3)`` (the rotation part of each joint bone's basis matrix)."""
+    count = rotations[0].shape[0]
+    frame = np.broadcast_to(chain.root_rotation, (count, 3, 3))
+    position = np.broadcast_to(chain.root_position, (count, 3))
+    points = np.empty((count, chain.n_joints + 1, 3))
+    for joint in range(chain.n_joints):
+        position = position + frame @ chain.offsets[joint]
+        points[:, joint] = position
+        frame = frame @ chain.rest_rotations[joint] @ rotations[joint]
+    points[:, -1] = position + frame @ chain.tip_offset
+    return points
+
+
+def chain_reach(chain: Chain) -> float:
+    """Length of the chain from its first joint to the tip, in chain units."""
+    return float(np.linalg.norm(chain.offsets[1:], axis=-1).sum() + np.linalg.norm(chain.tip_offset))
+
+
+def default_key_error(chain: Chain, scale: float = 1.0) -> float:
+    """The default bound in world units: :data:`DEFAULT_KEY_ERROR_PER_REACH` × the chain's reach × ``scale``."""
+    return DEFAULT_KEY_ERROR_PER_REACH * chain_reach(chain) * scale
+
+
+# --------------------------------------------------------------------------- Bézier segments
+def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, ends: np.ndarray,
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``.
+
+    The keys are the samples; each segment's two handles are a least-squares fit of the samples
+    between its keys, pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides
+    a segment with fewer than two samples between its keys). Returns the float32 control values
+    ``(k, 4, C)`` (key, right handle, next left handle, next key), the rows between the keys of
+    every candidate one after the other ``(R,)``, each row's candidate ``(R,)`` and its Bernstein
+    basis ``(R, 4)``.
+    """
+    k = len(ends)
+    lengths = ends - a - 1
+    segment = np.repeat(np.arange(k), lengths)
+    rows = a + 1 + np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    spans = frames[ends] - frames[a]
+    span = spans[segment]
+    s = (frames[rows] - frames[a]) / span
+    r = 1.0 - s
+    basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
+    y0, y1 = values[a], values[ends]
+    # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
+    d0, d1 = basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0
+    residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], y0) - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment]
+    weight = SLOPE_REGULARISATION * spans
+    one_hot = (segment[None, :] == np.arange(k)[:, None]).astype(float)
+    normal = np.empty((k, 2, 2))
+    normal[:, 0, 0] = one_hot @ (d0 * d0) + weight
+    normal[:, 0, 1] = normal[:, 1, 0] = one_hot @ (d0 * d1)
+    normal[:, 1, 1] = one_hot @ (d1 * d1) + weight
+    rhs = np.stack([one_hot @ (d0[:, None] * residual) + weight[:, None] * slopes[a],
+                    one_hot @ (d1[:, None] * residual) + weight[:, None] * slopes[ends]], axis=1)
+    m = np.linalg.solve(normal, rhs)
+    third = (spans / 3.0)[:, None]
+    controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
+    return controls.astype(np.float32).astype(float), rows, segment, basis
+
+
+# --------------------------------------------------------------------------- the reduction
+@dataclass(frozen=True, eq=False)
+class ReducedKeys:
+    """The kept keys of a chain's rotation channels and their world error.
+
+    Attributes
+    ----------
+    indices : ndarray, shape (K,)
+        Indices of the kept keys into the bake's frames (first and last always kept).
+    frames : ndarray, shape (K,)
+        The kept keys' frames.
+    controls : list of ndarray, shape (K - 1, 4, k_j)
+        Per joint bone, per segment: key value, right handle value, next key's left handle value,
+        next key's value (float32-representable), handles at 1/3 and 2/3 of the segment in time.
+    errors : ndarray, shape (N,)
+        World distance (scene units) of the farthest joint or tip from the unreduced bake, per frame.
+    key_error : float
+        The bound asked for (scene units).
+    """
+
+    indices: np.ndarray
+    frames: np.ndarray
+    controls: list[np.ndarray]
+    errors: np.ndarray
+    key_error: float
+
+    @property
+    def keys_before(self) -> int:
+        """Keys per curve before reduction (one per baked frame)."""
+        return int(self.errors.shape[0])
+
+    @property
+    def keys_after(self) -> int:
+        """Keys per curve after reduction."""
+        return int(self.indices.shape[0])
+
+    @property
+    def kept_fraction(self) -> float:
+        return self.keys_after / self.keys_before
+
+    @property
+    def max_error(self) -> float:
+        return float(self.errors.max(initial=0.0))
+
+    @property
+    def error_p99(self) -> float:
+        """99th percentile of the per-frame world error."""
+        return float(np.percentile(self.errors, 99.0))
+
+    def key_values(self, joint: int) -> np.ndarray:
+        """Values ``(K, k_j)`` of joint ``joint``'s channels at the kept keys."""
+        controls = self.controls[joint]
+        return np.concatenate([controls[:, 0], controls[-1:, 3]])
+
+    def handles(self, joint: int) -> tuple[np.ndarray, np.ndarray]:
+        """Left and right handle values ``(K, k_j)`` of joint ``joint``'s keys (the first key's left
+        and the last key's right handle mirror their other handle, so those keys stay smooth)."""
+        controls = self.controls[joint]
+        values = self.key_values(joint)
+        right = np.concatenate([controls[:, 1], 2.0 * values[-1:] - controls[-1:, 2]])
+        left = np.concatenate([2.0 * values[:1] - controls[:1, 1], controls[:, 2]])
+        return left.astype(np.float32).astype(float), right.astype(np.float32).astype(float)
+
+
+class _Problem:
+    """The unreduced bake and the evaluation of candidate segments against it (every joint's
+    channels side by side in one ``(N, C)`` array)."""
+
+    def __init__(self, frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf],
+                 chain: Chain, scale: float) -> None:
+        self.frames = np.asarray(frames, dtype=float)
+        self.values = np.concatenate([np.asarray(v, dtype=float) for v in values], axis=1)
+        self.splits = np.cumsum([np.shape(v)[1] for v in values])[:-1]
+        self.rotations = rotations
+        self.chain = chain
+        self.scale = scale
+        self.reference = self.points(self.values)
+        self.slopes = np.gradient(self.values, self.frames, axis=0)
+
+    def joints(self, values: np.ndarray) -> list[np.ndarray]:
+        """Channels ``(..., C)`` split per joint."""
+        return np.split(values, self.splits, axis=-1)
+
+    def points(self, values: np.ndarray) -> np.ndarray:
+        return chain_points(self.chain, [rotate(v) for rotate, v in zip(self.rotations, self.joints(values))])
+
+    def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
+        offsets = self.points(values) - self.reference[rows]
+        return self.scale * np.linalg.norm(offsets, axis=-1).max(axis=-1)
+
+    def segments(self, a: int, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fitted controls ``(k, 4, C)`` of the candidate segments from sample ``a`` to each of
+        ``ends (k,)`` (all greater than ``a + 1``) and each candidate's largest world error ``(k,)``
+        over the frames between its keys, all candidates evaluated in one batch."""
+        controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, a, ends)
+        curves = np.einsum("ri,ric->rc", basis, controls[segment])
+        largest = np.zeros(len(ends))
+        np.maximum.at(largest, segment, self.errors(rows, curves))
+        return controls, largest
+
+    def segment(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Fitted controls ``(4, C)`` of the segment ``a → b`` and the world error ``(b − a − 1,)`` of
+        the frames between its keys."""
+        if b == a + 1:  # no frame between the keys: straight handles
+            y0, y1 = self.values[a], self.values[b]
+            controls = np.stack([y0, (2.0 * y0 + y1) / 3.0, (y0 + 2.0 * y1) / 3.0, y1])
+            return controls.astype(np.float32).astype(float), np.zeros(0)
+        controls, rows, _, basis = _fit_segments(self.frames, self.values, self.slopes, a, np.array([b]))
+        return controls[0], self.errors(rows, basis @ controls[0])
+
+
+DOUBLINGS_PER_BATCH = 4
+"""Candidate lengths (2, 4, 8, 16 samples, then 32 … 256, …) evaluated together per batch."""
+
+
+def _longest_segment(problem: _Problem, a: int, limit: int, budget: float) -> int:
+    """The end of the longest segment found from sample ``a`` (at most to ``limit``) within
+    ``budget``: lengths doubled (a batch at a time) until one fails, then every length between the
+    last success and that failure tried at once, the longest that holds taken."""
+    good, bad, length = a + 1, None, 2
+    while good < limit and bad is None:
+        ends = np.minimum(a + length * 2 ** np.arange(DOUBLINGS_PER_BATCH), limit)
+        ends = np.unique(ends[ends > good])
+        held = problem.segments(a, ends)[1] <= budget
+        failed = np.flatnonzero(~held)
+        if failed.size:
+            bad = int(ends[failed[0]])
+            good = int(ends[failed[0] - 1]) if failed[0] else good
+        else:
+            good = int(ends[-1])
+        length *= 2 ** DOUBLINGS_PER_BATCH
+    if bad is not None and bad - good > 1:
+        ends = np.arange(good + 1, bad)
+        holding = np.flatnonzero(problem.segments(a, ends)[1] <= budget)
+        if holding.size:
+            good = int(ends[holding[-1]])
+    return good
+
+
+def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
+                key_error: float, scale: float = 1.0, keep: np.ndarray | None = None) -> ReducedKeys:
+    """The fewest shared keys found for a chain's baked rotation channels within ``key_error``.
+
+    Parameters
+    ----------
+    frames : ndarray, shape (N,)
+        The baked frames, increasing.
+    values : sequence of ndarray, shape (N, k_j)
+        Per joint of ``chain`` (start → tip), its bone's channel values at every frame, continuous
+        (one quaternion hemisphere, no Euler jumps), as keyed by the unreduced bake.
+    rotations : sequence of callables
+        Per joint, channel values ``(M, k_j)`` → rotation matrices ``(M, 3, 3)``.
+    chain : Chain
+        The chain in its root space; its joints' rest frames and offsets.
+    key_error : float
+        The bound ``E`` on every joint's and the tip's world distance from the unreduced bake at
+        every frame (scene units).
+    scale : float
+        World units per chain unit (the root space's uniform scale).
+    keep : ndarray of int, optional
+        Indices of frames that must stay keys (contacts).
+    """
+    problem = _Problem(frames, values, rotations, chain, scale)
+    count = len(problem.frames)
+    if count < 2 or np.any(np.diff(problem.frames) <= 0.0):
+        raise IKInputError("frames", "key reduction needs at least two increasing frames")
+    forced = np.zeros(count, dtype=bool)
+    forced[[0, count - 1]] = True
+    if keep is not None:
+        forced[np.asarray(keep, dtype=int)] = True
+    budget = key_error * (1.0 - FLOAT32_MARGIN)
+    errors = np.zeros(count)
+    keys, segments = [0], []
+    while keys[-1] < count - 1:
+        a = keys[-1]
+        limit = int(np.flatnonzero(forced[a + 1:])[0]) + a + 1
+        b = _longest_segment(problem, a, limit, budget)
+        controls, errors[a + 1:b] = problem.segment(a, b)
+        keys.append(b)
+        segments.append(problem.joints(controls))
+    indices = np.array(keys)
+    errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))
+    stacked = [np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)]
+    return ReducedKeys(indices=indices, frames=problem.frames[indices], controls=stacked, errors=errors,
+                       key_error=key_error)

@@ -1,0 +1,143 @@
+"""Reduced keys in real Blender (SPEC §9): after replacing a bake's per-frame rotation keys by reduced
+Bézier keys, Blender's own evaluation (``scene.frame_set`` and the pose bones' matrices) keeps every
+joint and the tip within the bound of the unreduced bake at every frame; nothing else changes."""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+import pytest
+from conftest import add_empty
+from test_bake import action_state, add_chain, arm_with_extra_bone, key_path
+
+from ik_solvers.blender import bake
+from ik_solvers.blender.key_reduction import reduce_rotation_keys, reduction_sentence
+from ik_solvers.blender.rig import read_chain
+
+FRAMES = np.arange(1, 122)
+JOINTS = ("upper_arm", "forearm")
+
+
+@pytest.fixture
+def baking(addon):
+    return addon
+
+
+def catmull_rom(points: np.ndarray, every: int) -> np.ndarray:
+    """Catmull-Rom through ``points (P, 3)``, ``every`` frames per span: ``((P-1)·every + 1, 3)``."""
+    padded = np.concatenate([2 * points[:1] - points[1:2], points, 2 * points[-1:] - points[-2:-1]])
+    t = (np.arange(every) / every)[:, None]
+    spans = [0.5 * (2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t ** 2
+                    + (3 * p1 - p0 - 3 * p2 + p3) * t ** 3)
+             for p0, p1, p2, p3 in (padded[k:k + 4] for k in range(len(points) - 1))]
+    return np.concatenate([*spans, points[-1:]])
+
+
+def target_path(seed: int, jitter: float) -> np.ndarray:
+    """A hand-keyed target (random reachable poses every 12 frames, Catmull-Rom between) plus
+    per-frame noise of ``jitter`` (m) like recorded motion."""
+    rng = np.random.default_rng(seed)
+    keys = np.array([0.3, 0.05, 1.4]) + rng.uniform(-0.15, 0.15, size=(11, 3))
+    return catmull_rom(keys, 12) + rng.normal(scale=jitter, size=(121, 3))
+
+
+def chain_points(obj) -> np.ndarray:
+    """Blender's evaluated world joint heads and the tip at the current frame, ``(3, 3)``."""
+    bones = [obj.pose.bones[name] for name in JOINTS]
+    world = obj.matrix_world
+    return np.array([np.array(world @ b.head) for b in bones] + [np.array(world @ bones[-1].tail)])
+
+
+def evaluated_points(scene, obj) -> np.ndarray:
+    out = []
+    for frame in FRAMES:
+        scene.frame_set(int(frame))
+        out.append(chain_points(obj))
+    return np.array(out)
+
+
+def baked_arm(scene, mode: str, jitter: float, seed: int = 0):
+    obj = arm_with_extra_bone()
+    spine = obj.pose.bones["spine"]
+    for frame in (1, 60, 121):  # another bone's keys: must stay exactly as they are
+        spine.rotation_quaternion = (np.cos(frame / 100), np.sin(frame / 100), 0.0, 0.0)
+        spine.keyframe_insert("rotation_quaternion", frame=frame)
+    for name in JOINTS:
+        obj.pose.bones[name].rotation_mode = mode
+    target = add_empty()
+    key_path(target, FRAMES, target_path(seed, jitter))
+    add_chain(obj, target, method="HI")
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}  # HI's reference pose
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=121, step=1) == {"FINISHED"}
+    return obj
+
+
+@pytest.mark.parametrize("mode", ["QUATERNION", "XZY", "AXIS_ANGLE"])
+@pytest.mark.parametrize("jitter", [0.0, 3e-4])
+def test_reduced_keys_stay_within_the_bound_at_every_frame_as_blender_evaluates_them(baking, mode, jitter):
+    scene = baking
+    obj = baked_arm(scene, mode, jitter)
+    reference = evaluated_points(scene, obj)
+    rig = read_chain(obj, "forearm", 2)
+    kept = {}
+    for key_error in (1e-3, 1e-4):  # the coarser first: the finer then reduces the reduced keys' frames again
+        obj = baked_arm(scene, mode, jitter) if kept else obj
+        before = action_state(obj)
+        reduced = reduce_rotation_keys(obj, rig, FRAMES, key_error=key_error)
+        errors = np.linalg.norm(evaluated_points(scene, obj) - reference, axis=-1).max(axis=1)
+        assert errors.max() <= key_error, (mode, key_error, errors.max(), int(np.argmax(errors)) + 1)
+        np.testing.assert_allclose(reduced.errors, errors, atol=2e-6)  # the core saw what Blender shows
+        after = action_state(obj)
+        for key, (group, keys) in before["fcurves"].items():
+            if JOINTS[0] in key[0] or JOINTS[1] in key[0]:
+                assert [k[0][0] for k in after["fcurves"][key][1]] == reduced.frames.tolist()
+                assert all(k[3] == k[4] == "FREE" and k[5] == "BEZIER" for k in after["fcurves"][key][1])
+            else:
+                assert after["fcurves"][key] == (group, keys), key
+        assert set(after["fcurves"]) == set(before["fcurves"])
+        kept[key_error] = reduced.kept_fraction
+        bpy.data.objects.remove(obj)
+    print(f"{mode}, jitter {jitter * 1e3:.1f} mm: kept {kept[1e-4]:.1%} of the keys at 0.1 mm, "
+          f"{kept[1e-3]:.1%} at 1 mm")
+    assert kept[1e-3] <= kept[1e-4] < 1.0
+
+
+def test_keys_outside_the_reduced_frames_are_kept_with_their_data(baking):
+    scene = baking
+    obj = baked_arm(scene, "QUATERNION", 0.0)
+    rig = read_chain(obj, "forearm", 2)
+    before = action_state(obj)
+    reduced = reduce_rotation_keys(obj, rig, FRAMES[20:80])
+    after = action_state(obj)
+    for key, (_group, keys) in after["fcurves"].items():
+        if "upper_arm" in key[0] or "forearm" in key[0]:
+            old = before["fcurves"][key][1]
+            assert keys[:20] == old[:20] and keys[-41:] == old[-41:]
+            assert [k[0][0] for k in keys[20:-41]] == reduced.frames.tolist()
+    assert reduced.keys_before == 60 and reduced.keys_after < 20
+    assert reduced.max_error <= 1e-4 * (0.3 + 0.28)  # the default: 0.1 mm per metre of reach
+
+
+@pytest.mark.parametrize("mode", ["QUATERNION", "YXZ"])
+def test_a_bake_with_reduce_keys_holds_the_bound_and_its_check_finds_no_mismatch(baking, mode):
+    scene = baking
+    obj = baked_arm(scene, mode, 0.0, seed=3)
+    reference = evaluated_points(scene, obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    assert job.advance()
+    report = job.finish()[0]
+    reduced = job.chains[0].reduced
+    assert reduced is not None and reduced.keys_after < 0.4 * reduced.keys_before
+    assert report.evaluated_mismatch_frames == [] and report.evaluated_frames_checked == 121
+    errors = np.linalg.norm(evaluated_points(scene, obj) - reference, axis=-1).max(axis=1)
+    assert errors.max() <= 1e-4
+    assert reduction_sentence("Arm", reduced).startswith(f"Reduced the keys of 'Arm' from 121 to {reduced.keys_after}")
+
+
+def test_the_bake_operator_reduces_keys_and_says_so(baking):
+    obj = baked_arm(baking, "QUATERNION", 0.0)
+    path = obj.pose.bones["forearm"].path_from_id("rotation_quaternion")
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=121, step=1, reduce_keys=True) == {"FINISHED"}
+    fcurve = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot).fcurves.find(path)
+    assert 2 <= len(fcurve.keyframe_points) < 60
+    assert {k.interpolation for k in fcurve.keyframe_points} == {"BEZIER"}

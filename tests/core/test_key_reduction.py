@@ -1,0 +1,212 @@
+"""Key reduction with a world-space bound (SPEC §9): the bound holds at every frame, checked with an
+independent Bézier evaluation (de Casteljau) and the core's own forward kinematics."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ik_solvers.core import Chain, JointKind, forward_kinematics
+from ik_solvers.core.key_reduction import (
+    axis_angle_rotations,
+    chain_points,
+    default_key_error,
+    quaternion_rotations,
+    reduce_keys,
+)
+from ik_solvers.core.rotations import (
+    matrices_from_rotvecs,
+    quaternions_from_rotvecs,
+    rotvecs_from_matrices,
+)
+
+
+def leg_chain(root_rotation=(0.3, -0.2, 1.1)):
+    """Three ball joints (thigh, shin, foot) with rest rotations: 0.45, 0.42 and a 0.15 tip."""
+    rng = np.random.default_rng(5)
+    return Chain(
+        kinds=(JointKind.BALL,) * 3,
+        offsets=[[0.02, 0.1, 0.0], [0.0, 0.45, 0.0], [0.0, 0.42, 0.0]],
+        rest_rotations=matrices_from_rotvecs(rng.normal(size=(3, 3)) * 0.4),
+        axes=np.tile(np.eye(3), (3, 1)),
+        lower=np.full(9, -np.inf),
+        upper=np.full(9, np.inf),
+        weights=np.ones(9),
+        tip_offset=[0.0, 0.15, 0.0],
+        root_position=[0.3, 0.1, 1.0],
+        root_rotation=matrices_from_rotvecs(np.array(root_rotation)),
+    )
+
+
+def catmull_rom(points: np.ndarray, every: int) -> np.ndarray:
+    """A Catmull-Rom spline through ``points (P, d)``, ``every`` samples per span: ``((P-1)·every + 1, d)``."""
+    padded = np.concatenate([2 * points[:1] - points[1:2], points, 2 * points[-1:] - points[-2:-1]])
+    out = []
+    for span in range(len(points) - 1):
+        p0, p1, p2, p3 = padded[span:span + 4]
+        for t in np.arange(every) / every:
+            out.append(0.5 * (2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t * t
+                              + (3 * p1 - p0 - 3 * p2 + p3) * t ** 3))
+    out.append(points[-1])
+    return np.array(out)
+
+
+def quaternion_path(rotvecs: np.ndarray) -> list[np.ndarray]:
+    """Per joint, continuous quaternion channels ``(N, 4)`` of rotation vectors ``(N, 3·joints)``."""
+    channels = []
+    for joint in range(rotvecs.shape[1] // 3):
+        q = quaternions_from_rotvecs(rotvecs[:, 3 * joint:3 * joint + 3])
+        flips = np.cumsum(np.concatenate([[0], np.sum(q[1:] * q[:-1], axis=1) < 0])) % 2
+        channels.append(np.where(flips[:, None] == 1, -q, q).astype(np.float32).astype(float))
+    return channels
+
+
+def smooth_path(seed: int, frames: int = 121, every: int = 12, amplitude: float = 0.8) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    spans = -(-(frames - 1) // every)
+    return catmull_rom(rng.normal(scale=amplitude, size=(spans + 1, 9)), every)[:frames]
+
+
+def de_casteljau(controls: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Bézier values ``(M, C)`` of control values ``(4, C)`` at parameters ``s (M,)``."""
+    points = np.broadcast_to(controls, (len(s), *controls.shape)).copy()
+    for level in range(3, 0, -1):
+        points = points[:, :level] * (1 - s)[:, None, None] + points[:, 1:level + 1] * s[:, None, None]
+    return points[:, 0]
+
+
+def evaluated_curves(reduced, frames: np.ndarray) -> list[np.ndarray]:
+    """Every joint's channels at every frame as the reduced keys give them (handles at Δ/3)."""
+    keys = reduced.frames
+    segment = np.clip(np.searchsorted(keys, frames, side="right") - 1, 0, len(keys) - 2)
+    s = (frames - keys[segment]) / (keys[segment + 1] - keys[segment])
+    out = []
+    for controls in reduced.controls:
+        values = np.empty((len(frames), controls.shape[-1]))
+        for index in np.unique(segment):
+            rows = segment == index
+            values[rows] = de_casteljau(controls[index], s[rows])
+        out.append(values)
+    return out
+
+
+def world_errors(chain, reference: list[np.ndarray], curves: list[np.ndarray]) -> np.ndarray:
+    """Farthest joint / tip distance per frame, by the core's forward kinematics (ball joints: q = rotvec)."""
+    def points(channels):
+        q = np.concatenate([rotvecs_from_matrices(quaternion_rotations(c)) for c in channels], axis=1)
+        return forward_kinematics(chain, q).positions
+    return np.linalg.norm(points(curves) - points(reference), axis=-1).max(axis=1)
+
+
+def check_bound(chain, frames, channels, key_error, **kwargs):
+    reduced = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, key_error, **kwargs)
+    errors = world_errors(chain, channels, evaluated_curves(reduced, frames))
+    assert reduced.frames[0] == frames[0] and reduced.frames[-1] == frames[-1]
+    assert errors.max() <= key_error, (errors.max(), key_error)
+    np.testing.assert_allclose(reduced.errors, errors, atol=1e-9)
+    return reduced
+
+
+def test_chain_points_match_forward_kinematics():
+    chain = leg_chain()
+    rotvecs = smooth_path(1, 30)
+    fk = forward_kinematics(chain, rotvecs).positions
+    ours = chain_points(chain, [matrices_from_rotvecs(rotvecs[:, 3 * j:3 * j + 3]) for j in range(3)])
+    np.testing.assert_allclose(ours, fk, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), key_error=st.sampled_from([1e-5, 1e-4, 1e-3, 5e-3]),
+       noise=st.sampled_from([0.0, 1e-4, 3e-3]), frames=st.integers(2, 150))
+def test_the_world_bound_holds_at_every_frame_of_smooth_and_noisy_paths(seed, key_error, noise, frames):
+    chain = leg_chain()
+    rotvecs = smooth_path(seed, frames) + np.random.default_rng(seed + 1).normal(scale=noise, size=(frames, 9))
+    check_bound(chain, np.arange(frames, dtype=float) + 1.0, quaternion_path(rotvecs), key_error)
+
+
+def test_a_parents_error_counts_at_the_tip_and_scale_multiplies_the_error():
+    chain = leg_chain()
+    frames = np.arange(1.0, 97.0)
+    channels = quaternion_path(smooth_path(7, 96))
+    plain = check_bound(chain, frames, channels, 1e-4)
+    scaled = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, 1e-4, scale=10.0)
+    assert scaled.keys_after > plain.keys_after  # ten times larger in the world: ten times tighter in the rig
+    assert scaled.max_error <= 1e-4
+
+
+def test_a_cubic_path_needs_two_keys():
+    chain = leg_chain()
+    frames = np.arange(10.0, 71.0)
+    s = (frames - 10.0) / 60.0
+    rng = np.random.default_rng(2)
+    channels = []
+    for _joint in range(3):
+        coefficients = rng.normal(scale=0.3, size=(4, 4))
+        coefficients[0] = [1.0, 0.1, -0.2, 0.1]
+        channels.append(np.polynomial.polynomial.polyval(s, coefficients).T)
+    reduced = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, 1e-5)
+    assert reduced.keys_after == 2
+    assert reduced.max_error <= 1e-5
+
+
+def test_a_bound_near_zero_keeps_every_frame():
+    chain = leg_chain()
+    frames = np.arange(1.0, 61.0)
+    rotvecs = smooth_path(3, 60) + np.random.default_rng(4).normal(scale=1e-3, size=(60, 9))
+    reduced = reduce_keys(frames, quaternion_path(rotvecs), [quaternion_rotations] * 3, chain, 1e-12)
+    np.testing.assert_array_equal(reduced.indices, np.arange(60))
+    assert reduced.max_error == 0.0
+
+
+def test_frames_asked_to_stay_keys_stay_keys_and_are_exact():
+    chain = leg_chain()
+    frames = np.arange(1.0, 121.0)
+    channels = quaternion_path(smooth_path(9, 120))
+    reduced = check_bound(chain, frames, channels, 1e-3, keep=np.array([37, 80]))
+    assert {37, 80} <= set(reduced.indices.tolist())
+    exact = np.isin(reduced.indices, [0, 37, 80, 119])
+    for joint in range(3):
+        np.testing.assert_array_equal(reduced.key_values(joint)[exact], channels[joint][reduced.indices[exact]])
+
+
+def test_handles_sit_on_the_segments_and_mirror_at_the_ends():
+    chain = leg_chain()
+    frames = np.arange(1.0, 121.0)
+    reduced = check_bound(chain, frames, quaternion_path(smooth_path(11, 120)), 1e-4)
+    left, right = reduced.handles(0)
+    np.testing.assert_array_equal(right[:-1], reduced.controls[0][:, 1].astype(np.float32))
+    np.testing.assert_array_equal(left[1:], reduced.controls[0][:, 2].astype(np.float32))
+    values = reduced.key_values(0)
+    np.testing.assert_allclose(values[0] - left[0], right[0] - values[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("noise, key_error, at_most", [(0.0, 1e-4, 0.19), (0.0, 1e-3, 0.11), (2e-4, 1e-3, 0.3)])
+def test_joint_paths_keyed_every_12_frames_keep_few_keys(noise, key_error, at_most):
+    """Joint rotations (not IK) on a Catmull-Rom through random poses 12 frames apart (8.3 % of the frames)."""
+    chain = leg_chain()
+    kept = []
+    for seed in range(4):
+        jitter = np.random.default_rng(seed).normal(scale=noise, size=(121, 9))
+        channels = quaternion_path(smooth_path(seed, 121, 12, amplitude=0.25) + jitter)
+        kept.append(check_bound(chain, np.arange(1.0, 122.0), channels, key_error).kept_fraction)
+    print(f"joint paths, noise {noise} rad: kept {np.round(kept, 3)} of the keys at E = {key_error}")
+    assert max(kept) <= at_most
+
+
+def test_axis_angle_channels_reduce_within_the_bound():
+    chain = leg_chain()
+    rotvecs = smooth_path(13, 90, amplitude=0.5)
+    channels = []
+    for joint in range(3):
+        v = rotvecs[:, 3 * joint:3 * joint + 3]
+        angle = np.linalg.norm(v, axis=1)
+        channels.append(np.column_stack([angle, v / angle[:, None]]))
+    frames = np.arange(1.0, 91.0)
+    reduced = reduce_keys(frames, channels, [axis_angle_rotations] * 3, chain, 1e-4)
+    assert reduced.max_error <= 1e-4 and reduced.keys_after < 45
+
+
+def test_default_bound_is_a_tenth_of_a_millimetre_per_metre_of_reach():
+    chain = leg_chain()
+    assert default_key_error(chain) == pytest.approx(1e-4 * (0.45 + 0.42 + 0.15))
+    assert default_key_error(chain, scale=2.0) == pytest.approx(2e-4 * (0.45 + 0.42 + 0.15))
