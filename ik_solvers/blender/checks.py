@@ -5,14 +5,15 @@ limits where that is exact, else refused), and targets that depend on the chain 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
+
+import bpy
 
 from .errors import IKSolversError
 
 if TYPE_CHECKING:
-    import bpy
-
     from .rig_chain import RigChain
 
 OVERRIDE_HINT = "make a library override first (Object > Library Override > Make)"
@@ -116,11 +117,72 @@ def _moves_with_chain(obj: bpy.types.Object, bone_name: str, start_bone: str) ->
     return False
 
 
-def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, str, str]]:
-    """(object, bone name or '', how) that ``point``'s transform depends on directly."""
+_PATH_STEP = re.compile(r"""\.?[A-Za-z_][A-Za-z0-9_]*|\[(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\d+)\]""")
+_POSE_BONE = re.compile(r"""pose\.bones\[(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\]""")
+
+
+def _path_dependency(base: bpy.types.bpy_struct | None, path: str) -> tuple[bpy.types.Object, str] | None:
+    """The object a driver's RNA ``path`` from ``base`` reads (the last one along the path) and the
+    pose bone it reads of that object ('' for none, or for a bone's custom property, which no pose
+    moves); None when the path passes no object."""
+    if base is None:
+        return None
+    found: tuple[bpy.types.Object, int] | None = (base, 0) if isinstance(base, bpy.types.Object) else None
+    prefix = ""
+    for step in _PATH_STEP.finditer(path):
+        prefix += step.group()
+        try:
+            value = base.path_resolve(prefix.lstrip("."))
+        except ValueError:
+            break
+        if isinstance(value, bpy.types.Object):
+            found = (value, step.end())
+    if found is None:
+        return None
+    owner, rest = found[0], path[found[1]:].lstrip(".")
+    bone = _POSE_BONE.match(rest)
+    if bone is None or rest[bone.end():].startswith("["):
+        return owner, ""
+    return owner, bpy.utils.unescape_identifier(bone.group(1) if bone.group(1) is not None else bone.group(2))
+
+
+def _variable_target_base(target: bpy.types.DriverTarget, variable_type: str) -> bpy.types.bpy_struct | None:
+    """Where a driver variable's data path starts: its ID, or the scene or view layer it is evaluated in."""
+    if variable_type != "CONTEXT_PROP":
+        return target.id
+    return bpy.context.scene if target.context_property == "ACTIVE_SCENE" else bpy.context.view_layer
+
+
+def _driver_dependencies(id_data: bpy.types.ID | None, owner: str) -> Iterator[tuple[bpy.types.Object, str, str]]:
+    """(object, bone name or '', how) the drivers of ``id_data`` read, any variable type."""
+    anim_data = getattr(id_data, "animation_data", None)
+    for fcurve in () if anim_data is None else anim_data.drivers:
+        how = f"the driver of '{owner}' {fcurve.data_path} reads"
+        for variable in fcurve.driver.variables:
+            for target in variable.targets:
+                if variable.type in {"SINGLE_PROP", "CONTEXT_PROP"}:
+                    found = _path_dependency(_variable_target_base(target, variable.type), target.data_path)
+                    if found is not None:
+                        yield found[0], found[1], how
+                elif isinstance(target.id, bpy.types.Object):
+                    yield target.id, target.bone_target or "", how
+
+
+_GEOMETRY_PARENTS = frozenset({"VERTEX", "VERTEX_3"})
+_ALL_VERTICES: tuple[int, ...] = ()
+
+
+def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, str, str, tuple[int, ...] | None]]:
+    """(object, bone name or '', how, vertices) that ``point``'s transform depends on directly;
+    ``vertices``: None for the object's transform, else the vertex indices of its evaluated
+    geometry that are followed (``_ALL_VERTICES``: any of them)."""
     if point.parent is not None:
         bone = point.parent_bone if point.parent_type == "BONE" else ""
-        yield point.parent, bone, f"'{point.name}' is parented to"
+        if point.parent_type in _GEOMETRY_PARENTS:
+            count = 1 if point.parent_type == "VERTEX" else 3
+            yield (point.parent, "", f"'{point.name}' is parented to vertices of '{point.parent.name}'",
+                   tuple(point.parent_vertices[:count]))
+        yield point.parent, bone, f"'{point.name}' is parented to", None
     for constraint in getattr(point, "constraints", ()):
         if not _active(constraint):
             continue
@@ -128,33 +190,93 @@ def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, s
         if getattr(constraint, "target", None) is not None:
             targets.append((constraint.target, getattr(constraint, "subtarget", "")))
         for target, subtarget in targets:
-            if target is not None:
-                yield target, subtarget or "", f"constraint '{constraint.name}' of '{point.name}' follows"
-    anim_data = getattr(point, "animation_data", None)
-    for fcurve in () if anim_data is None else anim_data.drivers:
-        for variable in fcurve.driver.variables:
-            for target in variable.targets:
-                if isinstance(target.id, type(point)):  # objects only (an armature's bones, other objects)
-                    yield (target.id, getattr(target, "bone_target", "") or "",
-                           f"the driver of '{point.name}' {fcurve.data_path} reads")
+            if target is None:
+                continue
+            how = f"constraint '{constraint.name}' of '{point.name}' follows"
+            if target.type != "ARMATURE" and (subtarget or constraint.type == "SHRINKWRAP"):
+                # A vertex group or the surface: the target's evaluated geometry, deformed or not.
+                yield target, "", f"{how} the geometry of '{target.name}'", _ALL_VERTICES
+            yield target, subtarget or "", how, None
+    for other, bone, how in _driver_dependencies(point, point.name):
+        yield other, bone, how, None
+
+
+def _vertex_group_names(obj: bpy.types.Object, vertices: tuple[int, ...]) -> list[str]:
+    """Names of the vertex groups that weigh ``vertices`` of ``obj``'s mesh (every group for
+    ``_ALL_VERTICES`` or geometry that is not a mesh)."""
+    mesh = obj.data
+    if vertices == _ALL_VERTICES or not isinstance(mesh, bpy.types.Mesh):
+        return [group.name for group in obj.vertex_groups]
+    names = []
+    for index in vertices:
+        if 0 <= index < len(mesh.vertices):
+            names += [obj.vertex_groups[g.group].name for g in mesh.vertices[index].groups
+                      if g.weight > 0.0 and g.group < len(obj.vertex_groups)]
+    return names
+
+
+def _deformers(obj: bpy.types.Object, vertices: tuple[int, ...], reason: str,
+               ) -> Iterator[tuple[bpy.types.Object, str, str, tuple[int, ...] | None]]:
+    """(object, bone name or '', how, vertices) that move ``vertices`` of ``obj``'s evaluated
+    geometry: armature deformation by the bones weighing them (every deforming bone with
+    envelopes), hooks, any other modifier's object (its geometry, to be safe), shape-key drivers."""
+    armatures = [(modifier.object, modifier.name, modifier.use_vertex_groups, modifier.use_bone_envelopes)
+                 for modifier in getattr(obj, "modifiers", ())
+                 if modifier.type == "ARMATURE" and (modifier.show_viewport or modifier.show_render)]
+    if obj.parent is not None and obj.parent_type == "ARMATURE":
+        armatures.append((obj.parent, "armature parent", True, True))
+    groups = None
+    for armature, name, use_groups, use_envelopes in armatures:
+        if armature is None or armature.type != "ARMATURE":
+            continue
+        if groups is None:
+            groups = set(_vertex_group_names(obj, vertices))
+        how = f"{reason}, which modifier '{name}' deforms with"
+        for deforming in cast("bpy.types.Armature", armature.data).bones:
+            if deforming.use_deform and ((use_groups and deforming.name in groups) or use_envelopes):
+                yield armature, deforming.name, how, None
+        yield armature, "", how, None
+    for modifier in getattr(obj, "modifiers", ()):
+        if modifier.type == "ARMATURE" or not (modifier.show_viewport or modifier.show_render):
+            continue
+        how = f"{reason}, which modifier '{modifier.name}' moves with"
+        for attribute in ("object", "target"):
+            other = getattr(modifier, attribute, None)
+            if isinstance(other, bpy.types.Object):
+                yield other, getattr(modifier, "subtarget", "") or "", how, _ALL_VERTICES
+    data = obj.data
+    for id_data in (data, getattr(data, "shape_keys", None)):
+        for other, bone, how in _driver_dependencies(id_data, obj.name):
+            yield other, bone, f"{reason}, and {how}", None
 
 
 def check_target_independent(obj: bpy.types.Object, start_bone: str, point: bpy.types.Object | None, what: str) -> None:
     """IKSolversError when ``point`` (the target or pole) moves with the chain: parented,
-    constrained or driven (directly or through other objects) by the chain's bones or bones below them."""
+    constrained or driven (directly or through other objects) by the chain's bones or bones below them.
+
+    Drivers count with every variable type (a Single Property or Context Property path into
+    ``pose.bones["…"]`` of the armature reads that bone; a bone's custom property does not move with
+    the pose). Geometry counts too: a vertex parent, or a constraint on a vertex group or surface,
+    follows a mesh that the chain's bones may deform (Armature modifier or parent by the bones
+    weighing those vertices, every deforming bone with envelopes; hooks; shape-key drivers). The
+    error is one sentence naming the point and the bone.
+    """
     if point is None:
         return
-    seen: set[str] = set()
-    todo = [point]
+    seen: set[tuple[str, tuple[int, ...] | None]] = set()
+    todo: list[tuple[bpy.types.Object, tuple[int, ...] | None, str]] = [(point, None, "")]
     while todo:
-        current = todo.pop()
-        if current.name_full in seen:
+        current, vertices, reason = todo.pop()
+        if (current.name_full, vertices) in seen:
             continue
-        seen.add(current.name_full)
-        for other, bone, how in _dependencies(current):
+        seen.add((current.name_full, vertices))
+        found = list(_dependencies(current))
+        if vertices is not None:
+            found += _deformers(current, vertices, reason)
+        for other, bone, how, other_vertices in found:
             if other == obj and bone and _moves_with_chain(obj, bone, start_bone):
                 raise IKSolversError(
                     f"{what} '{point.name}' depends on the chain: {how} bone '{bone}', which the chain moves "
                     "(a dependency cycle); parent or constrain it to something outside the chain.")
             if other != obj:
-                todo.append(other)
+                todo.append((other, other_vertices, how))
