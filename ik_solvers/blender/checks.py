@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 import bpy
@@ -280,3 +280,41 @@ def check_target_independent(obj: bpy.types.Object, start_bone: str, point: bpy.
                     "(a dependency cycle); parent or constrain it to something outside the chain.")
             if other != obj:
                 todo.append((other, other_vertices, how))
+
+
+# --------------------------------------------------------------------------- chains on the same bones
+ChainBones = tuple[str, Sequence[str]]
+"""A chain's name and its bones (start → tip)."""
+
+
+def enabled_chain_bones(obj: bpy.types.Object, leaving_out: Iterable[str] = ()) -> list[ChainBones]:
+    """Every enabled chain of ``obj`` but those named in ``leaving_out``, with the bones its settings
+    name now (the tip bone and its parents; none for a tip bone not found)."""
+    skip = set(leaving_out)
+    bones = cast("bpy.types.Armature", obj.data).bones
+    found: list[ChainBones] = []
+    for chain in obj.ik_solvers.chains:  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+        if not chain.enabled or chain.name in skip:
+            continue
+        names: list[str] = []
+        bone = bones.get(chain.tip_bone)
+        while bone is not None and len(names) < chain.chain_length:
+            names.append(bone.name)
+            bone = bone.parent
+        found.append((chain.name, names[::-1]))
+    return found
+
+
+def check_chains_apart(solved: Sequence[ChainBones], others: Sequence[ChainBones] = ()) -> None:
+    """IKSolversError when two of the ``solved`` chains, or one of them and one of ``others``, share a
+    bone: the later one would overwrite the earlier one's pose and keys, and both would be reported
+    solved. (Solving such chains together, as one body, is not built yet.)"""
+    pool = [*solved, *others]
+    for index, (name, bones) in enumerate(solved):
+        for other, other_bones in pool[index + 1:]:
+            shared = [bone for bone in bones if bone in set(other_bones)]
+            if shared:
+                raise IKSolversError(
+                    f"chain '{other}' moves bone '{shared[0]}' too, so one chain would overwrite the other's pose "
+                    "and keys; disable one of them or give them different bones (chains cannot be solved "
+                    "together yet).", chain=name)
