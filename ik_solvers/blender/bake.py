@@ -10,12 +10,14 @@ The operator that drives a job lives in :mod:`.operators`.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import live_state
+from . import interrupts, live_state
 from .checks import check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
@@ -187,9 +189,13 @@ class BakeJob:
     def advance(self, time_budget: float | None = None) -> bool:
         """Work for about ``time_budget`` seconds (None: to the end); True once every chain is baked.
 
-        Raises IKSolversError (after which ``cancel()`` restores everything).
+        Raises IKSolversError (after which ``cancel()`` restores everything), or KeyboardInterrupt
+        after restoring everything itself (:meth:`_interruptible`).
         """
-        deadline = None if time_budget is None else time.perf_counter() + time_budget
+        with self._interruptible():
+            return self._advance(None if time_budget is None else time.perf_counter() + time_budget)
+
+    def _advance(self, deadline: float | None) -> bool:
         while self._index < len(self._chains):
             chain = self._chains[self._index]
             with chain_context(chain.name):
@@ -214,7 +220,7 @@ class BakeJob:
         frame (the current frame is put back afterwards). Raises IKSolversError.
         """
         sampling = _Sampling(self.frames if frames is None else np.asarray(frames))
-        with chain_context(chain.name):
+        with self._interruptible(), chain_context(chain.name):
             self._continue_sampling(chain, sampling, None)
         assert sampling.sampled is not None  # no deadline: sampling ran to the end
         return sampling.sampled
@@ -247,6 +253,7 @@ class BakeJob:
         while len(sampling.inputs) < len(frames):
             frame = frames[len(sampling.inputs)]
             self.scene.frame_set(frame)
+            interrupts.raise_pending()  # a Ctrl-C that landed in a frame-change handler
             key = geometry_key(self.obj, chain.rig)
             if key not in chain._rigs:
                 with chain_context(chain.name, frame):
@@ -291,7 +298,7 @@ class BakeJob:
         rotation that is not finite. After keying, Blender evaluates the keys (:mod:`.verify`,
         the current frame put back) and the report says where that differs from the solve.
         """
-        with chain_context(chain.name):
+        with self._interruptible(), chain_context(chain.name):
             self._write_keys(chain, solved)
             self._continue_check(chain, None)
         assert chain.report is not None  # set when the check has run to the end
@@ -341,10 +348,23 @@ class BakeJob:
         return True
 
     # ------------------------------------------------------------------ ending
+    @contextmanager
+    def _interruptible(self) -> Iterator[None]:
+        """Bake work that a Ctrl-C stops: also one landing in a handler Blender calls while it
+        evaluates a frame (``interrupts``); the job then puts everything back and the
+        KeyboardInterrupt propagates."""
+        try:
+            with interrupts.honoured():
+                yield
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+
     def _restore_frame(self) -> None:
         frame, subframe = self._frame
         if (self.scene.frame_current, self.scene.frame_subframe) != (frame, subframe):
             self.scene.frame_set(frame, subframe=subframe)
+            interrupts.raise_pending()
 
     def finish(self) -> list[BakeReport]:
         """Store the reports on the chains, restore the current frame and the unbaked pose."""

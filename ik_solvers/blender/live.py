@@ -27,7 +27,7 @@ from typing import Any
 import bpy
 from bpy.app.handlers import persistent
 
-from . import properties
+from . import interrupts, properties
 from .chains import store_solve_outcome
 from .checks import ChainBones, check_chains_apart
 from .errors import chain_context, failure_sentence
@@ -122,9 +122,14 @@ def _update_chain(obj: bpy.types.Object, chain: Any, record: LiveChain, depsgrap
 
 def _guarded(update: Callable[[], object]) -> None:
     """Run a handler's work; anything escaping the per-chain guard turns every live chain off
-    with the reason, printed once (never a traceback at every frame change)."""
+    with the reason, printed once (never a traceback at every frame change). A KeyboardInterrupt
+    is noted for a bake at work (``interrupts``), else raised as before."""
     try:
         update()
+    except KeyboardInterrupt:
+        interrupts.note()  # Blender would swallow it: a bake at work raises it after the frame change
+        if not interrupts.watching():
+            raise
     except Exception as error:  # never into Blender's handler loop
         state.busy = False
         print(f"IK Solvers: live mode turned off: {failure_sentence(error)}")

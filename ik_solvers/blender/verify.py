@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core import forward_kinematics
-from . import live_state
+from . import interrupts, live_state
 from .errors import chain_context
 from .keyframes import assigned_fcurves, rotation_data_path
 from .rig_chain import RigChain
@@ -153,6 +153,7 @@ class BakedCheck:
         spec, obj = self.spec, self.obj
         frame = int(self.solved.frames[row])
         self.scene.frame_set(frame)
+        interrupts.raise_pending()  # a Ctrl-C that landed in a frame-change handler
         key = self._fixed_geometry if self._fixed_geometry is not None else geometry_key(obj, spec.rig)
         rig = self.rigs.get(key)
         if rig is None:
