@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import interrupts, live_state
-from .checks import check_chains_apart, enabled_chain_bones
+from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
@@ -153,6 +153,7 @@ class BakeJob:
             chain = ChainBake(spec)
             chain._rigs[geometry_key(obj, spec.rig)] = spec.rig
             self._chains.append(chain)
+        check_action_keyable(obj)
         check_chains_apart([(chain.name, chain.rig.bone_names) for chain in self._chains],
                            enabled_chain_bones(obj, options.chain_names))
         self._depsgraph = context.evaluated_depsgraph_get()

@@ -32,6 +32,19 @@ def check_editable(obj: bpy.types.Object | None) -> None:
         raise IKSolversError(f"Armature '{obj.name}' is linked{library} and cannot be changed; {OVERRIDE_HINT}.")
 
 
+def check_action_keyable(obj: bpy.types.Object) -> None:
+    """IKSolversError when the action a bake keys into (the armature's assigned action, or the tweaked
+    NLA strip's) is linked from a library or otherwise not editable: keys written to it are refused
+    or lost with the file. A missing action is fine (the bake makes a local one)."""
+    anim_data = obj.animation_data
+    action = None if anim_data is None else anim_data.action
+    if action is None or (action.library is None and action.is_editable):
+        return
+    library = f" from '{action.library.filepath}'" if action.library is not None else ""
+    raise IKSolversError(f"The action '{action.name}' of armature '{obj.name}' is linked{library} and cannot be "
+                         "keyed; make the action local or override it first.")
+
+
 def bakeable_armature(obj: bpy.types.Object | None) -> bool:
     """True for an armature whose pose and keys can be written and saved (what a batch may offer)."""
     if obj is None or obj.type != "ARMATURE":
