@@ -22,7 +22,7 @@ from .checks import check_action_keyable, check_chains_apart, enabled_chain_bone
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
-from .keyframes import key_rotations
+from .keyframes import action_frames, key_rotations
 from .report import BakeReport, bake_report, reached, store_report
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
@@ -154,6 +154,8 @@ class BakeJob:
             chain._rigs[geometry_key(obj, spec.rig)] = spec.rig
             self._chains.append(chain)
         check_action_keyable(obj)
+        self.key_frames = action_frames(obj, self.frames)
+        """The action's own times of the keyed frames ``(N,)`` (mapped in NLA tweak mode, else the frames)."""
         check_chains_apart([(chain.name, chain.rig.bone_names) for chain in self._chains],
                            enabled_chain_bones(obj, options.chain_names))
         self._depsgraph = context.evaluated_depsgraph_get()
@@ -317,8 +319,8 @@ class BakeJob:
             if bad.size:
                 raise IKSolversError(f"bone '{bone}' got a non-finite rotation.", chain=chain.name,
                                      frame=int(self.frames[bad[0]]))
-        key_rotations(self.action, self.obj, values, self.frames,
-                      float(self.options.frame_start), float(self.options.frame_end))
+        key_rotations(self.action, self.obj, values, self.key_frames,
+                      float(self.key_frames[0]), float(self.key_frames[-1]))
         chain._solved, chain._write_started = solved, started
         keys_alone = keys_alone_move_the_chain(self.obj, chain.rig, self._sampling_blockers(chain))
         chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status),
