@@ -134,7 +134,27 @@ _PATH_STEP = re.compile(r"""\.?[A-Za-z_][A-Za-z0-9_]*|\[(?:"(?:[^"\\]|\\.)*"|'(?
 _POSE_BONE = re.compile(r"""pose\.bones\[(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\]""")
 
 
-def _path_dependency(base: bpy.types.bpy_struct | None, path: str) -> tuple[bpy.types.Object, str] | None:
+def pose_bone_of_path(path: str) -> str | None:
+    """The bone a path that starts ``pose.bones["name"]`` reads a pose property of: None for
+    another path and for a bone's custom property (``pose.bones["name"]["prop"]``), which no pose moves."""
+    bone = _POSE_BONE.match(path)
+    if bone is None or path[bone.end():].startswith("["):
+        return None
+    return bpy.utils.unescape_identifier(bone.group(1) if bone.group(1) is not None else bone.group(2))
+
+
+def constraint_targets(constraint: bpy.types.Constraint) -> list[tuple[bpy.types.Object, str]]:
+    """(object, bone or vertex group name or '') that ``constraint`` follows: its target(s) and pole."""
+    targets = [(t.target, getattr(t, "subtarget", "") or "") for t in getattr(constraint, "targets", ())]
+    for name, sub in (("target", "subtarget"), ("pole_target", "pole_subtarget"), ("camera", ""),
+                      ("depth_object", "")):
+        linked = getattr(constraint, name, None)
+        if linked is not None:
+            targets.append((linked, (getattr(constraint, sub, "") or "") if sub else ""))
+    return [(target, subtarget) for target, subtarget in targets if target is not None]
+
+
+def path_dependency(base: bpy.types.bpy_struct | None, path: str) -> tuple[bpy.types.Object, str] | None:
     """The object a driver's RNA ``path`` from ``base`` reads (the last one along the path) and the
     pose bone it reads of that object ('' for none, or for a bone's custom property, which no pose
     moves); None when the path passes no object."""
@@ -153,13 +173,10 @@ def _path_dependency(base: bpy.types.bpy_struct | None, path: str) -> tuple[bpy.
     if found is None:
         return None
     owner, rest = found[0], path[found[1]:].lstrip(".")
-    bone = _POSE_BONE.match(rest)
-    if bone is None or rest[bone.end():].startswith("["):
-        return owner, ""
-    return owner, bpy.utils.unescape_identifier(bone.group(1) if bone.group(1) is not None else bone.group(2))
+    return owner, pose_bone_of_path(rest) or ""
 
 
-def _variable_target_base(target: bpy.types.DriverTarget, variable_type: str) -> bpy.types.bpy_struct | None:
+def variable_target_base(target: bpy.types.DriverTarget, variable_type: str) -> bpy.types.bpy_struct | None:
     """Where a driver variable's data path starts: its ID, or the scene or view layer it is evaluated in."""
     if variable_type != "CONTEXT_PROP":
         return target.id
@@ -174,7 +191,7 @@ def _driver_dependencies(id_data: bpy.types.ID | None, owner: str) -> Iterator[t
         for variable in fcurve.driver.variables:
             for target in variable.targets:
                 if variable.type in {"SINGLE_PROP", "CONTEXT_PROP"}:
-                    found = _path_dependency(_variable_target_base(target, variable.type), target.data_path)
+                    found = path_dependency(variable_target_base(target, variable.type), target.data_path)
                     if found is not None:
                         yield found[0], found[1], how
                 elif isinstance(target.id, bpy.types.Object):
@@ -199,12 +216,7 @@ def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, s
     for constraint in getattr(point, "constraints", ()):
         if not _active(constraint):
             continue
-        targets = [(t.target, getattr(t, "subtarget", "")) for t in getattr(constraint, "targets", ())]
-        if getattr(constraint, "target", None) is not None:
-            targets.append((constraint.target, getattr(constraint, "subtarget", "")))
-        for target, subtarget in targets:
-            if target is None:
-                continue
+        for target, subtarget in constraint_targets(constraint):
             how = f"constraint '{constraint.name}' of '{point.name}' follows"
             if target.type != "ARMATURE" and (subtarget or constraint.type == "SHRINKWRAP"):
                 # A vertex group or the surface: the target's evaluated geometry, deformed or not.

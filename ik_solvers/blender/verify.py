@@ -92,9 +92,12 @@ def rows_to_check(n: int, flagged: np.ndarray, limit: int = DENSE_LIMIT, flagged
 def keys_alone_move_the_chain(obj: bpy.types.Object, rig: RigChain, sampling_blockers: list[str]) -> bool:
     """Whether Blender's evaluated chain at a keyed frame is exactly its baked keys there.
 
-    True when F-curve sampling was exact (``sampling_blockers`` empty: no constraint on the chain or
-    its ancestors, no driver, NLA, blended action or parent on the armature, nothing animated but
-    the chain's rotations) and the chain's rotation F-curves are neither muted nor modified.
+    True when F-curve sampling was exact (``sampling_blockers`` empty: no constraint on the chain,
+    no NLA or blended action on the armature, nothing animated but the chain's rotations, and no
+    parent, driver or ancestor constraint that follows anything changing between frames — see
+    ``time_varying``; Rigify's drivers of unanimated custom properties change nothing) and the
+    chain's rotation F-curves are neither muted nor modified. Then the chain's surroundings are
+    the same at every frame, the keys alone move it, and a spread sample covers every frame.
     """
     if sampling_blockers:
         return False
