@@ -23,10 +23,17 @@ def check_editable(obj: bpy.types.Object | None) -> None:
     """IKSolversError unless ``obj``'s pose and animation can be changed and saved.
 
     A linked armature (from a library, not overridden) can be posed in memory, but nothing written
-    to it is saved: keys would vanish with the file. A library override can be baked.
+    to it is saved: keys would vanish with the file. A library override can be baked. An armature
+    whose data comes from a library file that is missing has no bones to read: said so, not as a
+    missing tip bone.
     """
     if obj is None:
         return
+    data = obj.data
+    if data is not None and data.is_missing:
+        library = f" from '{data.library.filepath}'" if data.library is not None else ""
+        raise IKSolversError(f"Armature '{obj.name}' needs its data '{data.name}'{library}, and that library is "
+                             "missing; find it (File > External Data > Find Missing Files) or relink it.")
     if obj.library is not None or not obj.is_editable:
         library = f" from '{obj.library.filepath}'" if obj.library is not None else ""
         raise IKSolversError(f"Armature '{obj.name}' is linked{library} and cannot be changed; {OVERRIDE_HINT}.")
