@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .checks import pose_bone_of_path
 from .errors import IKSolversError
 from .keyframes import assigned_fcurves, values_at_keys
 from .rig import RigChain
@@ -187,7 +188,9 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
         if point is not None:
             reasons += _point_blockers(point, what)
-    variance = TimeVariance(obj, rig)
+    armature_fcurves = assigned_fcurves(obj)
+    animated_bones = {bone for bone in map(pose_bone_of_path, (f.data_path for f in armature_fcurves)) if bone}
+    variance = TimeVariance(obj, rig, animated_bones)
     reasons += _animation_blockers(obj, "the armature", drivers=False)
     reasons += _animation_blockers(obj.data, "the armature data", drivers=False)
     if obj.parent is not None and (variance.object_varies(obj.parent) or variance.relations_vary(obj)):
@@ -221,7 +224,7 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
         reasons += [f"{what}'s driver of {path} {why}" for path, why in variance.drivers_reasons(id_data, bones_prefix)]
     related = related or len(obj.constraints) > 0 or any(len(b.constraints) for b in obj.pose.bones)
     rotations = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
-    for fcurve in assigned_fcurves(obj):
+    for fcurve in armature_fcurves:
         path = fcurve.data_path
         in_chain, prop = _bone_of_path(chain_prefixes, path)
         if in_chain is not None:
@@ -230,9 +233,14 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
             moves = prop not in rotations or in_chain not in rig.joint_bones
         else:
             # Other bones' channels, custom properties and other chains' settings reach this chain
-            # only through a driver or a constraint: any of them, and any such animation counts.
-            moves = (related or _bone_of_path(ancestor_prefixes, path)[0] is not None or path in TRANSFORM_PATHS
+            # only through a driver or a constraint: a bone's channels where it is upstream of the
+            # chain (drivers and constraints that read it count above, the bone moving), any other
+            # animated value as soon as there are drivers or constraints at all.
+            moves = (_bone_of_path(ancestor_prefixes, path)[0] is not None or path in TRANSFORM_PATHS
                      or path == "delta_location" or path.startswith(settings_prefix))
+            if related and not moves:
+                keyed = pose_bone_of_path(path)  # None: a custom property or something else, read by anything
+                moves = keyed is None or keyed in variance.upstream_bones()
         if moves:
             reasons.append(f"the armature animates {path}")
     return list(dict.fromkeys(reasons))  # one line per path, not per channel

@@ -45,8 +45,10 @@ class TimeVariance:
     """For the chain ``rig`` of the armature ``obj``: which drivers and constraints may give another
     result at another frame. Built once per chain and bake; every answer is kept."""
 
-    def __init__(self, obj: bpy.types.Object, rig: RigChain) -> None:
+    def __init__(self, obj: bpy.types.Object, rig: RigChain, animated_bones: Iterable[str] = ()) -> None:
+        """``animated_bones``: bones of ``obj`` whose channels its action keys (they move too)."""
         self.obj = obj
+        self._animated_bones = set(animated_bones)
         self._objects: dict[str, bool] = {}
         self._moving: set[str] | None = None
         self._upstream: set[str] | None = None
@@ -55,14 +57,14 @@ class TimeVariance:
     # ------------------------------------------------------------------ bones of the armature
     def moving_bones(self) -> set[str]:
         """Bones of the armature whose pose may differ between frames: the chain's bones and those
-        below them (the keys move them), and every bone following one of those, or a changing
-        object, through its parent or a constraint."""
+        below them (the keys move them), the animated bones, and every bone following one of
+        those, or a changing object, through its parent or a constraint."""
         if self._moving is not None:
             return self._moving
         obj = self.obj
         assert obj.pose is not None  # the chain was read from this armature's pose
         dependents: dict[str, list[str]] = {}
-        moving: set[str] = set()
+        moving = set(self._animated_bones)
         below = [cast("bpy.types.Armature", obj.data).bones[self._start]]
         while below:  # the start bone and every bone below it (Bone.children_recursive is slow in Python)
             bone = below.pop()

@@ -28,6 +28,7 @@ def driven_arm():
     """An arm below a shoulder whose Copy Rotation (toward an Empty 'Ctrl') has its influence driven by
     a custom property of the armature, as Rigify drives its switches; a target circling over FRAMES."""
     obj = build_armature([
+        {"name": "leg", "head": (0.0, 0.1, 1.0), "tail": (0.0, 0.1, 0.5)},
         {"name": "shoulder", "head": (0.0, 0.0, 1.3), "tail": (0.0, 0.0, 1.4)},
         {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "parent": "shoulder"},
         {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.57, 0.08, 1.39), "parent": "upper_arm"},
@@ -74,8 +75,21 @@ def test_drivers_and_constraints_on_nothing_that_changes_keep_the_cheap_path(add
     assert_tip_on_target(obj, chain, range(1, FRAMES + 1, 7))
 
 
+def test_an_animated_bone_that_cannot_reach_the_chain_keeps_the_cheap_path(addon):
+    obj, chain, _, _ = driven_arm()
+    leg = obj.pose.bones["leg"]
+    leg.keyframe_insert("rotation_quaternion", frame=1)
+    leg.rotation_quaternion = (0.9, 0.3, 0.0, 0.0)
+    leg.keyframe_insert("rotation_quaternion", frame=FRAMES)
+    report = bake(chain)
+    assert report["sampling"] == "fcurves" and report["evaluated_frames_checked"] <= 2 * verify.SPARSE_LIMIT
+    assert report["evaluated_mismatch_frames"] == []
+    assert_tip_on_target(obj, chain, range(1, FRAMES + 1, 7))
+
+
 @pytest.mark.parametrize("change", ["animated control", "frame in the driver", "driver reads the chain",
-                                    "animated property"])
+                                    "animated property", "animated bone the shoulder follows",
+                                    "driver reads an animated bone"])
 def test_anything_that_changes_between_frames_keeps_every_frame_evaluated(addon, change):
     obj, chain, control, driver = driven_arm()
     if change == "animated control":
@@ -88,10 +102,22 @@ def test_anything_that_changes_between_frames_keeps_every_frame_evaluated(addon,
         variable = driver.variables[0]
         variable.targets[0].data_path = 'pose.bones["forearm"].rotation_quaternion[3]'
         driver.expression = f"0.5 + {variable.name}"
+    elif change == "animated bone the shoulder follows":
+        follow = obj.pose.bones["shoulder"].constraints[0]
+        follow.target, follow.subtarget = obj, "leg"
+    elif change == "driver reads an animated bone":
+        variable = driver.variables[0]
+        variable.targets[0].data_path = 'pose.bones["leg"].rotation_quaternion[1]'
+        driver.expression = f"0.5 + {variable.name}"
     else:
         obj.keyframe_insert('["follow"]', frame=1)
         obj["follow"] = 1.0
         obj.keyframe_insert('["follow"]', frame=FRAMES)
+    if change in ("animated bone the shoulder follows", "driver reads an animated bone"):
+        leg = obj.pose.bones["leg"]
+        leg.keyframe_insert("rotation_quaternion", frame=1)
+        leg.rotation_quaternion = (0.9, 0.3, 0.0, 0.0)
+        leg.keyframe_insert("rotation_quaternion", frame=FRAMES)
     bpy.context.scene.frame_set(1)
     report = bake(chain)
     assert report["sampling"] == "evaluated" and report["sampling_reasons"]
