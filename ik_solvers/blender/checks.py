@@ -282,6 +282,20 @@ def _deformers(obj: bpy.types.Object, vertices: tuple[int, ...], reason: str,
             yield other, bone, f"{reason}, and {how}", None
 
 
+def _bone_dependencies(armature: bpy.types.Object, bone_name: str,
+                       ) -> Iterator[tuple[bpy.types.Object, str, str, tuple[int, ...] | None]]:
+    """(object, bone name or '', how, None) that a bone of ``armature`` (not the chain's) follows
+    through its constraints and its parents' constraints."""
+    pose_bone = armature.pose.bones.get(bone_name) if armature.pose is not None else None
+    while pose_bone is not None:
+        for constraint in pose_bone.constraints:
+            if _active(constraint):
+                for target, subtarget in constraint_targets(constraint):
+                    yield (target, subtarget, f"constraint '{constraint.name}' of bone '{pose_bone.name}' of "
+                           f"'{armature.name}' follows", None)
+        pose_bone = pose_bone.parent
+
+
 def check_target_independent(obj: bpy.types.Object, start_bone: str, point: bpy.types.Object | None, what: str) -> None:
     """IKSolversError when ``point`` (the target or pole) moves with the chain: parented,
     constrained or driven (directly or through other objects) by the chain's bones or bones below them.
@@ -295,14 +309,14 @@ def check_target_independent(obj: bpy.types.Object, start_bone: str, point: bpy.
     """
     if point is None:
         return
-    seen: set[tuple[str, tuple[int, ...] | None]] = set()
-    todo: list[tuple[bpy.types.Object, tuple[int, ...] | None, str]] = [(point, None, "")]
+    seen: set[tuple[str, tuple[int, ...] | None, str]] = set()
+    todo: list[tuple[bpy.types.Object, tuple[int, ...] | None, str, str]] = [(point, None, "", "")]
     while todo:
-        current, vertices, reason = todo.pop()
-        if (current.name_full, vertices) in seen:
+        current, vertices, reason, of_bone = todo.pop()  # of_bone: a bone of another armature, what it follows
+        if (current.name_full, vertices, of_bone) in seen:
             continue
-        seen.add((current.name_full, vertices))
-        found = list(_dependencies(current))
+        seen.add((current.name_full, vertices, of_bone))
+        found = list(_bone_dependencies(current, of_bone) if of_bone else _dependencies(current))
         if vertices is not None:
             found += _deformers(current, vertices, reason)
         for other, bone, how, other_vertices in found:
@@ -311,7 +325,9 @@ def check_target_independent(obj: bpy.types.Object, start_bone: str, point: bpy.
                     f"{what} '{point.name}' depends on the chain: {how} bone '{bone}', which the chain moves "
                     "(a dependency cycle); parent or constrain it to something outside the chain.")
             if other != obj:
-                todo.append((other, other_vertices, how))
+                todo.append((other, other_vertices, how, ""))
+                if bone and other.type == "ARMATURE":
+                    todo.append((other, None, how, bone))
 
 
 # --------------------------------------------------------------------------- chains on the same bones

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bpy
 import pytest
-from conftest import add_empty, build_arm
+from conftest import add_empty, build_arm, build_armature
 
 CALLS = {
     "solve": lambda: bpy.ops.ik_solvers.solve(),
@@ -153,3 +153,16 @@ def test_a_live_chain_whose_target_gets_a_cycle_turns_live_off_naming_it(addon):
     bpy.context.scene.frame_set(2)
     assert not chain.use_live
     assert "depends on the chain" in chain.last_message and "bone 'forearm'" in chain.last_message
+
+
+def test_a_target_driven_by_another_armatures_bone_that_follows_the_chain_is_refused(addon):
+    obj = build_arm()
+    other = build_armature([{"name": "follower", "head": (0.0, 0.0, 0.0), "tail": (0.0, 0.0, 0.2)}], name="Other")
+    copy = other.pose.bones["follower"].constraints.new("COPY_ROTATION")
+    copy.target, copy.subtarget = obj, "forearm"
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    drive_target(target, "TRANSFORMS", lambda v: (setattr(v.targets[0], "id", other),
+                                                  setattr(v.targets[0], "bone_target", "follower")))
+    arm_chain(obj, target)
+    assert_refused(r"the target 'Target' depends on the chain: constraint 'Copy Rotation' of bone 'follower' of "
+                   r"'Other' follows bone 'forearm', which the chain moves")
