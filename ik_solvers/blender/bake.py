@@ -10,17 +10,20 @@ The operator that drives a job lives in :mod:`.operators`.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import live_state
+from . import interrupts, live_state
+from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
 from .key_reduction import reduce_rotation_keys
-from .keyframes import key_rotations
+from .keyframes import action_frames, key_rotations
 from .report import BakeReport, bake_report, reached, store_report
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
@@ -162,6 +165,11 @@ class BakeJob:
             chain = ChainBake(spec)
             chain._rigs[geometry_key(obj, spec.rig)] = spec.rig
             self._chains.append(chain)
+        check_action_keyable(obj)
+        self.key_frames = action_frames(obj, self.frames)
+        """The action's own times of the keyed frames ``(N,)`` (mapped in NLA tweak mode, else the frames)."""
+        check_chains_apart([(chain.name, chain.rig.bone_names) for chain in self._chains],
+                           enabled_chain_bones(obj, options.chain_names))
         self._depsgraph = context.evaluated_depsgraph_get()
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
         self._pose = PoseSnapshot(obj)
@@ -196,9 +204,13 @@ class BakeJob:
     def advance(self, time_budget: float | None = None) -> bool:
         """Work for about ``time_budget`` seconds (None: to the end); True once every chain is baked.
 
-        Raises IKSolversError (after which ``cancel()`` restores everything).
+        Raises IKSolversError (after which ``cancel()`` restores everything), or KeyboardInterrupt
+        after restoring everything itself (:meth:`_interruptible`).
         """
-        deadline = None if time_budget is None else time.perf_counter() + time_budget
+        with self._interruptible():
+            return self._advance(None if time_budget is None else time.perf_counter() + time_budget)
+
+    def _advance(self, deadline: float | None) -> bool:
         while self._index < len(self._chains):
             chain = self._chains[self._index]
             with chain_context(chain.name):
@@ -223,7 +235,7 @@ class BakeJob:
         frame (the current frame is put back afterwards). Raises IKSolversError.
         """
         sampling = _Sampling(self.frames if frames is None else np.asarray(frames))
-        with chain_context(chain.name):
+        with self._interruptible(), chain_context(chain.name):
             self._continue_sampling(chain, sampling, None)
         assert sampling.sampled is not None  # no deadline: sampling ran to the end
         return sampling.sampled
@@ -256,6 +268,7 @@ class BakeJob:
         while len(sampling.inputs) < len(frames):
             frame = frames[len(sampling.inputs)]
             self.scene.frame_set(frame)
+            interrupts.raise_pending()  # a Ctrl-C that landed in a frame-change handler
             key = geometry_key(self.obj, chain.rig)
             if key not in chain._rigs:
                 with chain_context(chain.name, frame):
@@ -300,7 +313,7 @@ class BakeJob:
         rotation that is not finite. After keying, Blender evaluates the keys (:mod:`.verify`,
         the current frame put back) and the report says where that differs from the solve.
         """
-        with chain_context(chain.name):
+        with self._interruptible(), chain_context(chain.name):
             self._write_keys(chain, solved)
             self._continue_check(chain, None)
         assert chain.report is not None  # set when the check has run to the end
@@ -318,10 +331,10 @@ class BakeJob:
             if bad.size:
                 raise IKSolversError(f"bone '{bone}' got a non-finite rotation.", chain=chain.name,
                                      frame=int(self.frames[bad[0]]))
-        key_rotations(self.action, self.obj, values, self.frames,
-                      float(self.options.frame_start), float(self.options.frame_end))
+        key_rotations(self.action, self.obj, values, self.key_frames,
+                      float(self.key_frames[0]), float(self.key_frames[-1]))
         if self.options.reduce_keys and len(self.frames) > 2:
-            chain.reduced = reduce_rotation_keys(self.obj, chain.rig, self.frames, self.options.key_error or None)
+            chain.reduced = reduce_rotation_keys(self.obj, chain.rig, self.key_frames, self.options.key_error or None)
         chain._solved, chain._write_started = solved, started
         # Reduced keys are checked at every frame, their tip allowed the bound off the solve.
         keys_alone = chain.reduced is None and keys_alone_move_the_chain(self.obj, chain.rig,
@@ -355,10 +368,23 @@ class BakeJob:
         return True
 
     # ------------------------------------------------------------------ ending
+    @contextmanager
+    def _interruptible(self) -> Iterator[None]:
+        """Bake work that a Ctrl-C stops: also one landing in a handler Blender calls while it
+        evaluates a frame (``interrupts``); the job then puts everything back and the
+        KeyboardInterrupt propagates."""
+        try:
+            with interrupts.honoured():
+                yield
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+
     def _restore_frame(self) -> None:
         frame, subframe = self._frame
         if (self.scene.frame_current, self.scene.frame_subframe) != (frame, subframe):
             self.scene.frame_set(frame, subframe=subframe)
+            interrupts.raise_pending()
 
     def finish(self) -> list[BakeReport]:
         """Store the reports on the chains, restore the current frame and the unbaked pose."""

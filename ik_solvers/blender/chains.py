@@ -19,7 +19,7 @@ from ..core import (
     preferred_pose,
     swivel_for_plane,
 )
-from .checks import check_editable
+from .checks import check_chains_apart, check_editable, enabled_chain_bones
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
 from .rig import basis_quaternion, read_chain, write_pose
@@ -238,6 +238,8 @@ def solve_chains(obj: bpy.types.Object, chains: Sequence[IK_SOLVERS_PG_chain], v
     every channel written so far is put back exactly before it propagates.
     """
     specs = [chain_spec(obj, chain) for chain in chains]  # every chain checked before any is posed
+    check_chains_apart([(spec.name, spec.bone_names) for spec in specs],
+                       enabled_chain_bones(obj, (spec.name for spec in specs)))
     snapshot = PoseSnapshot(obj)
     outcomes = []
     try:

@@ -10,6 +10,7 @@ import bpy
 import numpy as np
 
 from . import compat
+from .errors import IKSolversError
 
 KEYFRAME_ATTRIBUTES = (
     ("co", np.float32, 2),
@@ -176,6 +177,36 @@ def assigned_fcurves(id_data: bpy.types.ID | None) -> list[bpy.types.FCurve]:
     anim_data = getattr(id_data, "animation_data", None)
     channelbag = compat.channelbag_for_assigned_slot(anim_data)
     return [] if channelbag is None else list(channelbag.fcurves)
+
+
+def action_frames(obj: bpy.types.Object, frames: np.ndarray) -> np.ndarray:
+    """The times ``(N,)`` in ``obj``'s action at which keys show at the scene ``frames (N,)``.
+
+    The frames themselves, except in NLA tweak mode: there the action plays through the tweaked
+    strip (its offset, scale, repeat, reversal), and each frame is mapped back through it as Blender
+    maps a key inserted in tweak mode (``AnimData.nla_tweak_strip_time_to_scene``). IKSolversError
+    for a strip of the action that repeats (Blender's evaluation of the later repeats does not
+    follow that mapping), and when the mapped times do not rise with the frames or do not map back
+    to them (a reversed strip): one key would land on another's time, or out of order.
+    """
+    frames = np.asarray(frames, dtype=np.float64)
+    anim_data = obj.animation_data
+    if anim_data is None or not anim_data.use_tweak_mode:
+        return frames
+    repeated = [strip.name for track in anim_data.nla_tracks for strip in track.strips
+                if strip.action == anim_data.action and strip.repeat != 1.0]
+    if repeated:  # a repeat plays the same keys at several frames: Blender's evaluation there is not one-to-one
+        raise IKSolversError(f"In NLA tweak mode the tweaked action plays in the repeated strip '{repeated[0]}'; "
+                             "set its Repeat to 1 or leave tweak mode to bake.")
+    to_scene = anim_data.nla_tweak_strip_time_to_scene
+    times = np.array([to_scene(frame, invert=True) for frame in frames.tolist()], dtype=np.float64)
+    back = np.array([to_scene(time) for time in times.tolist()], dtype=np.float64)
+    if np.any(np.diff(times) <= 0.0) or not np.allclose(back, frames, rtol=0.0, atol=1e-3):
+        raise IKSolversError(
+            f"In NLA tweak mode, frames {int(frames[0])}-{int(frames[-1])} do not map one to one into the tweaked "
+            "strip's action (a reversed or repeated strip); bake a range the strip plays once, forward, or leave "
+            "tweak mode.")
+    return times
 
 
 def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict[str, np.ndarray], frames: np.ndarray,

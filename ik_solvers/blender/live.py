@@ -27,8 +27,9 @@ from typing import Any
 import bpy
 from bpy.app.handlers import persistent
 
-from . import properties
+from . import interrupts, properties
 from .chains import store_solve_outcome
+from .checks import ChainBones, check_chains_apart
 from .errors import chain_context, failure_sentence
 from .identity import follow_renamed_tip
 from .live_quick import offer_quick, quick_update
@@ -88,7 +89,8 @@ def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | 
                 record = state.chains.setdefault(key, LiveChain())
                 try:
                     with chain_context(chain.name):
-                        result = _update_chain(obj, chain, record, depsgraph, force)
+                        result = _update_chain(obj, chain, record, depsgraph, force,
+                                               [(key[1], spec.bone_names) for key, spec, _ in checked])
                 except Exception as error:  # never into Blender's handler loop
                     turn_off(obj, chain, error)
                     continue
@@ -108,12 +110,14 @@ def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | 
 
 
 def _update_chain(obj: bpy.types.Object, chain: Any, record: LiveChain, depsgraph: bpy.types.Depsgraph | None,
-                  force: bool) -> bool:
-    """Check one live chain in full and solve it if its inputs changed (or ``force``); True if solved."""
+                  force: bool, earlier: list[ChainBones]) -> bool:
+    """Check one live chain in full (also against the ``earlier`` live chains of its armature: no
+    bone in common) and solve it if its inputs changed (or ``force``); True if solved."""
     values = rig_values(obj, chain, record)
     kept = record.spec
     rig = kept.rig if kept is not None and record.rig_key == values.key() else None
     spec = record.spec = chain_spec(obj, chain, rig, reuse=kept)
+    check_chains_apart([(chain.name, spec.bone_names)], earlier)
     inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
     inputs = record.inputs = kept_fk_pose(record, inputs, record.rig_key == values.key(), obj, spec.rig)
     solved = (spec.source, inputs_key(inputs))
@@ -129,9 +133,14 @@ def _update_chain(obj: bpy.types.Object, chain: Any, record: LiveChain, depsgrap
 
 def _guarded(update: Callable[[], object]) -> None:
     """Run a handler's work; anything escaping the per-chain guard turns every live chain off
-    with the reason, printed once (never a traceback at every frame change)."""
+    with the reason, printed once (never a traceback at every frame change). A KeyboardInterrupt
+    is noted for a bake at work (``interrupts``), else raised as before."""
     try:
         update()
+    except KeyboardInterrupt:
+        interrupts.note()  # Blender would swallow it: a bake at work raises it after the frame change
+        if not interrupts.watching():
+            raise
     except Exception as error:  # never into Blender's handler loop
         state.busy = False
         print(f"IK Solvers: live mode turned off: {failure_sentence(error)}")

@@ -288,6 +288,8 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         description="World-space bound of the reduced keys; 0: 0.1 mm per metre of the chain's length",
     )
 
+    INTERRUPTED = "Bake interrupted (Ctrl-C); the action is as it was."
+
     TIME_PER_TICK = 0.05
     """Seconds of work per modal timer tick: long enough to make progress, short enough for Esc."""
 
@@ -339,6 +341,8 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         try:
             self._job.advance()
             return self._done(context)
+        except KeyboardInterrupt:  # Ctrl-C: the job put everything back; bpy.ops cannot pass the interrupt on
+            return self._fail(context, self.INTERRUPTED)
         except Exception as error:  # the action goes back, one sentence
             return self._fail(context, failure_sentence(error))
 
@@ -355,6 +359,8 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
             assert context.window_manager is not None  # a modal operator runs in a window
             context.window_manager.progress_update(self._job.done_steps)
             return self._done(context) if finished else {"RUNNING_MODAL"}
+        except KeyboardInterrupt:  # Ctrl-C in the terminal: the job put everything back
+            return self._fail(context, self.INTERRUPTED)
         except Exception as error:  # the action goes back, one sentence
             return self._fail(context, failure_sentence(error))
 

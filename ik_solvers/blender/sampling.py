@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from .checks import pose_bone_of_path
 from .errors import IKSolversError
 from .keyframes import assigned_fcurves, values_at_keys
 from .rig import RigChain, read_pose
 from .root_space import root_matrices_world
 from .spec import ChainSpec
+from .time_varying import TimeVariance
 
 if TYPE_CHECKING:
     import bpy
@@ -156,13 +158,14 @@ TRANSFORM_PATHS = frozenset(
 ``location`` (``delta_location`` can, so it is not here)."""
 
 
-def _animation_blockers(id_data: bpy.types.ID | None, what: str) -> list[str]:
-    """Why ``id_data``'s animation is not a plain action evaluated at the scene frame."""
+def _animation_blockers(id_data: bpy.types.ID | None, what: str, drivers: bool = True) -> list[str]:
+    """Why ``id_data``'s animation is not a plain action evaluated at the scene frame (``drivers``:
+    any driver counts; else the caller judges them)."""
     anim_data = getattr(id_data, "animation_data", None)
     if anim_data is None:
         return []
     reasons = []
-    if len(anim_data.drivers):
+    if drivers and len(anim_data.drivers):
         reasons.append(f"{what} has drivers")
     if len(anim_data.nla_tracks) or anim_data.use_tweak_mode:
         reasons.append(f"{what} has NLA tracks")
@@ -206,10 +209,15 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     Sampling F-curves is exactly Blender's evaluation when every sampled point (target, pole) is
     an unparented, unconstrained, driver-free object animated only by its own action's transform
     F-curves, and the chain's root frame and geometry cannot change over time: the armature has
-    no parent, constraints, drivers or NLA, and its action keys neither the object transform, nor
-    the chain's ancestor bones, nor anything but rotation on the chain's bones, nor the chain
-    settings (e.g. an animated swivel angle), nor a locked chain bone's rotation. Anything else (a
-    target bone too) is sampled by evaluating each frame.
+    no NLA, no parent, constraint, driver or ancestor-bone constraint that follows anything that
+    changes between frames (``time_varying``: animation, the frame, simulations, the chain's own
+    keys — a driver reading an unanimated custom property changes nothing), no constraint on the
+    chain's bones and no driver on them or on the chain settings, and its action keys neither the
+    object transform, nor the chain's ancestor bones, nor anything but rotation on the chain's
+    bones (nothing else at all where drivers or constraints could carry it to the chain), nor the
+    chain settings (e.g. an animated swivel angle), nor a locked chain bone's rotation. Anything
+    else (a target bone too) is sampled by evaluating each frame; the same reasons make the
+    after-bake check dense (``verify.keys_alone_move_the_chain``).
     """
     reasons = []
     render = scene.render
@@ -222,12 +230,15 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
         if point is not None:
             reasons += _point_blockers(point, what)
-    reasons += _animation_blockers(obj, "the armature")
-    reasons += _animation_blockers(obj.data, "the armature data")
-    if obj.parent is not None:
-        reasons.append("the armature has a parent")
-    if len(obj.constraints):
-        reasons.append("the armature has constraints")
+    armature_fcurves = assigned_fcurves(obj)
+    animated_bones = {bone for bone in map(pose_bone_of_path, (f.data_path for f in armature_fcurves)) if bone}
+    variance = TimeVariance(obj, rig, animated_bones)
+    reasons += _animation_blockers(obj, "the armature", drivers=False)
+    reasons += _animation_blockers(obj.data, "the armature data", drivers=False)
+    if obj.parent is not None and (variance.object_varies(obj.parent) or variance.relations_vary(obj)):
+        reasons.append("the armature has a parent that moves")
+    if len(obj.constraints) and variance.relations_vary(obj):
+        reasons.append("the armature has constraints that follow something that changes")
     if assigned_fcurves(obj.data):
         reasons.append("the armature data is animated")
     ancestors = []
@@ -236,14 +247,29 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
     while bone is not None:
         ancestors.append(bone.name)
         bone = bone.parent
-    for name in (*rig.bone_names, *ancestors):
+    for name in rig.bone_names:
         if len(obj.pose.bones[name].constraints):
             reasons.append(f"bone '{name}' has constraints")
+    for name in ancestors:  # their constraints matter only where they follow something that changes
+        if len(obj.pose.bones[name].constraints) and name in variance.moving_bones():
+            reasons.append(f"bone '{name}' has constraints that follow something that changes")
     chain_prefixes = _bone_prefixes(obj, rig.bone_names)
     ancestor_prefixes = _bone_prefixes(obj, ancestors)
     settings_prefix = spec.settings_path + "."
+    related = False  # drivers or constraints that could carry any other animated value to the chain
+    armature_ids: tuple[tuple[bpy.types.Object | bpy.types.Armature, str, str], ...] = (
+        (obj, "the armature", "pose.bones["), (cast("bpy.types.Armature", obj.data), "the armature data", "bones["))
+    for id_data, what, bones_prefix in armature_ids:
+        anim_data = id_data.animation_data
+        for fcurve in () if anim_data is None else anim_data.drivers:
+            related = True
+            path = fcurve.data_path
+            if _bone_of_path(chain_prefixes, path)[0] is not None or path.startswith(settings_prefix):
+                reasons.append(f"{what} has a driver on {path}")
+        reasons += [f"{what}'s driver of {path} {why}" for path, why in variance.drivers_reasons(id_data, bones_prefix)]
+    related = related or len(obj.constraints) > 0 or any(len(b.constraints) for b in obj.pose.bones)
     rotations = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
-    for fcurve in assigned_fcurves(obj):
+    for fcurve in armature_fcurves:
         path = fcurve.data_path
         in_chain, prop = _bone_of_path(chain_prefixes, path)
         if in_chain is not None:
@@ -251,10 +277,15 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
             # bone's is held as read, so animating it moves the chain.
             moves = prop not in rotations or in_chain not in rig.joint_bones
         else:
-            # Other bones' channels, custom properties and other chains' settings cannot reach this
-            # chain without a driver or a constraint, both refused above.
+            # Other bones' channels, custom properties and other chains' settings reach this chain
+            # only through a driver or a constraint: a bone's channels where it is upstream of the
+            # chain (drivers and constraints that read it count above, the bone moving), any other
+            # animated value as soon as there are drivers or constraints at all.
             moves = (_bone_of_path(ancestor_prefixes, path)[0] is not None or path in TRANSFORM_PATHS
                      or path == "delta_location" or path.startswith(settings_prefix))
+            if related and not moves:
+                keyed = pose_bone_of_path(path)  # None: a custom property or something else, read by anything
+                moves = keyed is None or keyed in variance.upstream_bones()
         if moves:
             reasons.append(f"the armature animates {path}")
     return list(dict.fromkeys(reasons))  # one line per path, not per channel

@@ -48,7 +48,8 @@ class ChainSpec:
         Distances converted from scene units to the chain's root-space units.
     reference : ndarray, shape (n_dof,)
         The pose every frame starts from and is pulled toward: the captured preferred pose, else
-        the rest pose (zeros). For the HI method it is the preferred pose.
+        the rest pose (zeros), clamped into the joint limits (so every solve stays inside them).
+        For the HI method it is the preferred pose.
     target, pole
         The target and pole target objects (``bpy.types.Object``; pole None without one).
     target_bone : str
@@ -240,6 +241,9 @@ def _built(chain_settings: Any, rig: RigChain, world: np.ndarray, source: tuple)
         reference = preferred_q(chain_settings, rig)
     else:
         reference = np.zeros(rig.chain.n_dof)
+    # A start outside the limits (a hinge whose Limit Rotation excludes its rest) would be returned as
+    # it is where the target already sits at its tip: "converged", and Blender's constraint moves it.
+    reference = np.clip(reference, rig.chain.lower, rig.chain.upper)
     reference.setflags(write=False)
     return ChainSpec(settings_path=chain_settings.path_from_id(), rig=rig, options=solve_options,
                      reference=reference, source=source, **fields)

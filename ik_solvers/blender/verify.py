@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core import forward_kinematics
-from . import live_state
+from . import interrupts, live_state
 from .errors import chain_context
 from .keyframes import assigned_fcurves, rotation_data_path
 from .rig_chain import RigChain
@@ -92,9 +92,12 @@ def rows_to_check(n: int, flagged: np.ndarray, limit: int = DENSE_LIMIT, flagged
 def keys_alone_move_the_chain(obj: bpy.types.Object, rig: RigChain, sampling_blockers: list[str]) -> bool:
     """Whether Blender's evaluated chain at a keyed frame is exactly its baked keys there.
 
-    True when F-curve sampling was exact (``sampling_blockers`` empty: no constraint on the chain or
-    its ancestors, no driver, NLA, blended action or parent on the armature, nothing animated but
-    the chain's rotations) and the chain's rotation F-curves are neither muted nor modified.
+    True when F-curve sampling was exact (``sampling_blockers`` empty: no constraint on the chain,
+    no NLA or blended action on the armature, nothing animated but the chain's rotations, and no
+    parent, driver or ancestor constraint that follows anything changing between frames — see
+    ``time_varying``; Rigify's drivers of unanimated custom properties change nothing) and the
+    chain's rotation F-curves are neither muted nor modified. Then the chain's surroundings are
+    the same at every frame, the keys alone move it, and a spread sample covers every frame.
     """
     if sampling_blockers:
         return False
@@ -157,6 +160,7 @@ class BakedCheck:
         spec, obj = self.spec, self.obj
         frame = int(self.solved.frames[row])
         self.scene.frame_set(frame)
+        interrupts.raise_pending()  # a Ctrl-C that landed in a frame-change handler
         key = self._fixed_geometry if self._fixed_geometry is not None else geometry_key(obj, spec.rig)
         rig = self.rigs.get(key)
         if rig is None:

@@ -151,7 +151,7 @@ def test_a_chain_whose_root_hangs_from_another_live_chain_is_never_quick(paths):
     obj = build_leg()
     knee_target = add_empty("Knee", location=(0.1, -0.05, 0.45))
     foot_target = add_empty("Foot", location=LEG_PATH[0])
-    live_hi_chain(obj, "shin", 2, knee_target, name="Upper")  # thigh → shin
+    live_hi_chain(obj, "thigh", 2, knee_target, name="Upper")  # hip → thigh (no bone shared with Lower)
     live_hi_chain(obj, "foot", 1 + 1, foot_target, name="Lower")  # shin → foot: its root is the thigh
     assert (obj.session_uid, "Lower") not in live.state.quick and live.state.quick_scene is None
     quick, full = paths.quick, paths.full
