@@ -14,12 +14,16 @@ The functions take bpy objects; this module does not import bpy.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from _cli import UsageError
 
+KEY_TIME_TOLERANCE = 1e-3
+"""Frames: a key time read back from a file matches the frame it was written at to this (float32 time
+at frames up to ~1e4 is exact to ~1e-3)."""
 ROTATION_CHANNELS = {"QUATERNION": ("rotation_quaternion", 4), "AXIS_ANGLE": ("rotation_axis_angle", 4)}
 """A pose bone's rotation mode → its rotation F-curves' property and count (any other mode: Euler, 3)."""
 
@@ -189,7 +193,15 @@ class BakedChain:
     """The armature's full name (``Rig`` or ``Rig [rig.blend]``)."""
     chain: str
     bones: tuple[str, ...]
-    frames: tuple[int, ...]
+    frames: tuple[float, ...]
+    """The frames the keys were written at: the action's own time (``BakeJob.key_frames``), which in NLA
+    tweak mode is not the scene's and need not be whole."""
+
+
+def _keyed_at(keyed: list[float], frame: float) -> bool:
+    """Whether the sorted key times ``keyed`` hold ``frame`` (to Blender's float32 storage of key times)."""
+    index = bisect.bisect_left(keyed, frame - KEY_TIME_TOLERANCE)
+    return index < len(keyed) and keyed[index] <= frame + KEY_TIME_TOLERANCE
 
 
 def missing_keys(objects: Iterable[Any], baked: BakedChain, channelbag_of) -> str | None:
@@ -214,8 +226,9 @@ def missing_keys(objects: Iterable[Any], baked: BakedChain, channelbag_of) -> st
             if fcurve is None:
                 return (f"'{baked.armature}:{baked.chain}' has no rotation keys on bone '{bone}' "
                         f"({path}[{index}]) in the saved file")
-            absent = sorted(set(baked.frames) - {round(point.co[0]) for point in fcurve.keyframe_points})
+            keyed = sorted(point.co[0] for point in fcurve.keyframe_points)
+            absent = [frame for frame in baked.frames if not _keyed_at(keyed, frame)]
             if absent:
                 return (f"'{baked.armature}:{baked.chain}' bone '{bone}' lacks keys on {len(absent)} baked frames "
-                        f"(first {absent[0]}) in the saved file")
+                        f"(first {absent[0]:g}) in the saved file")
     return None

@@ -428,7 +428,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
             entry = chain_statistics(bake_report, time.perf_counter() - chain_started)
             entries.append(entry)
             baked.append(BakedChain(obj.name, chain.name, tuple(job.chains[0].rig.joint_bones),
-                                    tuple(int(f) for f in job.frames)))
+                                    tuple(float(f) for f in job.key_frames)))
             if entry["evaluated_mismatch_frames"]:
                 mismatched.append(entry)
             progress.chain(path, f"{entry['armature']}:{entry['chain']}", index, len(selected), entry["frames"],

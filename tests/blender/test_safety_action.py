@@ -117,3 +117,24 @@ def test_a_bake_in_tweak_mode_of_a_repeated_strip_is_refused(addon):
                                            r"set its Repeat to 1 or leave tweak mode to bake\."):
         bpy.ops.ik_solvers.bake(frame_start=28, frame_end=36)
     assert forearm_key_times(action) == [1.0, 11.0]
+
+
+def test_ik_batch_in_nla_tweak_mode_checks_the_keys_at_the_actions_own_time(addon, tmp_path):
+    """ik_batch's after-save check looked for the keys at the scene's frames, so a bake in tweak mode
+    (keys in the action's own time, not whole frames here: scale 2.0) failed with "lacks keys"."""
+    from test_ik_batch import run_batch
+
+    obj = build_arm()
+    tweaked_strip(obj, start=20.0, scale=2.0)
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    for frame, x in ((20, 0.4), (40, 0.3)):
+        target.location.x = x
+        target.keyframe_insert("location", frame=frame)
+    arm_chain(obj, target)
+    shot, out = tmp_path / "tweak.blend", tmp_path / "out.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+    run_batch(shot, "--output", out, "--frames", 25, 31)
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    times = forearm_key_times(bpy.data.actions["Walk"])
+    # scene frames 25, 26, …, 31 play action frames 3.5, 4, …, 6.5; the keys at 1 and 11 outside stay
+    np.testing.assert_allclose(times, [1.0, *np.arange(3.5, 7.0, 0.5), 11.0], atol=1e-5)
