@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from operator import add, mul, sub
 from typing import Any
@@ -165,3 +165,15 @@ SCALAR_OPS = ArrayOps(math.cos, math.sin, math.sqrt, _numpy_atan2, _numpy_acos, 
                       _choose, _scalar_atan2_all, SCALAR_JOINTS)
 """One target's namespace on Python floats: ``math`` (a ufunc call costs ~0.5–1 µs, ``math``'s ~0.05 µs),
 numpy's ``arctan2`` and ``arccos`` (``math``'s round differently)."""
+
+
+def _row_polar(lengths: Any, headings: list) -> tuple[list, list]:
+    # One numpy call per function on the row's unit-stride array: the batch's bits on any numpy build.
+    values = np.array(headings, dtype=float)
+    return list(map(mul, lengths, np.cos(values).tolist())), list(map(mul, lengths, np.sin(values).tolist()))
+
+
+ROW_OPS = replace(SCALAR_OPS, joints=replace(SCALAR_JOINTS, polar=_row_polar))
+"""One batch row on Python floats with every per-joint cosine and sine from numpy (one call for the
+row): a batch of one computes what a batch of many does, whatever ``math``'s rounding (the root finder's
+steps for ``N = 1``)."""
