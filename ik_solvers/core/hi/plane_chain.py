@@ -170,9 +170,9 @@ def solve_path_parameters(
         from_end = np.zeros(r.shape, dtype=bool)
     tolerance = float(DISTANCE_TOLERANCE * lengths.sum())
     if r.shape == (1,):  # one row (a live update's full solve): the same steps on floats, ~3× fewer µs
-        t, steps = path_parameter(lengths.tolist(), bases[0].tolist(), directions[0].tolist(), float(r[0]),
-                                  samples[0].tolist(), tolerance, bool(from_end[0]), ROW_OPS)
-        return np.array([t]), np.array([steps])
+        t, used = path_parameter(lengths.tolist(), bases[0].tolist(), directions[0].tolist(), float(r[0]),
+                                 samples[0].tolist(), tolerance, bool(from_end[0]), ROW_OPS)
+        return np.array([t]), np.array([used])
     f = samples - r[:, None]
     # Nearest the start: the first sample below r, after one that is not; nearest the end: the
     # last sample above r, before one that is not (comparisons only: path_parameter's search).
@@ -234,17 +234,18 @@ def root_step(xp: ArrayOps, lengths: Any, bases: Any, directions: Any, rates: An
               tolerance: float) -> RootState:
     """One step of the in-plane root finder: the distance at ``c``, the bracket shrunk to the side of
     the root, then a Newton step where it stays inside and is at most half the last, else a bisection."""
-    joints = xp.joints
-    x, y, along, across = plane_tip(xp, lengths, joints.lerp(bases, state.c, directions))
+    lo, hi, f_lo, f_hi, c, last, _ = state
+    joints, divide = xp.joints, xp.divide
+    x, y, along, across = plane_tip(xp, lengths, joints.lerp(bases, c, directions))
     x_rate = joints.dot(across, rates)  # dx/dt, negated
     y_rate = joints.dot(along, rates)
     distance = xp.sqrt(x * x + y * y)
-    slope = xp.divide(y * y_rate - x * x_rate, distance)  # at the root: no slope (a bisection)
+    slope = divide(y * y_rate - x * x_rate, distance)  # at the root: no slope (a bisection)
     fc = distance - r
-    lo, f_lo, hi, f_hi = xp.choose(fc > 0.0, (state.c, fc, state.hi, state.f_hi), (state.lo, state.f_lo, state.c, fc))
-    step = xp.divide(fc, slope)  # a zero slope: a bisection
-    newton = state.c - step
-    take = (newton > lo) & (newton < hi) & (abs(step) <= 0.5 * abs(state.last))
+    lo, f_lo, hi, f_hi = xp.choose(fc > 0.0, (c, fc, hi, f_hi), (lo, f_lo, c, fc))
+    step = divide(fc, slope)  # a zero slope: a bisection
+    newton = c - step
+    take = (newton > lo) & (newton < hi) & (abs(step) <= 0.5 * abs(last))
     active = (abs(fc) > tolerance) & (hi - lo > PARAMETER_TOLERANCE)  # the distance is finite: no NaN here
     c, last = xp.choose(take, (newton, step), (0.5 * (lo + hi), 0.5 * (hi - lo)))
     return RootState(lo, hi, f_lo, f_hi, c, last, active)
