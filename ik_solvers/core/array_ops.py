@@ -172,13 +172,24 @@ SCALAR_OPS = ArrayOps(math.cos, math.sin, math.sqrt, _numpy_atan2, _numpy_acos, 
 numpy's ``arctan2`` and ``arccos`` (``math``'s round differently)."""
 
 
+
 def _row_polar(lengths: Any, headings: list) -> tuple[list, list]:
     # One numpy call per function on the row's unit-stride array: the batch's bits on any numpy build.
     values = np.array(headings, dtype=float)
     return list(map(mul, lengths, np.cos(values).tolist())), list(map(mul, lengths, np.sin(values).tolist()))
 
 
-ROW_OPS = replace(SCALAR_OPS, joints=replace(SCALAR_JOINTS, polar=_row_polar))
-"""One batch row on Python floats with every per-joint cosine and sine from numpy (one call for the
-row): a batch of one computes what a batch of many does, whatever ``math``'s rounding (the root finder's
-steps for ``N = 1``)."""
+def _row_all(function: Callable[[np.ndarray], np.ndarray]) -> Callable[[list], list]:
+    return lambda values: function(np.array(values, dtype=float)).tolist()
+
+
+def _row_one(function: Callable[[Any], Any]) -> Callable[[float], float]:
+    return lambda value: float(function(value))
+
+
+ROW_OPS = replace(SCALAR_OPS, cos=_row_one(np.cos), sin=_row_one(np.sin),
+                  joints=replace(SCALAR_JOINTS, polar=_row_polar, cos=_row_all(np.cos), sin=_row_all(np.sin)))
+"""One batch row on Python floats, every transcendental function from numpy (a joint axis's in one call):
+a batch of one computes what a batch of many does, whatever ``math``'s rounding. ~1 µs a numpy call
+against ~0.5 µs an operation on one-element arrays: a one-frame batch runs its per-target functions
+in this namespace (``hi.plane_chain.solve_path_parameters``, ``hi.placement.one_frame_pose``)."""

@@ -17,7 +17,7 @@ from ..solve import register_solver, validated_targets
 from ..vectors import matvec, norm
 from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
 from .in_plane import in_plane
-from .placement import joint_quaternions, joint_variables, placed_pose
+from .placement import joint_quaternions, joint_variables, one_frame_pose, placed_pose
 from .planes import DEFAULT_WARNING_ANGLE, SolverPlanes, pole_angles, solver_planes
 from .sphere import PreferredPose, SphereFrame, preferred_pose
 
@@ -134,9 +134,12 @@ def solve_hi(
 
     n_frames = targets.shape[0]
     bent = in_plane(pref, plane.r)
-    start_rows, positions = placed_pose(pref, plane, bent)
-    quats = joint_quaternions(pref, start_rows, bent.bends)
-    q = joint_variables(pref, quats, bent.bends)
+    if n_frames == 1:  # live mode's full update: the same per-target functions on floats
+        positions, quats, q = one_frame_pose(pref, plane, bent)
+    else:
+        start_rows, positions = placed_pose(pref, plane, bent)
+        quats = joint_quaternions(pref, start_rows, bent.bends)
+        q = joint_variables(pref, quats, bent.bends)
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = norm(pose.tips - targets)
     lower = pref.lower_bounds(plane.r)
