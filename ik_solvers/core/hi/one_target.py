@@ -35,10 +35,9 @@ from ..zero_plane import (
     pole_map_normal,
     swivel_normal,
 )
-from .in_plane import chain_bent, chain_paths, two_bone_bent
+from .in_plane import row_bent
 from .parent_space import rotation_rows
 from .placement import bent_quaternions, bent_variables, placed_point, start_rotation
-from .plane_chain import path_parameter
 from .planes import ee_axis, pole_angle
 from .sphere import PreferredPose
 
@@ -143,14 +142,7 @@ def solve_hi_one(
     if rotation is not None:
         plane_normal = matvec3(rotation, plane_normal)
 
-    k = pref.in_plane_constants
-    if k.two_bone:
-        bent = two_bone_bent(xp, k, r)
-    else:
-        wanted, outer, bases, directions = chain_paths(xp, k, r)
-        t, steps = path_parameter(k.lengths, bases, directions, wanted, k.samples[0 if outer else 1],
-                                  k.distance_tolerance, outer)
-        bent = chain_bent(xp, k, r, bases, directions, t, steps)
+    bent = row_bent(xp, pref, r)
     side = cross3(plane_normal, axis)
     tip_turn = bent.tip_turn
     tip = placed_point(axis, plane_normal, side, start, xp.cos(tip_turn), xp.sin(tip_turn),

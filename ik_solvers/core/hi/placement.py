@@ -138,17 +138,15 @@ def joint_variables(pref: PreferredPose, quats: np.ndarray, bends: np.ndarray) -
 
 def one_frame_pose(pref: PreferredPose, plane: SolverPlanes, bent: Bent) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`placed_pose`'s positions ``(1, n + 1, 3)``, :func:`joint_quaternions` ``(1, n, 4)`` and
-    :func:`joint_variables` ``(1, n_dof)`` of a one-frame batch: the per-target functions on floats in
-    ``ROW_OPS`` (numpy's transcendental functions), ~4× fewer µs than on one-element arrays, the same bits."""
+    :func:`joint_variables` ``(1, n_dof)`` of a one-frame batch from its in-plane pose on floats
+    (``in_plane.row_bent``): the per-target functions in ``ROW_OPS`` (numpy's transcendental
+    functions), ~4× fewer µs than on one-element arrays, the same bits."""
     xp = ROW_OPS
     axis, normal = vec3(plane.axes[0]), vec3(plane.normals[0])
     side = cross3(normal, axis)
-    tip_turn = float(np.ravel(bent.tip_turn)[0])
-    bends = np.ravel(bent.bends).tolist()
-    c, s = xp.cos(tip_turn), xp.sin(tip_turn)
-    xs, hs, ys = (np.broadcast_to(v, np.shape(bent.xs))[0].tolist() for v in (bent.xs, bent.hs, bent.ys))
-    start = pref.start_floats
-    positions = np.array([[placed_point(axis, normal, side, start, c, s, x, h, y) for x, h, y in zip(xs, hs, ys)]])
+    tip_turn, bends = bent.tip_turn, bent.bends
+    c, s, start = xp.cos(tip_turn), xp.sin(tip_turn), pref.start_floats
+    positions = np.array([[placed_point(axis, normal, side, start, c, s, x, h, y) for x, h, y in zip(bent.xs, bent.hs, bent.ys)]])
     rows = start_rotation(xp, axis, normal, side, pref.start_parent_rows, bends[0] - tip_turn, pref.start_basis_rows)
     quats = bent_quaternions(xp, pref, rows, bends)
     return positions, np.array([quats]), np.array([bent_variables(xp, pref, quats, bends)])
