@@ -61,10 +61,9 @@ def bent_quaternions(xp: ArrayOps, pref: PreferredPose, start_rows: Rows3, bends
     """One target's local rotations ``(w, x, y, z)``, ``w ≥ 0``: the start joint's from its rotation
     rows (:func:`quaternion_from_rows`), each later joint's :func:`bent_quaternion`."""
     halves = [0.5 * bend for bend in bends[1:]]
-    quats = [quaternion_from_rows(xp, start_rows)]
-    for (preferred, axis), cos, sin in zip(pref.bend_factors, xp.joints.cos(halves), xp.joints.sin(halves)):
-        quats.append(bent_quaternion(xp, preferred, axis, cos, sin))  # type: ignore[arg-type]
-    return quats
+    return [quaternion_from_rows(xp, start_rows)] + [
+        bent_quaternion(xp, preferred, axis, cos, sin)  # type: ignore[arg-type]
+        for (preferred, axis), cos, sin in zip(pref.bend_factors, xp.joints.cos(halves), xp.joints.sin(halves))]
 
 
 def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], bends: Sequence[Real]) -> list[Real]:
@@ -74,7 +73,7 @@ def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], ben
     q: list[Real] = list(pref.q_floats)
     balls, bent_dofs = pref.variable_layout
     for (_, first), rotvec in zip(balls, rotvecs_from_quaternion_list(xp, [quats[j] for j, _ in balls], canonical=True)):
-        q[first], q[first + 1], q[first + 2] = rotvec
+        q[first : first + 3] = rotvec
     for j, last, sign in bent_dofs:
         q[last] = q[last] + sign * bends[j]
     return q
