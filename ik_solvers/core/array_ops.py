@@ -152,10 +152,11 @@ class ArrayOps:
     choose: Callable[[Any, tuple, tuple], tuple]
     atan2_all: Callable[[list, list], list]
     joints: JointOps
+    any: Callable[[Any], bool]  # whether any element is true (a rare case's values computed only then)
 
 
 NUMPY_OPS = ArrayOps(np.cos, np.sin, np.sqrt, np.arctan2, np.arccos, np.where, np.minimum, np.maximum, np.divide,
-                     _numpy_choose, _numpy_atan2_all, NUMPY_JOINTS)
+                     _numpy_choose, _numpy_atan2_all, NUMPY_JOINTS, np.any)
 """The batch's namespace: numpy's ufuncs on ``(N,)`` arrays."""
 
 def _numpy_atan2(y: float, x: float) -> float:
@@ -167,7 +168,7 @@ def _numpy_acos(x: float) -> float:
 
 
 SCALAR_OPS = ArrayOps(math.cos, math.sin, math.sqrt, _numpy_atan2, _numpy_acos, _select, min, max, _scalar_divide,
-                      _choose, _scalar_atan2_all, SCALAR_JOINTS)
+                      _choose, _scalar_atan2_all, SCALAR_JOINTS, bool)
 """One target's namespace on Python floats: ``math`` (a ufunc call costs ~0.5–1 µs, ``math``'s ~0.05 µs),
 numpy's ``arctan2`` and ``arccos`` (``math``'s round differently)."""
 

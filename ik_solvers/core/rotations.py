@@ -133,7 +133,7 @@ def quaternion_from_rows(xp: ArrayOps, m: Rows3) -> Quat:
 def canonical_quaternion(xp: ArrayOps, q: Quat) -> Quat:
     """The same rotation with ``w ≥ 0`` (the hemisphere of the identity)."""
     w, x, y, z = q
-    return xp.choose(w < 0.0, (-w, -x, -y, -z), (w, x, y, z))
+    return xp.choose(w < 0.0, (-w, -x, -y, -z), q)
 
 
 def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:

@@ -127,7 +127,7 @@ def solve_hi_one(
     else:
         if pole is not None and not all(map(math.isfinite, vec3(pole))):
             return None
-        singular_direction = unit3(xp, n0)
+        singular_direction = pref.unit_n0_floats
     plane = row_plane(xp, pref, offset, r, rotation, pole_sphere, swivel)
     if plane is None:
         return None

@@ -204,10 +204,10 @@ def ee_axis(xp: ArrayOps, offset: Vec3, r: Real, centre_radius: float, a0: Vec3,
     at_centre = r <= centre_radius
     safe = xp.where(at_centre, 1.0, r)
     direct = (offset[0] / safe, offset[1] / safe, offset[2] / safe)
-    if rotation is None:
-        sphere, preferred = direct, a0
-    else:
-        sphere, preferred = tmatvec3(rotation, direct), matvec3(rotation, a0)
+    sphere = direct if rotation is None else tmatvec3(rotation, direct)
+    if not xp.any(at_centre):  # the usual case: the stand-in is not needed (the same values as selecting none)
+        return direct, sphere
+    preferred = a0 if rotation is None else matvec3(rotation, a0)
     chosen = xp.choose(at_centre, (*preferred, *a0), (*direct, *sphere))
     return chosen[:3], chosen[3:]
 
