@@ -184,11 +184,14 @@ def _row_all(function: Callable[[np.ndarray], np.ndarray]) -> Callable[[list], l
     return lambda values: function(np.array(values, dtype=float)).tolist()
 
 
-def _row_one(function: Callable[[Any], Any]) -> Callable[[float], float]:
-    return lambda value: float(function(value))
+def _row_one(function: Callable[..., Any]) -> Callable[..., float]:
+    # One-element arrays, not numpy scalars: a unit-stride operand takes the batch's kernel (a 0-d one
+    # may take another loop, vectors.unit_stride).
+    return lambda *values: function(*(np.array([value], dtype=float) for value in values)).item()
 
 
-ROW_OPS = replace(SCALAR_OPS, cos=_row_one(np.cos), sin=_row_one(np.sin),
+ROW_OPS = replace(SCALAR_OPS, cos=_row_one(np.cos), sin=_row_one(np.sin), atan2=_row_one(np.arctan2),
+                  acos=_row_one(np.arccos),
                   joints=replace(SCALAR_JOINTS, polar=_row_polar, cos=_row_all(np.cos), sin=_row_all(np.sin)))
 """One batch row on Python floats, every transcendental function from numpy (a joint axis's in one call):
 a batch of one computes what a batch of many does, whatever ``math``'s rounding. ~1 µs a numpy call
