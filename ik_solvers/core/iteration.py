@@ -176,17 +176,25 @@ def classify(
     tolerance: float,
 ) -> np.ndarray:
     """Status ``(N,)`` of each target from its final and starting errors (SPEC §3.3)."""
-    status = np.full(error.shape, Status.BUDGET_EXHAUSTED, dtype=object)
-    status[...] = status_of(NUMPY_OPS, error, start_error, lower, stalled, tolerance)
-    return status
+    return _STATUS_ARRAY[status_index(NUMPY_OPS, error, start_error, lower, stalled, tolerance)]
 
 
-def status_of(xp: ArrayOps, error: Real, start_error: Real, lower: Real, stalled: Real, tolerance: float) -> Any:
-    """:func:`classify` in an array namespace (one target: a ``Status``); the later tests win."""
-    status = xp.where(stalled, Status.STALLED, Status.BUDGET_EXHAUSTED)
-    status = xp.where(error > start_error + OBJECTIVE_RISE, Status.DIVERGED, status)
-    status = xp.where((lower > 0.0) & (error - lower <= tolerance + DISTANCE_ROUNDING * lower), Status.UNREACHABLE, status)
-    return xp.where(error <= tolerance, Status.CONVERGED, status)
+_STATUSES = (Status.BUDGET_EXHAUSTED, Status.STALLED, Status.DIVERGED, Status.UNREACHABLE, Status.CONVERGED)
+_STATUS_ARRAY = np.array(_STATUSES, dtype=object)
+
+
+def status_of(xp: ArrayOps, error: float, start_error: float, lower: float, stalled: bool, tolerance: float) -> Status:
+    """:func:`classify` of one target (floats)."""
+    return _STATUSES[status_index(xp, error, start_error, lower, stalled, tolerance)]
+
+
+def status_index(xp: ArrayOps, error: Real, start_error: Real, lower: Real, stalled: Real, tolerance: float) -> Any:
+    """:func:`classify` in an array namespace, as indices into ``_STATUSES`` (integers: numpy selects
+    them ~2× faster than enum objects); the later tests win."""
+    status = xp.where(stalled, 1, 0)
+    status = xp.where(error > start_error + OBJECTIVE_RISE, 2, status)
+    status = xp.where((lower > 0.0) & (error - lower <= tolerance + DISTANCE_ROUNDING * lower), 3, status)
+    return xp.where(error <= tolerance, 4, status)
 
 
 def smallest_singular_values(chain: Chain, pose: Pose) -> np.ndarray:

@@ -132,7 +132,8 @@ def quaternion_from_rows(xp: ArrayOps, m: Rows3) -> Quat:
 
 def canonical_quaternion(xp: ArrayOps, q: Quat) -> Quat:
     """The same rotation with ``w ≥ 0`` (the hemisphere of the identity)."""
-    return xp.choose(q[0] < 0.0, (-q[0], -q[1], -q[2], -q[3]), tuple(q))
+    w, x, y, z = q
+    return xp.choose(w < 0.0, (-w, -x, -y, -z), q)
 
 
 def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
@@ -151,12 +152,12 @@ def rotvecs_from_quaternion_list(xp: ArrayOps, quats: Sequence[Quat], canonical:
     ``canonical``: every ``w`` is already ``≥ 0`` (:func:`canonical_quaternion` would change nothing)."""
     if not canonical:
         quats = [canonical_quaternion(xp, q) for q in quats]
-    sines = [xp.sqrt(x * x + y * y + z * z) for _, x, y, z in quats]
-    halves = xp.atan2_all(sines, [q[0] for q in quats])
+    sqrt, choose, maximum = xp.sqrt, xp.choose, xp.maximum
+    sines = [sqrt(x * x + y * y + z * z) for _, x, y, z in quats]
     out = []
-    for (w, x, y, z), s, half in zip(quats, sines, halves):
+    for (w, x, y, z), s, half in zip(quats, sines, xp.atan2_all(sines, [q[0] for q in quats])):
         # angle / sin(angle/2) → 2 as the angle → 0 (w → 1): below the small angle 2 / w.
-        top, bottom = xp.choose(s < _SMALL_ANGLE, (2.0, xp.maximum(w, 1e-300)), (2.0 * half, s))
+        top, bottom = choose(s < _SMALL_ANGLE, (2.0, maximum(w, 1e-300)), (2.0 * half, s))
         factor = top / bottom
         out.append((x * factor, y * factor, z * factor))
     return out
@@ -164,11 +165,12 @@ def rotvecs_from_quaternion_list(xp: ArrayOps, quats: Sequence[Quat], canonical:
 
 def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:
     """Quaternion ``(w, x, y, z)`` of a rotation vector in components (the Taylor form below a small angle)."""
-    angle = xp.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+    x, y, z = v
+    angle = xp.sqrt(x * x + y * y + z * z)
     # sin(θ/2) / θ, its Taylor form below the small angle (divided by 1.0: exact).
     top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(angle / 2.0), angle))
     half_sinc = top / bottom
-    return (xp.cos(angle / 2.0), v[0] * half_sinc, v[1] * half_sinc, v[2] * half_sinc)
+    return (xp.cos(angle / 2.0), x * half_sinc, y * half_sinc, z * half_sinc)
 
 
 def quaternion_about_axis(xp: ArrayOps, angle: Real, axis: Sequence[Real]) -> Quat:

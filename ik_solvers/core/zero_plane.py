@@ -229,10 +229,12 @@ def zero_plane_normal_components(zero_map: ZeroPlaneMap, axes: Vec3, **data: np.
             raise IKInputError("zero_plane_map", f"map {name} returned shape {normals.shape}, expected {(n_frames, 3)}")
         normal = _components(normals)
     finite = np.isfinite(normal[0]) & np.isfinite(normal[1]) & np.isfinite(normal[2])
-    bad = np.flatnonzero(~finite)
-    if bad.size:
-        raise IKInputError("zero_plane_map", f"map {name} returned a non-finite normal at frame {int(bad[0])}")
+    if not finite.all():
+        raise IKInputError("zero_plane_map", f"map {name} returned a non-finite normal at frame {int(np.argmin(finite))}")
     length, along = normal_defects(NUMPY_OPS, normal, axes)
+    # One test for the usual case (every normal good); the frame at fault is looked for only if not.
+    if ((np.abs(length - 1.0) <= NORMAL_TOLERANCE) & (np.abs(along) <= NORMAL_TOLERANCE)).all():
+        return cleaned_normal(NUMPY_OPS, normal, axes, along)
     bad = np.flatnonzero(np.abs(length - 1.0) > NORMAL_TOLERANCE)
     if bad.size:
         k = int(bad[0])

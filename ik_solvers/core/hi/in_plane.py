@@ -15,7 +15,7 @@ from ..analytic import elbow_cosine, planar_branch
 from ..array_ops import NUMPY_OPS, ArrayOps, Real
 from ..vectors import unit_stride
 from .in_plane_constants import InPlaneConstants
-from .plane_chain import plane_tip, solve_path_parameters
+from .plane_chain import path_parameter, plane_tip, solve_path_parameters
 from .sphere import PreferredPose
 
 
@@ -85,3 +85,15 @@ def in_plane(pref: PreferredPose, r: np.ndarray) -> Bent:
     samples = np.where(outer[:, None], pref.path_samples[0], pref.path_samples[1])
     t, steps = solve_path_parameters(pref.in_plane_lengths, bases, directions, wanted, samples, from_end=outer)
     return chain_bent(NUMPY_OPS, k, r, bases, directions, unit_stride(t), steps)
+
+
+def row_bent(xp: ArrayOps, pref: PreferredPose, r: float) -> Bent:
+    """One target's in-plane pose on Python floats (``xp``: ``SCALAR_OPS`` for live mode's one-target
+    solve, ``ROW_OPS`` for a one-frame batch): :func:`in_plane`'s steps for one row."""
+    k = pref.in_plane_constants
+    if k.two_bone:
+        return two_bone_bent(xp, k, r)
+    wanted, outer, bases, directions = chain_paths(xp, k, r)
+    t, steps = path_parameter(k.lengths, bases, directions, wanted, k.samples[0 if outer else 1],
+                              k.distance_tolerance, outer, xp)
+    return chain_bent(xp, k, r, bases, directions, t, steps)

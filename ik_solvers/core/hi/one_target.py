@@ -22,24 +22,17 @@ from ..chain import JointKind
 from ..iteration import status_of
 from ..result import SolveOptions, Status
 from ..rotations import quaternion_about_axis, quaternion_from_rotvec, quaternion_product
-from ..vectors import cross3, matvec3, norm3, tmatvec3, unit3, vec3
+from ..vectors import cross3, norm3, tmatvec3, unit3, vec3
 from ..zero_plane import (
-    NORMAL_TOLERANCE,
     ZERO_PLANE_MAPS,
     DefaultZeroPlaneMap,
     PoleObjectZeroPlaneMap,
-    cleaned_normal,
-    default_map_normal,
-    normal_defects,
     pole_direction,
-    pole_map_normal,
-    swivel_normal,
 )
-from .in_plane import chain_bent, chain_paths, two_bone_bent
+from .in_plane import row_bent
 from .parent_space import rotation_rows
 from .placement import bent_quaternions, bent_variables, placed_point, start_rotation
-from .plane_chain import path_parameter
-from .planes import ee_axis, pole_angle
+from .planes import pole_angle, row_plane
 from .sphere import PreferredPose
 
 
@@ -118,10 +111,10 @@ def solve_hi_one(
         rotation = rotation_rows(sphere_rotation)
         if rotation is None:
             return None
-    start, (a0, n0) = pref.start_floats, pref.sphere_floats
+    start, n0 = pref.start_floats, pref.sphere_floats[1]
     offset = (target[0] - start[0], target[1] - start[1], target[2] - start[2])
     r = norm3(xp, offset)
-    axis, axis_sphere = ee_axis(xp, offset, r, pref.centre_radius, a0, rotation)
+    pole_sphere = None
     if factory is PoleObjectZeroPlaneMap:
         if pole is None:
             return None
@@ -130,27 +123,17 @@ def solve_hi_one(
             return None
         pole = (pole[0] - start[0], pole[1] - start[1], pole[2] - start[2])
         pole_sphere = pole if rotation is None else tmatvec3(rotation, pole)
-        normal = pole_map_normal(xp, axis_sphere, pole_sphere, a0, n0)
         singular_direction = unit3(xp, pole_direction(xp, pole_sphere, n0))
     else:
         if pole is not None and not all(map(math.isfinite, vec3(pole))):
             return None
-        normal, singular_direction = default_map_normal(xp, axis_sphere, a0, n0)[0], unit3(xp, n0)
-    length, along = normal_defects(xp, normal, axis_sphere)
-    if not (abs(length - 1.0) <= NORMAL_TOLERANCE and abs(along) <= NORMAL_TOLERANCE):
+        singular_direction = pref.unit_n0_floats
+    plane = row_plane(xp, pref, offset, r, rotation, pole_sphere, swivel)
+    if plane is None:
         return None
-    plane_normal = swivel_normal(axis_sphere, cleaned_normal(xp, normal, axis_sphere, along), xp.cos(swivel), xp.sin(swivel))
-    if rotation is not None:
-        plane_normal = matvec3(rotation, plane_normal)
+    axis, axis_sphere, _, plane_normal = plane
 
-    k = pref.in_plane_constants
-    if k.two_bone:
-        bent = two_bone_bent(xp, k, r)
-    else:
-        wanted, outer, bases, directions = chain_paths(xp, k, r)
-        t, steps = path_parameter(k.lengths, bases, directions, wanted, k.samples[0 if outer else 1],
-                                  k.distance_tolerance, outer)
-        bent = chain_bent(xp, k, r, bases, directions, t, steps)
+    bent = row_bent(xp, pref, r)
     side = cross3(plane_normal, axis)
     tip_turn = bent.tip_turn
     tip = placed_point(axis, plane_normal, side, start, xp.cos(tip_turn), xp.sin(tip_turn),

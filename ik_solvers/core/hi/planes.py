@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..array_ops import NUMPY_OPS, ArrayOps, Real
+from ..array_ops import NUMPY_OPS, ROW_OPS, ArrayOps, Real
 from ..errors import IKInputError
 from ..vectors import (
     Rows3,
@@ -25,14 +25,19 @@ from ..vectors import (
     vec3,
 )
 from ..zero_plane import (
+    NORMAL_TOLERANCE,
     ZERO_PLANE_MAPS,
     DefaultZeroPlaneMap,
     PoleObjectZeroPlaneMap,
     ZeroPlaneMap,
     ZeroPlaneMapFactory,
     build_zero_plane_map,
+    cleaned_normal,
+    default_map_normal,
     map_singular_directions,
     map_singularities,
+    normal_defects,
+    pole_map_normal,
     swivel_normal,
     zero_plane_normal_components,
 )
@@ -111,8 +116,6 @@ def solver_planes(
     else:
         to_solving = check_rotations(sphere_rotations, n_frames)
         rotation = matrix_rows(to_solving)
-    axis, axis_sphere = ee_axis(NUMPY_OPS, _components(offsets), r, pref.centre_radius, vec3(pref.sphere.a0), rotation)
-    axes_sphere = stack3(axis_sphere)
     data = dict(map_data or {})
     if poles is not None:
         poles = np.asarray(poles, dtype=float)
@@ -122,17 +125,27 @@ def solver_planes(
         pole_offsets = _components(poles - pref.start)
         data["poles"] = stack3(pole_offsets if rotation is None else tmatvec3(rotation, pole_offsets))
     zero_map = _zero_plane_map(pref, zero_plane_map)
-    zero_normal = zero_plane_normal_components(zero_map, axis_sphere, **data)
     swivel = unit_stride(swivel)  # strided sin/cos round differently (vectors.unit_stride)
-    normal = swivel_normal(axis_sphere, zero_normal, np.cos(swivel), np.sin(swivel))
-    normals = stack3(normal if rotation is None else matvec3(rotation, normal))
+    row = None
+    if n_frames == 1 and type(zero_map) in STATELESS_MAPS:  # live mode's full update: the same steps on floats
+        row = row_plane(ROW_OPS, pref, vec3(offsets[0]), float(r[0]), None if rotation is None else rows3(
+            np.array(rotation).reshape(3, 3)), vec3(data["poles"][0]) if type(zero_map) is PoleObjectZeroPlaneMap else None,
+            float(swivel[0]))
+    if row is not None:
+        axes, axes_sphere, zero_normals, normals = (np.array([v]) for v in row)
+    else:
+        axis, axis_sphere = ee_axis(NUMPY_OPS, _components(offsets), r, pref.centre_radius, vec3(pref.sphere.a0), rotation)
+        axes, axes_sphere = stack3(axis), stack3(axis_sphere)
+        zero_normal = zero_plane_normal_components(zero_map, axis_sphere, **data)
+        normal = swivel_normal(axis_sphere, zero_normal, np.cos(swivel), np.sin(swivel))
+        zero_normals, normals = stack3(zero_normal), stack3(normal if rotation is None else matvec3(rotation, normal))
     return SolverPlanes(
         r=r,
         sphere_rotations=to_solving,
         root_rotation=root,
-        axes=stack3(axis),
+        axes=axes,
         axes_sphere=axes_sphere,
-        zero_normals_sphere=stack3(zero_normal),
+        zero_normals_sphere=zero_normals,
         normals=normals,
         swivel=swivel,
         singular_directions=_singular_directions(pref, zero_map, axes_sphere, data),
@@ -191,12 +204,32 @@ def ee_axis(xp: ArrayOps, offset: Vec3, r: Real, centre_radius: float, a0: Vec3,
     at_centre = r <= centre_radius
     safe = xp.where(at_centre, 1.0, r)
     direct = (offset[0] / safe, offset[1] / safe, offset[2] / safe)
-    if rotation is None:
-        sphere, preferred = direct, a0
-    else:
-        sphere, preferred = tmatvec3(rotation, direct), matvec3(rotation, a0)
+    sphere = direct if rotation is None else tmatvec3(rotation, direct)
+    if not xp.any(at_centre):  # the usual case: the stand-in is not needed (the same values as selecting none)
+        return direct, sphere
+    preferred = a0 if rotation is None else matvec3(rotation, a0)
     chosen = xp.choose(at_centre, (*preferred, *a0), (*direct, *sphere))
     return chosen[:3], chosen[3:]
+
+
+def row_plane(xp: ArrayOps, pref: PreferredPose, offset: Vec3, r: float, rotation: Rows3 | None, pole: Vec3 | None,
+              swivel: float) -> tuple[Vec3, Vec3, Vec3, Vec3] | None:
+    """One target's EE axis (solving frame, sphere), zero-plane normal (sphere) and solver normal (solving
+    frame) on floats, a built-in map's (the pole map's where ``pole``, in sphere coordinates, is given):
+    :func:`solver_planes`'s steps for one row. None where the map's normal fails its check (then the
+    array path decides: it raises)."""
+    a0, n0 = pref.sphere_floats
+    axis, axis_sphere = ee_axis(xp, offset, r, pref.centre_radius, a0, rotation)
+    if pole is None:
+        normal = default_map_normal(xp, axis_sphere, a0, n0)[0]
+    else:
+        normal = pole_map_normal(xp, axis_sphere, pole, a0, n0)
+    length, along = normal_defects(xp, normal, axis_sphere)
+    if not (abs(length - 1.0) <= NORMAL_TOLERANCE and abs(along) <= NORMAL_TOLERANCE):  # NaN fails too
+        return None
+    zero_normal = cleaned_normal(xp, normal, axis_sphere, along)
+    normal = swivel_normal(axis_sphere, zero_normal, xp.cos(swivel), xp.sin(swivel))
+    return axis, axis_sphere, zero_normal, normal if rotation is None else matvec3(rotation, normal)
 
 
 def _components(vectors: np.ndarray) -> Vec3:

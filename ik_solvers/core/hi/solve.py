@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..array_ops import ROW_OPS
 from ..chain import Chain
 from ..errors import IKInputError
 from ..iteration import classify
@@ -16,8 +17,8 @@ from ..result import Method, SolveOptions, SolveResult
 from ..solve import register_solver, validated_targets
 from ..vectors import matvec, norm
 from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
-from .in_plane import in_plane
-from .placement import joint_quaternions, joint_variables, placed_pose
+from .in_plane import in_plane, row_bent
+from .placement import joint_quaternions, joint_variables, one_frame_pose, placed_pose
 from .planes import DEFAULT_WARNING_ANGLE, SolverPlanes, pole_angles, solver_planes
 from .sphere import PreferredPose, SphereFrame, preferred_pose
 
@@ -133,10 +134,14 @@ def solve_hi(
     plane = solver_planes(pref, targets, swivel, zero_plane_map, poles, map_data, sphere_rotations)
 
     n_frames = targets.shape[0]
-    bent = in_plane(pref, plane.r)
-    start_rows, positions = placed_pose(pref, plane, bent)
-    quats = joint_quaternions(pref, start_rows, bent.bends)
-    q = joint_variables(pref, quats, bent.bends)
+    if n_frames == 1:  # live mode's full update: the same per-target functions on floats
+        bent = row_bent(ROW_OPS, pref, float(plane.r[0]))
+        positions, quats, q = one_frame_pose(pref, plane, bent)
+    else:
+        bent = in_plane(pref, plane.r)
+        start_rows, positions = placed_pose(pref, plane, bent)
+        quats = joint_quaternions(pref, start_rows, bent.bends)
+        q = joint_variables(pref, quats, bent.bends)
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = norm(pose.tips - targets)
     lower = pref.lower_bounds(plane.r)

@@ -7,11 +7,11 @@ from functools import cached_property
 
 import numpy as np
 
-from ..array_ops import NUMPY_OPS, ArrayOps, Real
+from ..array_ops import NUMPY_OPS, SCALAR_OPS, ArrayOps, Real
 from ..chain import Chain, JointKind
 from ..errors import IKInputError
 from ..kinematics import forward_kinematics, local_quaternions
-from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatvec, unit, vec3
+from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatvec, unit, unit3, vec3
 from .in_plane_constants import InPlaneConstants
 from .plane_chain import curled_turns, path_distances, plane_distances
 
@@ -224,6 +224,11 @@ class PreferredPose:
     def sphere_floats(self) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         """``a0``, ``n0`` (sphere coordinates)."""
         return vec3(self.sphere.a0), vec3(self.sphere.n0)
+
+    @cached_property
+    def unit_n0_floats(self) -> tuple[float, float, float]:
+        """``unit(n0)``: the default map's singular direction, as the one-target solve computes it."""
+        return unit3(SCALAR_OPS, self.sphere_floats[1])
 
     @cached_property
     def root_rows(self) -> Rows3 | None:
