@@ -67,6 +67,7 @@ def test_ik_stretch_is_named_in_the_panel_and_the_solve_and_bake_reports(arm_cha
     assert operators.IK_SOLVERS_OT_solve.execute(operator, bpy.context) == {"FINISHED"}
     assert ({"WARNING"}, f"Chain 'Arm': {labels[0][0]}") in operator.reports
 
-    operator = _StandIn(operators.IK_SOLVERS_OT_bake, frame_start=1, frame_end=3, step=1, all_chains=False, chain="")
+    operator = _StandIn(operators.IK_SOLVERS_OT_bake, frame_start=1, frame_end=3, step=1, all_chains=False, chain="",
+                        reduce_keys=False, key_error=0.0)
     assert operators.IK_SOLVERS_OT_bake.execute(operator, bpy.context) == {"FINISHED"}
     assert ({"WARNING"}, f"Chain 'Arm': {labels[0][0]}") in operator.reports

@@ -19,7 +19,9 @@ from conftest import add_empty, build_armature
 from ik_solvers.blender import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import _measure
 import _rigify_rigs as rr
+import _rigify_runs as runs
 
 FRAMES = 120
 
@@ -141,15 +143,15 @@ def rigify(addon):
 
 def test_the_generated_rigify_rig_is_sampled_from_fcurves_and_checked_at_a_sample(rigify):
     setup = rr.generated_fk_arm(frames=20)
-    chain = rr.add_chain(setup)
-    rr.bake_ours(setup)
+    chain = runs.add_chain(setup)
+    runs.bake_ours(setup)
     report = json.loads(chain.last_bake_report)
     assert report["sampling"] == "fcurves", report["sampling_reasons"]
     assert report["evaluated_frames_checked"] <= 2 * verify.SPARSE_LIMIT < setup.frame_end
     assert report["evaluated_mismatch_frames"] == []
-    joints, _, _ = rr.evaluate(setup)
+    joints, _, _ = runs.evaluate(setup)
     reachable = setup.reachable_mask()
-    errors = rr.tip_errors(joints, setup.targets)
+    errors = _measure.tip_errors(joints, setup.targets)
     assert errors[reachable].max() < 1e-4
 
 
