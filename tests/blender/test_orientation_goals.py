@@ -1,0 +1,114 @@
+"""Orientation goals in real Blender (issue 20, SPEC §5/§6): with ``use_rotation`` the tip bone's world
+axes take the target's, measured on Blender's evaluated pose-bone matrices — HI by the leg-and-foot
+split (a foot kept flat through a squat), the Jacobian methods by their angular rows — and the
+orientation error is reported in the chain's status and the bake report."""
+
+from __future__ import annotations
+
+import json
+
+import bpy
+import numpy as np
+import pytest
+from conftest import add_empty, build_leg
+from mathutils import Matrix
+
+
+def _angle(a: np.ndarray, b: np.ndarray) -> float:
+    """Angle (radians) between two rotation matrices (scale removed)."""
+    ua, _, va = np.linalg.svd(a[:3, :3])
+    ub, _, vb = np.linalg.svd(b[:3, :3])
+    relative = (ua @ va) @ (ub @ vb).T
+    return float(2.0 * np.arcsin(min(1.0, np.linalg.norm(relative - np.eye(3)) / (2.0 * np.sqrt(2.0)))))
+
+
+def _foot_world(obj) -> np.ndarray:
+    bpy.context.view_layer.update()
+    return np.array(obj.matrix_world @ obj.pose.bones["foot"].matrix)
+
+
+def _leg_chain(method: str, bent_knee: bool = True):
+    """The 3-bone leg (thigh, shin, foot below a hip), its preferred pose a bent knee, a target Empty
+    with the foot's rest orientation ("flat") at the foot's tip."""
+    obj = build_leg()
+    bpy.context.view_layer.objects.active = obj
+    flat = _foot_world(obj)
+    tip = np.array(obj.matrix_world @ obj.pose.bones["foot"].tail)
+    if bent_knee:
+        obj.pose.bones["thigh"].rotation_quaternion = (0.97, -0.24, 0.0, 0.0)
+        obj.pose.bones["shin"].rotation_quaternion = (0.9, 0.43, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    target = add_empty("Target", tuple(tip))
+    target.rotation_mode = "QUATERNION"
+    target.rotation_quaternion = Matrix(flat[:3, :3].tolist()).to_quaternion()
+    chain = obj.ik_solvers.chains.add()
+    chain.name, chain.tip_bone, chain.chain_length, chain.target, chain.method = "Leg", "foot", 3, target, method
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    return obj, chain, target
+
+
+def test_hi_keeps_the_foot_flat_through_a_squat_and_reaches_the_target(addon):
+    obj, chain, target = _leg_chain("HI")
+    chain.use_rotation = True
+    start = np.array(target.location)
+    frames = list(range(1, 31))
+    for frame in frames:  # the foot rises toward the hip: the leg squats
+        target.location = tuple(start + np.array([0.0, 0.0, 0.5 * (frame - 1) / 29]))
+        target.keyframe_insert("location", frame=frame)
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=30) == {"FINISHED"}, chain.last_message
+    worst_angle, worst_offset = 0.0, 0.0
+    for frame in frames:
+        bpy.context.scene.frame_set(frame)
+        foot = _foot_world(obj)
+        worst_angle = max(worst_angle, _angle(foot, np.array(target.matrix_world)))
+        tail = np.array(obj.matrix_world @ obj.pose.bones["foot"].tail)
+        worst_offset = max(worst_offset, float(np.linalg.norm(tail - np.array(target.matrix_world.translation))))
+    assert np.degrees(worst_angle) <= 0.1
+    assert worst_offset <= 1e-5
+    report = json.loads(chain.last_bake_report)
+    assert report["max_orientation_error_degrees"] <= 0.1
+    assert chain.bake_max_orientation_error == pytest.approx(np.radians(report["max_orientation_error_degrees"]))
+    # The knee bent its preferred way the whole squat (no pop to the other side).
+    assert report["status_counts"]["CONVERGED"] == 30
+
+
+def test_without_rotation_the_squat_turns_the_foot(addon):
+    obj, chain, target = _leg_chain("HI")
+    target.location = tuple(np.array(target.location) + np.array([0.0, 0.0, 0.4]))
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    assert np.degrees(_angle(_foot_world(obj), np.array(target.matrix_world))) > 5.0
+    chain.use_rotation = True
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}, chain.last_message
+    measured = _angle(_foot_world(obj), np.array(target.matrix_world))
+    assert np.degrees(measured) <= 0.1
+    assert chain.last_orientation_error == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("method", ["SDLS", "DLS"])
+def test_jacobian_methods_turn_the_tip_bone_to_a_turned_target_and_report_the_error(addon, method):
+    obj, chain, target = _leg_chain(method)
+    target.location = tuple(np.array(target.location) + np.array([0.05, 0.05, 0.25]))
+    target.rotation_quaternion = (Matrix.Rotation(0.4, 3, "X") @ target.rotation_quaternion.to_matrix()).to_quaternion()
+    bpy.context.view_layer.update()
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    off = _angle(_foot_world(obj), np.array(target.matrix_world))
+    chain.use_rotation, chain.max_iterations = True, 500
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}, chain.last_message
+    measured = _angle(_foot_world(obj), np.array(target.matrix_world))
+    assert measured < 0.1 * off
+    assert np.degrees(measured) <= 1.0
+    assert chain.last_orientation_error == pytest.approx(measured, abs=1e-5)
+    tail = np.array(obj.matrix_world @ obj.pose.bones["foot"].tail)
+    assert np.linalg.norm(tail - np.array(target.matrix_world.translation)) <= 1e-3
+
+
+@pytest.mark.parametrize(("method", "length"), [("CCD", 3), ("FABRIK", 3), ("HI", 2)])
+def test_a_chain_that_cannot_take_the_rotation_is_refused_naming_it(addon, method, length):
+    obj, chain, target = _leg_chain("HI")
+    chain.chain_length = length
+    chain.method = method
+    chain.use_rotation = True
+    before = _foot_world(obj)
+    with pytest.raises(RuntimeError, match="Rotation"):
+        bpy.ops.ik_solvers.solve()
+    np.testing.assert_array_equal(_foot_world(obj), before)
