@@ -10,7 +10,7 @@ import json
 import bpy
 import numpy as np
 import pytest
-from conftest import add_empty, build_leg
+from conftest import add_empty, build_armature, build_leg
 from mathutils import Matrix
 
 
@@ -112,3 +112,47 @@ def test_a_chain_that_cannot_take_the_rotation_is_refused_naming_it(addon, metho
     with pytest.raises(RuntimeError, match="Rotation"):
         bpy.ops.ik_solvers.solve()
     np.testing.assert_array_equal(_foot_world(obj), before)
+
+
+@pytest.mark.parametrize("method", ["HI", "SDLS"])
+def test_a_target_bone_gives_its_world_orientation_under_a_turned_hip_and_a_moved_armature(addon, method):
+    obj, chain, target = _leg_chain(method)
+    obj.rotation_euler, obj.location = (0.1, -0.2, 0.3), (0.2, 0.1, -0.1)
+    obj.pose.bones["hip"].rotation_quaternion = (0.96, 0.1, -0.2, 0.15)
+    bpy.context.view_layer.update()
+    tip = np.array(obj.matrix_world @ obj.pose.bones["foot"].tail) + np.array([0.02, -0.03, 0.35])
+    controls = build_armature([{"name": "foot_ik", "head": tuple(tip), "tail": tuple(tip + [0.0, 0.1, 0.0])}],
+                              name="Controls", rotation_euler=(0.0, 0.0, 0.0))
+    controls.pose.bones["foot_ik"].rotation_mode = "QUATERNION"
+    controls.pose.bones["foot_ik"].rotation_quaternion = (0.9, 0.3, -0.2, 0.25)
+    bpy.context.view_layer.objects.active = obj
+    chain.target, chain.target_bone, chain.use_rotation, chain.max_iterations = controls, "foot_ik", True, 500
+    bpy.context.view_layer.update()
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}, chain.last_message
+    goal = np.array(controls.matrix_world @ controls.pose.bones["foot_ik"].matrix)
+    measured = _angle(_foot_world(obj), goal)
+    assert np.degrees(measured) <= (0.1 if method == "HI" else 1.0)
+    assert chain.last_orientation_error == pytest.approx(measured, abs=1e-5)
+    tail = np.array(obj.matrix_world @ obj.pose.bones["foot"].tail)
+    assert np.linalg.norm(tail - goal[:3, 3]) <= (1e-5 if method == "HI" else 1e-3)
+
+
+def test_the_panel_draws_rotation_settings_and_the_orientation_errors(addon):
+    from test_panel import assert_everything_resolves, draw_all
+
+    obj, chain, target = _leg_chain("SDLS")
+    drawn = draw_all(bpy.context)
+    assert (chain, "use_rotation") in drawn.props and (chain, "rotation_weight") not in drawn.props
+    assert not [text for text, _ in drawn.labels if "Orientation error" in text]
+    chain.use_rotation = True
+    target.location = tuple(np.array(target.location) + np.array([0.0, 0.0, 0.2]))
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=2) == {"FINISHED"}
+    drawn = draw_all(bpy.context)
+    assert_everything_resolves(drawn)
+    assert (chain, "rotation_weight") in drawn.props
+    degrees = np.degrees(chain.last_orientation_error)
+    assert f"Orientation error: {degrees:.3g}°" in [text for text, _ in drawn.labels]
+    assert [text for text, _ in drawn.labels if text.startswith("Max orientation error: ")]
+    chain.method = "HI"
+    assert (chain, "rotation_weight") not in draw_all(bpy.context).props  # HI aligns exactly: no weight
