@@ -32,9 +32,14 @@ CHUNK = 1024
 targets fit in a 2 MB cache, and per-call overheads are still spread thinly (measured 128–5000)."""
 
 
+ACCEPTED_KEYWORDS: dict[Method, frozenset[str] | None] = {}
+"""Per method, the keyword arguments its solver takes (None: any), read off its signature once."""
+
+
 def register_solver(method: Method, solver: SolverFunction) -> None:
     """Make ``solver`` the implementation of ``method`` (a later registration replaces an earlier one)."""
     SOLVERS[method] = solver
+    ACCEPTED_KEYWORDS[method] = _accepted_keywords(solver)
 
 
 def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> SolverFunction:
@@ -170,7 +175,7 @@ def solve(
         raise IKInputError("method", f"unknown method {method!r}; choose from {[m.value for m in Method]}") from None
     if method not in SOLVERS:
         raise IKInputError("method", f"{method.value} has no registered solver")
-    accepted = _accepted_keywords(SOLVERS[method])
+    accepted = ACCEPTED_KEYWORDS[method]
     for name in method_args:
         if accepted is not None and name not in accepted:
             raise IKInputError(name, f"the {method.value} method does not take {name}")
