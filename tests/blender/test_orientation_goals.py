@@ -156,3 +156,19 @@ def test_the_panel_draws_rotation_settings_and_the_orientation_errors(addon):
     assert [text for text, _ in drawn.labels if text.startswith("Max orientation error: ")]
     chain.method = "HI"
     assert (chain, "rotation_weight") not in draw_all(bpy.context).props  # HI aligns exactly: no weight
+
+
+@pytest.mark.parametrize("method", ["HI", "SDLS"])
+def test_live_mode_follows_a_target_that_only_turns(addon, method):
+    obj, chain, target = _leg_chain(method)
+    chain.use_rotation, chain.max_iterations = True, 500
+    target.location = tuple(np.array(target.location) + np.array([0.0, 0.0, 0.3]))
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    _foot_world(obj)
+    for angle in (0.3, -0.25):  # the second turn takes live mode's quick path (a move of an Empty only)
+        target.rotation_quaternion = (Matrix.Rotation(angle, 3, "Y") @ target.rotation_quaternion.to_matrix()
+                                      ).to_quaternion()
+        foot = _foot_world(obj)
+        assert chain.use_live, chain.last_message
+        assert np.degrees(_angle(foot, np.array(target.matrix_world))) <= (0.1 if method == "HI" else 1.0)
+        assert chain.last_orientation_error == pytest.approx(_angle(foot, np.array(target.matrix_world)), abs=1e-5)
