@@ -71,6 +71,9 @@ def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
     if bake_report.pole_warning_frames is not None:
         entry["pole_warning_frames"] = bake_report.pole_warning_frames
         entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
+    orientation = getattr(bake_report, "max_orientation_error_degrees", None)  # an add-on before Rotation: absent
+    if orientation is not None:
+        entry["max_orientation_error_degrees"] = orientation
     return entry
 
 

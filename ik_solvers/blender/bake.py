@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -303,8 +303,7 @@ class BakeJob:
             parts.append(SolvedFrames.from_result(frames[rows], result, error, bound, 0.0))
             rows_of.append(rows)
         solved = stitch(parts, n, rows_of, frames)
-        return SolvedFrames(frames=solved.frames, q=solved.q, status=solved.status, error=solved.error,
-                            bound=solved.bound, hi=solved.hi, seconds=time.perf_counter() - started)
+        return replace(solved, seconds=time.perf_counter() - started)
 
     def write_solved(self, chain: ChainBake, solved: SolvedFrames) -> BakeReport:
         """Key ``chain``'s joint bones from ``solved`` (every frame of the bake, in order); its report.

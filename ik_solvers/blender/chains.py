@@ -212,19 +212,23 @@ def store_solve_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, messag
     assert prepared is not None  # a result comes with the solve it was prepared by
     error, lower_bound = world_errors(prepared, result)
     store_outcome(chain_settings, status, message, float(error[0]), float(lower_bound[0]), int(result.iterations[0]),
-                  None if result.hi is None else float(result.hi.pole_angles[0]))
+                  None if result.hi is None else float(result.hi.pole_angles[0]),
+                  None if result.orientation_error is None else float(result.orientation_error[0]))
 
 
 def store_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, message: str, error: float | None = None,
                   lower_bound: float | None = None, iterations: int | None = None,
-                  pole_distance: float | None = None) -> None:
-    """Keep a solve's status, message and (scene-unit) error, lower bound, iterations and HI pole
-    distance on the chain's settings, writing only what changed (each write is an update)."""
+                  pole_distance: float | None = None, orientation_error: float | None = None) -> None:
+    """Keep a solve's status, message and (scene-unit) error, lower bound, iterations, HI pole
+    distance and orientation error (radians, with Rotation) on the chain's settings, writing only
+    what changed (each write is an update)."""
     values: dict[str, str | float | int] = {"last_status": status, "last_message": message}
     if error is not None and lower_bound is not None and iterations is not None:
         values.update(last_error=error, last_lower_bound=lower_bound, last_iterations=iterations)
     if pole_distance is not None:
         values["last_pole_distance"] = pole_distance
+    if orientation_error is not None:
+        values["last_orientation_error"] = orientation_error
     for name, value in values.items():
         if getattr(chain_settings, name) != value:
             setattr(chain_settings, name, value)

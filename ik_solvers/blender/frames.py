@@ -81,6 +81,8 @@ class SolvedFrames:
         The HI extras (None for other methods).
     seconds : float
         Time the solve took (the report adds the writing to it).
+    orientation_error : ndarray, shape (M,), or None
+        Angle (radians) between the tip bone's and the target's orientation, for a chain with Rotation.
     """
 
     frames: np.ndarray
@@ -90,6 +92,7 @@ class SolvedFrames:
     bound: np.ndarray
     hi: HIFrames | None
     seconds: float
+    orientation_error: np.ndarray | None = None
 
     @classmethod
     def concatenate(cls, parts: list[SolvedFrames]) -> SolvedFrames:
@@ -109,6 +112,8 @@ class SolvedFrames:
             bound=joined(p.bound for p in parts),
             hi=hi,
             seconds=sum(p.seconds for p in parts),
+            orientation_error=None if parts[0].orientation_error is None
+            else joined(_orientation_errors(p) for p in parts),
         )
 
     @classmethod
@@ -124,7 +129,7 @@ class SolvedFrames:
                           poles=np.broadcast_to(h.sphere.n0, h.solver_normals.shape).copy(),
                           singular_directions=h.singular_directions)
         return cls(frames=np.asarray(frames), q=result.q, status=result.status, error=error, bound=bound,
-                   hi=hi, seconds=seconds)
+                   hi=hi, seconds=seconds, orientation_error=result.orientation_error)
 
     def save(self, path: Path) -> None:
         """Write these records to an ``.npz`` file (:meth:`load` reads them back bit for bit)."""
@@ -132,6 +137,8 @@ class SolvedFrames:
                   "error": self.error, "bound": self.bound, "seconds": np.array(self.seconds)}
         if self.hi is not None:
             arrays.update({f"hi_{f.name}": getattr(self.hi, f.name) for f in fields(HIFrames)})
+        if self.orientation_error is not None:
+            arrays["orientation_error"] = self.orientation_error
         np.savez(path, **arrays)
 
     @classmethod
@@ -144,7 +151,7 @@ class SolvedFrames:
             frames=arrays["frames"], q=arrays["q"],
             status=np.array([Status(s) for s in arrays["status"]], dtype=object),
             error=arrays["error"], bound=arrays["bound"], hi=HIFrames(**hi) if hi else None,
-            seconds=float(arrays["seconds"]),
+            seconds=float(arrays["seconds"]), orientation_error=arrays.get("orientation_error"),
         )
 
 
@@ -156,14 +163,23 @@ def stitch(parts: list[SolvedFrames], n: int, rows_of: list[np.ndarray], frames:
     q = np.empty((n, first.q.shape[1]))
     status = np.empty(n, dtype=object)
     error, bound = np.empty(n), np.empty(n)
+    orientation = None if first.orientation_error is None else np.empty(n)
     hi = None
     if first.hi is not None:
         hi = HIFrames(**{f.name: np.empty((n,) + getattr(first.hi, f.name).shape[1:],
                                           dtype=getattr(first.hi, f.name).dtype) for f in fields(HIFrames)})
     for part, rows in zip(parts, rows_of):
         q[rows], status[rows], error[rows], bound[rows] = part.q, part.status, part.error, part.bound
+        if orientation is not None:
+            orientation[rows] = _orientation_errors(part)
         if hi is not None:
             for f in fields(HIFrames):
                 getattr(hi, f.name)[rows] = getattr(part.hi, f.name)
     return SolvedFrames(frames=np.asarray(frames), q=q, status=status, error=error, bound=bound, hi=hi,
-                        seconds=sum(p.seconds for p in parts))
+                        seconds=sum(p.seconds for p in parts), orientation_error=orientation)
+
+
+def _orientation_errors(part: SolvedFrames) -> np.ndarray:
+    """A part's orientation errors (every part of a chain with Rotation has them)."""
+    assert part.orientation_error is not None  # the first part has them, so the chain has Rotation
+    return part.orientation_error

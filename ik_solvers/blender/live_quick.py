@@ -51,7 +51,7 @@ def offer_quick(obj: bpy.types.Object, checked: list[tuple[ChainKey, ChainSpec, 
         if above & others:
             offered = False
             continue
-        one_target = (spec.method is Method.HI and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
+        one_target = (spec.method is Method.HI and not spec.use_rotation and spec.zero_plane_map in QUICK_ZERO_PLANE_MAPS
                       and spec.parent_space is ParentSpace.START_JOINT
                       and (inputs.influence is None or bool(np.all(inputs.influence >= 1.0))))
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)

@@ -103,6 +103,9 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
         if chain.target is not None and chain.target.type == "ARMATURE":
             col.prop_search(chain, "target_bone", chain.target.data, "bones", text="Bone")
         col.prop(chain, "influence", slider=True)
+        col.prop(chain, "use_rotation")
+        if chain.use_rotation and chain.method != "HI":
+            col.prop(chain, "rotation_weight")
         col.prop(chain, "method")
         col.label(text=method_reason(chain), icon="INFO")
         unhonoured = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)
@@ -193,6 +196,8 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
             col.label(text=f"Status: {chain.last_status.replace('_', ' ').title()}")
             col.label(text=f"Error: {chain.last_error:.3g}  (lower bound {chain.last_lower_bound:.3g})")
             col.label(text=f"Iterations: {chain.last_iterations}")
+            if chain.use_rotation:
+                col.label(text=f"Orientation error: {math.degrees(chain.last_orientation_error):.3g}°")
             if chain.method == "HI":
                 col.label(text=f"Pole distance: {math.degrees(chain.last_pole_distance):.1f}°")
         if chain.last_message:
@@ -209,6 +214,8 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
                 if count:
                     box.label(text=f"{label}: {count}")
             box.label(text=f"Max error over lower bound: {chain.bake_max_excess:.3g}")
+            if chain.use_rotation:
+                box.label(text=f"Max orientation error: {math.degrees(chain.bake_max_orientation_error):.3g}°")
             if chain.bake_flip_frames:
                 box.label(text=f"Plane flips: {chain.bake_flip_frames} frame(s)", icon="ERROR")
             if chain.bake_mismatch_frames:

@@ -94,6 +94,8 @@ SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
     SolveSetting("reference_weight", "options", float, option="reference_weight"),
     SolveSetting("swivel_angle", "swivel_angle", float, per_frame=True),
     SolveSetting("influence", "influence", float, per_frame=True),
+    SolveSetting("use_rotation", "use_rotation", bool),
+    SolveSetting("rotation_weight", "rotation_weight", float),
     SolveSetting("zero_plane_map", "zero_plane_map", str),
     SolveSetting("parent_space", "parent_space", ParentSpace),
     SolveSetting("flip_threshold", "flip_threshold", float),
@@ -213,6 +215,23 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         ),
         default=1.0, min=0.0, max=1.0, subtype="FACTOR", options={"ANIMATABLE"},
     )
+    use_rotation: BoolProperty(
+        name="Rotation",
+        description=(
+            "The tip bone also takes the target's orientation (its axes the target's axes, as the IK "
+            "constraint's Rotation): HI solves the others to the tip bone's head and aligns it, the "
+            "Jacobian methods weigh the orientation by Rotation Weight"
+        ),
+        default=False,
+    )
+    rotation_weight: FloatProperty(
+        name="Rotation Weight",
+        description=(
+            "Jacobian methods: weight of the orientation error against the position error, a radian counting "
+            "as the chain's length; HI aligns the tip bone exactly"
+        ),
+        default=1.0, min=0.0, soft_max=10.0, precision=3,
+    )
     zero_plane_map: EnumProperty(
         name="Zero-Plane Map", description="How the zero solver plane follows the target", items=ZERO_PLANE_MAP_ITEMS,
         default="DEFAULT",
@@ -251,6 +270,10 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         name="Lower Bound", description="Least possible tip-to-target distance for the last target", subtype="DISTANCE",
         precision=7,
     )
+    last_orientation_error: FloatProperty(
+        name="Orientation Error", description="Angle between the tip bone's and the target's orientation after "
+        "the last solve (with Rotation)", subtype="ANGLE", precision=4,
+    )
     last_iterations: IntProperty(name="Iterations", description="Iterations the last solve used")
     last_pole_distance: FloatProperty(
         name="Pole Distance", description="Angle between the start-to-target axis and the nearer pole (HI)",
@@ -268,6 +291,10 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     bake_max_excess: FloatProperty(
         name="Max Excess", description="Largest error above the lower bound over the baked frames",
         subtype="DISTANCE", precision=7,
+    )
+    bake_max_orientation_error: FloatProperty(
+        name="Max Orientation Error", description="Largest angle between the tip bone's and the target's "
+        "orientation over the baked frames (with Rotation)", subtype="ANGLE", precision=4,
     )
     bake_flip_frames: IntProperty(name="Flip Frames", description="Frames where the solver plane flipped")
     bake_mismatch_frames: IntProperty(

@@ -63,6 +63,9 @@ class BakeReport:
         plus every unreached frame (:mod:`.verify`).
     evaluated_max_offset : float
         Largest distance between Blender's evaluated tip and the solved tip over the checked frames.
+    max_orientation_error_degrees : float or None
+        With Rotation: the largest angle between the tip bone's and the target's orientation over
+        the frames (None without Rotation).
     """
 
     armature: str
@@ -88,6 +91,7 @@ class BakeReport:
     evaluated_mismatch_frames: list[int] = field(default_factory=list)
     evaluated_frames_checked: int = 0
     evaluated_max_offset: float = 0.0
+    max_orientation_error_degrees: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +109,8 @@ class BakeReport:
                            for status, count in self.status_counts.items() if count)
         text = (f"Baked '{self.chain}' over {self.frames} frames: {counts}; "
                 f"max error over lower bound {self.max_excess:.3g}")
+        if self.max_orientation_error_degrees is not None:
+            text += f"; max orientation error {self.max_orientation_error_degrees:.3g}°"
         if self.flip_frames:
             text += f"; plane flips at frames {', '.join(str(f['frame']) for f in self.flip_frames[:5])}"
         return text + "."
@@ -189,6 +195,8 @@ def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str,
         evaluated_mismatch_frames=[] if evaluation is None else [int(f) for f in evaluation.mismatch_frames],
         evaluated_frames_checked=0 if evaluation is None else int(evaluation.frames_checked),
         evaluated_max_offset=0.0 if evaluation is None else float(evaluation.max_offset),
+        max_orientation_error_degrees=None if solved.orientation_error is None
+        else float(np.degrees(solved.orientation_error.max())),
     )
 
 
@@ -206,3 +214,5 @@ def store_report(chain_settings: IK_SOLVERS_PG_chain, report: BakeReport) -> Non
     chain_settings.bake_flip_frames = len(report.flip_frames)
     chain_settings.bake_mismatch_frames = len(report.evaluated_mismatch_frames)
     chain_settings.bake_evaluated_error = report.evaluated_max_error
+    chain_settings.bake_max_orientation_error = (0.0 if report.max_orientation_error_degrees is None
+                                                 else float(np.radians(report.max_orientation_error_degrees)))

@@ -42,6 +42,9 @@ class FrameInputs:
     fk_pose : ndarray, shape (N, n_dof), or None
         The FK pose per frame: the joint variables the chain's bones hold there before the solve
         writes them, read where the influence is below 1 (NaN rows elsewhere); None: not read.
+    target_rotation_world : ndarray, shape (N, 3, 3), or None
+        The goal's world orientation per frame (:func:`goal_rotation_world`), read for a chain with
+        Rotation (``ChainSpec.use_rotation``); None: not read.
     """
 
     target_world: np.ndarray
@@ -51,9 +54,10 @@ class FrameInputs:
     swivel_angle: np.ndarray | None = None
     influence: np.ndarray | None = None
     fk_pose: np.ndarray | None = None
+    target_rotation_world: np.ndarray | None = None
 
     FIELDS = ("target_world", "root_world", "pole_world", "target_parent_world", "swivel_angle", "influence",
-              "fk_pose")
+              "fk_pose", "target_rotation_world")
 
     @classmethod
     def stack(cls, frames: list[FrameInputs]) -> FrameInputs:
@@ -98,6 +102,20 @@ def goal_world(target: bpy.types.Object, bone_name: str = "", depsgraph: bpy.typ
     return np.array(target_eval.matrix_world @ pose_bone.head, dtype=float)
 
 
+def goal_rotation_world(target: bpy.types.Object, bone_name: str = "",
+                        depsgraph: bpy.types.Depsgraph | None = None) -> np.ndarray:
+    """The evaluated world orientation ``(3, 3)`` the tip bone takes with Rotation: the rotation part
+    (scale removed) of the target bone's world matrix (``bone_name`` of the armature ``target``),
+    else of the target object's."""
+    target_eval = _evaluated(target, depsgraph)
+    world = _matrix(target_eval.matrix_world)
+    if bone_name:
+        assert target_eval.pose is not None  # goal_world read the bone from this armature's pose
+        world = world @ _matrix(target_eval.pose.bones[bone_name].matrix)
+    u, _, vt = np.linalg.svd(world[:3, :3])
+    return u @ vt
+
+
 def goal_parent_world(target: bpy.types.Object, bone_name: str = "",
                       depsgraph: bpy.types.Depsgraph | None = None) -> np.ndarray:
     """World matrix ``(4, 4)`` the goal rides with: a target bone's parent bone (else its armature),
@@ -139,6 +157,8 @@ def sample_inputs(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain | None =
         swivel_angle=np.array([spec.per_frame_value(obj, "swivel_angle")], dtype=float),
         influence=np.array([influence]),
         fk_pose=fk_pose,
+        target_rotation_world=goal_rotation_world(target, spec.goal_bone, depsgraph)[None] if spec.use_rotation
+        else None,
     )
 
 
@@ -225,6 +245,8 @@ def fcurve_sampling_blockers(scene: bpy.types.Scene, obj: bpy.types.Object, rig:
         reasons.append("the scene remaps time")
     if spec.influence < 1.0:
         reasons.append("the chain's influence is below 1")  # the FK pose is read at every frame
+    if spec.use_rotation:
+        reasons.append("the chain takes the target's rotation")  # its world matrix is evaluated per frame
     if spec.goal_bone:
         reasons.append("the target is a bone")  # its head is evaluated per frame (hierarchy, constraints)
     for what, point in (("the target", spec.target), ("the pole target", spec.pole)):

@@ -78,6 +78,8 @@ def prepare_solve(spec: ChainSpec, inputs: FrameInputs, rig: RigChain | None = N
     world_scale = root_scales(spec, root_world)
     targets = world_to_root(target_world, root_world)
     method_args = _method_args(spec, rig, inputs, root_world)
+    if spec.use_rotation:
+        method_args["target_rotations"] = rotations_in_root(spec, inputs, root_world)
     return PreparedSolve(spec=spec, rig=rig, inputs=inputs, targets=targets, method_args=method_args,
                          world_scale=world_scale)
 
@@ -139,6 +141,18 @@ def _rotations(matrices: np.ndarray) -> np.ndarray:
     """Rotation parts ``(N, 3, 3)`` of (possibly scaled) transforms ``(N, 4, 4)`` (polar factor)."""
     u, _, vt = np.linalg.svd(np.asarray(matrices, dtype=float)[:, :3, :3])
     return u @ vt
+
+
+def rotations_in_root(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> np.ndarray:
+    """The goal's orientations ``(N, 3, 3)`` in the chain's root space: the tip bone's frame there
+    (``Pose.frames[:, -1]``) that puts its world axes on the target's; IKSolversError naming the chain
+    if they were not sampled or are not finite."""
+    if inputs.target_rotation_world is None:
+        raise IKSolversError("the target's rotation was not sampled.", chain=spec.name)
+    world = np.broadcast_to(np.asarray(inputs.target_rotation_world, float), (root_world.shape[0], 3, 3))
+    if not np.isfinite(world).all():
+        raise IKSolversError("the target's rotation is not finite.", chain=spec.name)
+    return np.swapaxes(_rotations(root_world), 1, 2) @ world
 
 
 def poles_in_root(spec: ChainSpec, pole_world: ArrayLike, root_world: np.ndarray) -> np.ndarray:

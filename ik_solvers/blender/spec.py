@@ -14,7 +14,8 @@ from typing import Any
 import bpy
 import numpy as np
 
-from ..core import METHOD_FACTS, IKInputError, Method, ParentSpace, SolveOptions
+from ..core import METHOD_FACTS, IKInputError, JointKind, Method, ParentSpace, SolveOptions
+from ..core.hi.orientation import MIN_SPLIT_JOINTS
 from .checks import check_editable, check_target_bone_independent, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, chain_context
 from .identity import check_bones, follow_renamed_tip
@@ -64,6 +65,12 @@ class ChainSpec:
     parent_space : ParentSpace
     flip_threshold : float
         The HI pole warning angle (radians).
+    use_rotation : bool
+        The tip bone's world orientation is wanted equal to the target's (its target bone's):
+        sampling reads the target's rotation and the solve gets ``target_rotations``.
+    rotation_weight : float
+        As stored; ``options.orientation_weight`` is it times the chain's reach (root units per
+        radian), so a radian weighs as much as the chain's length whatever the rig's scale.
     source : tuple
         What the spec was built from: the chain read (its identity), the armature's world matrix
         and :func:`settings_key`. Another spec with the same source is this spec.
@@ -85,6 +92,8 @@ class ChainSpec:
     zero_plane_map: str
     parent_space: ParentSpace
     flip_threshold: float
+    use_rotation: bool
+    rotation_weight: float
     source: tuple = ()
 
     @property
@@ -233,6 +242,9 @@ def _built(chain_settings: Any, rig: RigChain, world: np.ndarray, source: tuple)
     if method is Method.ANALYTIC and rig.chain.n_joints != 2:
         raise IKSolversError(f"the analytic method needs exactly 2 moving bones, the chain has {rig.chain.n_joints}.",
                              field="method")
+    if fields["use_rotation"]:
+        check_rotation_goal(rig, method)
+        options["orientation_weight"] = fields["rotation_weight"] * rig.chain.reach
     try:
         solve_options = SolveOptions(**options)
     except IKInputError as error:
@@ -247,3 +259,19 @@ def _built(chain_settings: Any, rig: RigChain, world: np.ndarray, source: tuple)
     reference.setflags(write=False)
     return ChainSpec(settings_path=chain_settings.path_from_id(), rig=rig, options=solve_options,
                      reference=reference, source=source, **fields)
+
+
+def check_rotation_goal(rig: RigChain, method: Method) -> None:
+    """IKSolversError (field ``use_rotation``) where the chain cannot take the target's orientation:
+    a position-only method, a tip bone with every IK axis locked, or HI without a ball-jointed last
+    bone after at least two others (the leg-and-foot split, ``core.hi.solve_hi_oriented``)."""
+    if method is not Method.HI and not METHOD_FACTS[method].jacobian:
+        raise IKSolversError(f"Rotation needs HI or a Jacobian method; {method.value} reaches for the position only.",
+                             field="use_rotation")
+    if rig.joint_bones[-1] != rig.bone_names[-1]:
+        raise IKSolversError(f"Rotation turns the tip bone '{rig.bone_names[-1]}', whose IK axes are all locked.",
+                             field="use_rotation")
+    if method is Method.HI and (rig.chain.n_joints < MIN_SPLIT_JOINTS or rig.chain.kinds[-1] is not JointKind.BALL):
+        raise IKSolversError(f"HI with Rotation aligns a last bone free in every axis after at least "
+                             f"{MIN_SPLIT_JOINTS - 1} others; use a Jacobian method or lengthen the chain.",
+                             field="use_rotation")

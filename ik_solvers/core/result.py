@@ -168,6 +168,8 @@ class SolveResult:
         Joint variables from the start on, when ``record_trajectory`` was set.
     direction_unique : ndarray of bool, shape (N,)
         False where the answer is one of infinitely many (e.g. a two-bone target at the root).
+    orientation_error : ndarray, shape (N,), or None
+        Angle (radians) between the tip frame and the wanted one, when target rotations were given.
     hi : PlaneDiagnostics or None
         The HI solver's swivel-sphere diagnostics (its ``HISolveResult``: EE axes, solver-plane
         normals, pole angles and warnings, …); None for the other methods.
@@ -186,6 +188,7 @@ class SolveResult:
     sigma_min: np.ndarray
     trajectory: np.ndarray | None = None
     direction_unique: np.ndarray | None = field(default=None)
+    orientation_error: np.ndarray | None = None
     hi: PlaneDiagnostics | None = None
 
     @property

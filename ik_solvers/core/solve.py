@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -31,9 +32,14 @@ CHUNK = 1024
 targets fit in a 2 MB cache, and per-call overheads are still spread thinly (measured 128–5000)."""
 
 
+ACCEPTED_KEYWORDS: dict[Method, frozenset[str] | None] = {}
+"""Per method, the keyword arguments its solver takes (None: any), read off its signature once."""
+
+
 def register_solver(method: Method, solver: SolverFunction) -> None:
     """Make ``solver`` the implementation of ``method`` (a later registration replaces an earlier one)."""
     SOLVERS[method] = solver
+    ACCEPTED_KEYWORDS[method] = _accepted_keywords(solver)
 
 
 def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> SolverFunction:
@@ -49,15 +55,13 @@ def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> Solver
         if target_rotations is not None:
             if not has_jacobian:
                 raise IKInputError("target_rotations", f"{method.value} solves for the tip position only")
-            target_rotations = np.broadcast_to(np.asarray(target_rotations, float), (targets.shape[0], 3, 3))
-            if not np.all(np.isfinite(target_rotations)):
-                raise IKInputError("target_rotations", "must be finite")
+            target_rotations = checked_rotations(target_rotations, targets.shape[0])
         n_batch = targets.shape[0]
         if n_batch <= CHUNK or options.record_trajectory:
-            return run_iterations(
+            return with_orientation_errors(chain, run_iterations(
                 method, chain, targets, q0, options, step, has_jacobian=has_jacobian,
                 target_rotations=target_rotations, warm_start=fabrik_step, reference=reference,
-            )
+            ), target_rotations)
         # Cache-sized pieces: every operation is per target, so this changes no bit (tests/core).
         parts = [
             run_iterations(
@@ -67,10 +71,48 @@ def _iterative(method: Method, step: StepFunction, has_jacobian: bool) -> Solver
             )
             for s in (slice(start, start + CHUNK) for start in range(0, n_batch, CHUNK))
         ]
-        return concatenated(parts)
+        return with_orientation_errors(chain, concatenated(parts), target_rotations)
 
     solver.__name__ = f"solve_{method.value.lower()}"
     return solver
+
+
+def checked_rotations(target_rotations: object, n_targets: int) -> np.ndarray:
+    """Wanted tip frames ``(N, 3, 3)`` from one ``(3, 3)`` or one per target; IKInputError naming
+    ``target_rotations`` unless they are finite proper rotations (to 1e-6)."""
+    rotations = np.asarray(target_rotations, dtype=float)
+    if rotations.shape not in ((3, 3), (1, 3, 3), (n_targets, 3, 3)):
+        raise IKInputError("target_rotations", f"expected shape (N, 3, 3) or (3, 3), got {rotations.shape}")
+    rotations = np.broadcast_to(rotations, (n_targets, 3, 3))
+    if not np.all(np.isfinite(rotations)):
+        raise IKInputError("target_rotations", "must be finite")
+    gram = np.swapaxes(rotations, 1, 2) @ rotations
+    if np.abs(gram - np.eye(3)).max() > 1e-6 or np.any(np.linalg.det(rotations) <= 0.0):
+        raise IKInputError("target_rotations", "must be proper rotation matrices")
+    return rotations
+
+
+def orientation_errors(frames: np.ndarray, target_rotations: np.ndarray) -> np.ndarray:
+    """Angles ``(N,)`` (radians, ``[0, π]``) between tip frames ``(N, 3, 3)`` and wanted ones ``(N, 3, 3)``."""
+    # ‖A − B‖_F = 2√2 sin(θ/2): accurate for small angles, where arccos of the trace is not (√ε).
+    chord = np.linalg.norm(frames - target_rotations, axis=(1, 2)) / (2.0 * np.sqrt(2.0))
+    return 2.0 * np.arcsin(np.clip(chord, 0.0, 1.0))
+
+
+def with_orientation_errors(chain: Chain, result: SolveResult, target_rotations: np.ndarray | None) -> SolveResult:
+    """``result`` with its tip frames' ``orientation_error`` against ``target_rotations`` (unchanged without)."""
+    if target_rotations is None:
+        return result
+    frames = forward_kinematics(chain, result.q).frames[:, -1]
+    return replace(result, orientation_error=orientation_errors(frames, target_rotations))
+
+
+def _accepted_keywords(solver: SolverFunction) -> frozenset[str] | None:
+    """The keyword arguments ``solver`` takes beyond the common ones; None: any (``**kwargs``)."""
+    parameters = inspect.signature(solver).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 register_solver(Method.ANALYTIC, solve_analytic)
@@ -111,13 +153,19 @@ def solve(
         ANALYTIC and HI are closed form, with their own bend rules.
     **method_args
         Extras a method takes: ``bend_directions (N, 3)`` for ANALYTIC;
-        ``target_rotations (N, 3, 3)`` (tip orientation, weighted by
-        ``options.orientation_weight``) for the Jacobian methods.
+        ``target_rotations (N, 3, 3)`` (the wanted frame of the last joint, as the
+        tip frame ``Pose.frames[:, -1]``) for the Jacobian methods (weighted by
+        ``options.orientation_weight``) and for HI (the last bone aligned exactly,
+        the others solved to its head: ``core.hi.solve_hi_oriented``); then
+        ``result.orientation_error`` holds the angle left (radians). HI's swivel
+        keywords (``core.hi.solve_hi``).
 
     Raises
     ------
     IKInputError
-        Before computing anything, for non-finite or mis-shaped input. (A planar
+        Before computing anything, for non-finite or mis-shaped input, a keyword the method
+        does not take, or a goal it cannot honour (``target_rotations`` for CCD / FABRIK /
+        ANALYTIC; HI on one bone). (A planar
         chain given a target off its plane reaches the nearest point it can and
         reports ``UNREACHABLE`` with the distance to it as the lower bound.)
     """
@@ -127,6 +175,10 @@ def solve(
         raise IKInputError("method", f"unknown method {method!r}; choose from {[m.value for m in Method]}") from None
     if method not in SOLVERS:
         raise IKInputError("method", f"{method.value} has no registered solver")
+    accepted = ACCEPTED_KEYWORDS[method]
+    for name in method_args:
+        if accepted is not None and name not in accepted:
+            raise IKInputError(name, f"the {method.value} method does not take {name}")
     options = SolveOptions() if options is None else options
     targets = validated_targets(targets)
     q0 = chain.zero_pose(targets.shape[0]) if initial is None else _poses(chain, initial, targets.shape[0], "initial")
@@ -147,6 +199,8 @@ def concatenated(parts: list[SolveResult]) -> SolveResult:
     arrays = {name: np.concatenate([getattr(part, name) for part in parts])
               for name in ("q", "rotations", "positions", "status", "error", "lower_bound", "iterations",
                            "length_error", "objective_increases", "sigma_min", "direction_unique")}
+    if first.orientation_error is not None:
+        arrays["orientation_error"] = np.concatenate([part.orientation_error for part in parts])
     return replace(first, **arrays)
 
 

@@ -72,6 +72,9 @@ CHANGES = {
     "reference_weight": Change(_set("reference_weight", 0.5), "SDLS", BUDGET),
     "swivel_angle": Change(_set("swivel_angle", 0.7)),
     "influence": Change(_set("influence", 0.6), fresh=False),
+    # The target Empty's axes are the world's: the foot turns to them (HI aligns the last bone).
+    "use_rotation": Change(_set("use_rotation", True)),
+    "rotation_weight": Change(_set("rotation_weight", 0.2), "SDLS", {**BUDGET, "use_rotation": True}),
     "zero_plane_map": Change(_set("zero_plane_map", "POLE_OBJECT")),
     "parent_space": Change(_set("parent_space", "IK_TARGET")),
     "flip_threshold": Change(_set("flip_threshold", 1.2), moves=False),  # the warning's angle, not the pose

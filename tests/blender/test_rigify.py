@@ -343,3 +343,36 @@ def test_generated_rig_fk_arm_follows_a_dragged_target_by_the_quick_path(rigify,
         assert full_writes[-1].tobytes() == quick_writes[-1].tobytes()
         view_layer.update()  # that forced write is an update of the armature: the next move is quick again
     assert len(quick_writes) == len(setup.paths["reach_across"][1::4])
+
+
+# --------------------------------------------------------------------------- issue 20: orientation goals
+def test_hi_with_rotation_keeps_the_human_foot_flat_through_the_crouch(rigify):
+    """``thigh.L → shin.L → foot.L`` with Rotation, the target keeping the foot's rest orientation
+    through the crouch (a squat): on Blender's evaluation of the baked keys the foot stays within 0.1°
+    of flat on every frame (before issue 20: up to 95° off), every frame converges or ends at the
+    geometric bound of the ankle's goal (the ends of the path, 0.95 of the reach with a flat foot, put
+    the ankle out of reach), and the deep part of the squat is reached."""
+    from mathutils import Matrix
+
+    setup = rr.human_leg_foot(frames=FRAMES)
+    rig = setup.rig
+    bpy.context.view_layer.update()
+    flat = np.array(rig.matrix_world @ rig.pose.bones["foot.L"].matrix)
+    setup.target.rotation_mode = "QUATERNION"
+    setup.target.rotation_quaternion = Matrix(flat[:3, :3].tolist()).to_quaternion()
+    chain = runs.add_chain(setup, "HI")
+    chain.use_rotation = True
+    frames = setup.path_frames("crouch")
+    runs.bake_ours(setup, chain.name, int(frames[0]), int(frames[-1]))
+    report = runs.bake_report(chain)
+    assert report is not None and report["not_reached_frames"] == []
+    for index, frame in enumerate(frames):
+        bpy.context.scene.frame_set(int(frame))
+        foot = np.array(rig.matrix_world @ rig.pose.bones["foot.L"].matrix)
+        rotation = foot[:3, :3] / np.linalg.norm(foot[:3, :3], axis=0)
+        relative = rotation @ np.array(setup.target.matrix_world)[:3, :3].T
+        angle = 2.0 * np.arcsin(min(1.0, np.linalg.norm(relative - np.eye(3)) / (2.0 * np.sqrt(2.0))))
+        assert np.degrees(angle) <= 0.1, f"frame {frame}"
+        if FRAMES // 4 <= index < FRAMES - FRAMES // 4:
+            tip = np.array(rig.matrix_world @ rig.pose.bones["foot.L"].tail)
+            assert np.linalg.norm(tip - np.array(setup.target.matrix_world.translation)) <= 1e-5, f"frame {frame}"

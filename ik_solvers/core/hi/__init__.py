@@ -43,6 +43,7 @@ against an array namespace (``array_ops``), and serves both entries.
 
 from .flips import DEFAULT_TURN_THRESHOLD, FlipReport, find_flips, flips_from_normals
 from .one_target import OneTargetHI, solve_hi_one
+from .orientation import solve_hi_oriented  # registers Method.HI (with the orientation split)
 from .parent_space import ParentSpace, sphere_rotations_for_parent_space
 from .planes import DEFAULT_WARNING_ANGLE, pole_angles
 from .solve import HISolveResult, solve_hi, swivel_for_plane
@@ -64,6 +65,7 @@ __all__ = [
     "preferred_pose",
     "solve_hi",
     "solve_hi_one",
+    "solve_hi_oriented",
     "sphere_rotations_for_parent_space",
     "swivel_for_plane",
 ]

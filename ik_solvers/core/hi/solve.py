@@ -1,10 +1,9 @@
-"""The HI solve's entry: one batch of frames, history independent (SPEC §5), registered as ``Method.HI``."""
+"""The HI solve's entry: one batch of frames, history independent (SPEC §5); ``orientation`` registers it as ``Method.HI``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
@@ -14,7 +13,7 @@ from ..errors import IKInputError
 from ..iteration import classify
 from ..kinematics import Pose, bone_length_errors
 from ..result import Method, SolveOptions, SolveResult
-from ..solve import register_solver, validated_targets
+from ..solve import validated_targets
 from ..vectors import matvec, norm
 from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
 from .in_plane import in_plane, row_bent
@@ -173,29 +172,6 @@ def solve_hi(
         singular_directions=plane.singular_directions,
         planes=plane,
     )
-
-
-def _solve_hi_registered(
-    chain: Chain,
-    targets: np.ndarray,
-    q0: np.ndarray,
-    options: SolveOptions,
-    *,
-    reference: np.ndarray | None = None,
-    **hi_args: Any,
-) -> SolveResult:
-    """``solve(..., Method.HI, initial=preferred, **hi_args)``: the initial pose is the preferred pose.
-
-    The result carries the HI diagnostics in ``result.hi``. ``reference`` is ignored:
-    the preferred pose already decides every bend.
-    """
-    if q0.shape[0] > 1 and np.any(q0 != q0[:1]):
-        raise IKInputError("initial", "the HI solver takes one preferred pose for the whole batch (all rows equal)")
-    solved = solve_hi(chain, targets, q0[0], options=options, **hi_args)
-    return replace(solved.result, hi=solved)
-
-
-register_solver(Method.HI, _solve_hi_registered)
 
 
 # ------------------------------------------------------- swivel helpers
