@@ -59,3 +59,13 @@ def test_core_modules_import_each_other_without_cycles():
 def test_no_core_module_is_over_400_lines():
     for name, path in _modules().items():
         assert len(path.read_text().splitlines()) <= 400, name
+
+
+def test_no_two_test_modules_share_a_file_name():
+    """pytest imports test modules by file name (rootdir mode without packages): two files of one name in
+    tests/core and tests/blender stop the whole run at collection (it happened twice when branches met)."""
+    tests = Path(__file__).resolve().parents[1]
+    names: dict[str, list[Path]] = {}
+    for path in tests.rglob("test_*.py"):
+        names.setdefault(path.name, []).append(path.relative_to(tests))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
