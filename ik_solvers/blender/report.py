@@ -13,6 +13,7 @@ from ..core import Status, flips_from_normals
 from .frames import SolvedFrames
 
 if TYPE_CHECKING:
+    from ..core.key_reduction import ReducedKeys
     from .properties import IK_SOLVERS_PG_chain
     from .verify import Evaluation
 
@@ -63,6 +64,14 @@ class BakeReport:
         plus every unreached frame (:mod:`.verify`).
     evaluated_max_offset : float
         Largest distance between Blender's evaluated tip and the solved tip over the checked frames.
+    keys_before, keys_after : int or None
+        With reduced keys (SPEC §9): rotation keys of the chain's bones before and after the
+        reduction, all its rotation curves counted (None: keys not reduced).
+    key_error : float or None
+        The reduction's world-space bound (scene units).
+    reduced_max_error, reduced_error_p99 : float or None
+        The largest and the 99th percentile over the frames of the farthest joint's or tip's
+        world distance (scene units) from the unreduced bake.
     """
 
     armature: str
@@ -88,6 +97,11 @@ class BakeReport:
     evaluated_mismatch_frames: list[int] = field(default_factory=list)
     evaluated_frames_checked: int = 0
     evaluated_max_offset: float = 0.0
+    keys_before: int | None = None
+    keys_after: int | None = None
+    key_error: float | None = None
+    reduced_max_error: float | None = None
+    reduced_error_p99: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,9 +172,9 @@ def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict[str, An
 
 def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str, frame_step: int,
                 sampling_reasons: list[str], flip_threshold: float, seconds: float,
-                evaluation: Evaluation | None = None) -> BakeReport:
+                evaluation: Evaluation | None = None, reduced: ReducedKeys | None = None) -> BakeReport:
     """The statistics of one chain's solved frames (``solved.frames`` in order, the bake's frames),
-    with Blender's evaluation of the keys (a ``verify.Evaluation``) when given."""
+    with Blender's evaluation of the keys (a ``verify.Evaluation``) and the key reduction when given."""
     status, error = solved.status, solved.error
     excess = np.maximum(error - solved.bound, 0.0)
     worst = int(np.argmax(excess))
@@ -189,7 +203,19 @@ def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str,
         evaluated_mismatch_frames=[] if evaluation is None else [int(f) for f in evaluation.mismatch_frames],
         evaluated_frames_checked=0 if evaluation is None else int(evaluation.frames_checked),
         evaluated_max_offset=0.0 if evaluation is None else float(evaluation.max_offset),
+        **reduction_fields(reduced),
     )
+
+
+def reduction_fields(reduced: ReducedKeys | None) -> dict[str, Any]:
+    """The report's ``keys_before``, ``keys_after`` (every rotation curve of the chain counted),
+    ``key_error``, ``reduced_max_error`` and ``reduced_error_p99``; all None without a reduction."""
+    if reduced is None:
+        return dict.fromkeys(("keys_before", "keys_after", "key_error", "reduced_max_error", "reduced_error_p99"))
+    curves = sum(int(controls.shape[-1]) for controls in reduced.controls)
+    return {"keys_before": reduced.keys_before * curves, "keys_after": reduced.keys_after * curves,
+            "key_error": float(reduced.key_error), "reduced_max_error": reduced.max_error,
+            "reduced_error_p99": reduced.error_p99}
 
 
 def store_report(chain_settings: IK_SOLVERS_PG_chain, report: BakeReport) -> None:

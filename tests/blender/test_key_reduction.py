@@ -141,3 +141,83 @@ def test_the_bake_operator_reduces_keys_and_says_so(baking):
     fcurve = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot).fcurves.find(path)
     assert 2 <= len(fcurve.keyframe_points) < 60
     assert {k.interpolation for k in fcurve.keyframe_points} == {"BEZIER"}
+
+
+# --------------------------------------------------------------------------- ik_batch --reduce-keys
+def bezier_keys(path) -> dict[tuple[str, int], bytes]:
+    """Every armature F-curve of the file at ``path``: (data path, index) → its keys' co and handles as stored."""
+    bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
+    keys = {}
+    for obj in bpy.data.objects:
+        if obj.type != "ARMATURE" or obj.animation_data is None or obj.animation_data.action is None:
+            continue
+        channelbag = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot)
+        for fcurve in channelbag.fcurves:
+            columns = []
+            for name in ("co", "handle_left", "handle_right"):
+                values = np.empty(2 * len(fcurve.keyframe_points), dtype=np.float32)
+                fcurve.keyframe_points.foreach_get(name, values)
+                columns.append(values)
+            keys[(fcurve.data_path, fcurve.array_index)] = np.concatenate(columns).tobytes()
+    return keys
+
+
+def test_ik_batch_reduce_keys_writes_the_operators_keys_and_checks_the_kept_frames_after_saving(addon, tmp_path):
+    """``ik_batch --reduce-keys E`` and the bake operator with Reduce Keys at E write the same keys
+    (values and handles, bit for bit); the report carries keys before / after and the world error;
+    the after-save check wants a key on exactly the kept frames."""
+    import json
+
+    import jsonschema
+    from test_ik_batch import FRAMES as BATCH_FRAMES
+    from test_ik_batch import REPO, build_scene_file, ik_batch, run_batch
+
+    bound = 5e-4
+    scene_file = build_scene_file(tmp_path / "shot.blend", arm_method="HI")
+    out, report = tmp_path / "batch.blend", tmp_path / "r.json"
+    run_batch(scene_file, "--output", out, "--reduce-keys", bound, "--chunk-size", "30", "--report", report)
+    batch = bezier_keys(out)
+    bpy.ops.wm.open_mainfile(filepath=str(scene_file), load_ui=False)
+    obj = bpy.data.objects["Rig"]
+    bpy.context.view_layer.objects.active = obj
+    with bpy.context.temp_override(active_object=obj, object=obj, selected_objects=[obj]):
+        assert bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=BATCH_FRAMES[0], frame_end=BATCH_FRAMES[1],
+                                       all_chains=True, reduce_keys=True, key_error=bound) == {"FINISHED"}
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "operator.blend"), copy=True)
+    operator = bezier_keys(tmp_path / "operator.blend")
+    assert len(operator) == 5 * 4 and batch.keys() == operator.keys()
+    for channel, keys in operator.items():
+        assert batch[channel] == keys, channel
+
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, json.loads((REPO / "docs" / "batch-report.schema.json").read_text()))
+    frames = BATCH_FRAMES[1] - BATCH_FRAMES[0] + 1
+    for entry, bones in zip(data["files"][0]["chains"], (2, 3)):
+        assert entry["keys_before"] == frames * 4 * bones and 0 < entry["keys_after"] < entry["keys_before"] / 2
+        assert entry["key_error"] == bound and 0.0 < entry["reduced_error_p99"] <= entry["reduced_max_error"] <= bound
+
+    bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    forearm = next(f for f in bpy.data.objects["Rig"].animation_data.action.layers[0].strips[0]
+                   .channelbag(bpy.data.objects["Rig"].animation_data.action_slot).fcurves
+                   if f.data_path == 'pose.bones["forearm"].rotation_quaternion')
+    kept = tuple(float(k.co[0]) for k in forearm.keyframe_points)
+    assert len(kept) < frames / 2
+
+    def chain(frames_):
+        return ik_batch.BakedChain("Rig", "Arm", ("upper_arm", "forearm"), tuple(frames_))
+
+    ik_batch.save_checked(tmp_path / "again.blend", [chain(kept)], replace=False)  # exactly the kept keys
+    with pytest.raises(ik_batch.BatchError, match=r"lacks keys on \d+ baked frames"):
+        ik_batch.save_checked(tmp_path / "all.blend", [chain(range(BATCH_FRAMES[0], BATCH_FRAMES[1] + 1))],
+                              replace=False)
+    with pytest.raises(ik_batch.BatchError, match="has 1 keys in the baked range that the bake did not write"):
+        ik_batch.save_checked(tmp_path / "fewer.blend", [chain(kept[:1] + kept[2:])], replace=False)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_ik_batch_reduce_keys_must_be_a_distance(value):
+    from test_ik_batch import ik_batch
+
+    with pytest.raises(ik_batch.UsageError, match="--reduce-keys must be a distance of at least 0"):
+        ik_batch.parse_options(["shot.blend", "--dry-run", "--reduce-keys", value])
+    assert ik_batch.parse_options(["shot.blend", "--dry-run"]).reduce_keys == 0.0
