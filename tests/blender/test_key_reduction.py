@@ -7,6 +7,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 import pytest
+from bench_keys import catmull_rom
 from conftest import add_empty
 from test_bake import action_state, add_chain, arm_with_extra_bone, key_path
 
@@ -21,16 +22,6 @@ JOINTS = ("upper_arm", "forearm")
 @pytest.fixture
 def baking(addon):
     return addon
-
-
-def catmull_rom(points: np.ndarray, every: int) -> np.ndarray:
-    """Catmull-Rom through ``points (P, 3)``, ``every`` frames per span: ``((P-1)·every + 1, 3)``."""
-    padded = np.concatenate([2 * points[:1] - points[1:2], points, 2 * points[-1:] - points[-2:-1]])
-    t = (np.arange(every) / every)[:, None]
-    spans = [0.5 * (2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t ** 2
-                    + (3 * p1 - p0 - 3 * p2 + p3) * t ** 3)
-             for p0, p1, p2, p3 in (padded[k:k + 4] for k in range(len(points) - 1))]
-    return np.concatenate([*spans, points[-1:]])
 
 
 def target_path(seed: int, jitter: float) -> np.ndarray:
@@ -146,20 +137,14 @@ def test_the_bake_operator_reduces_keys_and_says_so(baking):
 # --------------------------------------------------------------------------- ik_batch --reduce-keys
 def bezier_keys(path) -> dict[tuple[str, int], bytes]:
     """Every armature F-curve of the file at ``path``: (data path, index) → its keys' co and handles as stored."""
+    from ik_solvers.blender import compat
+
     bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
-    keys = {}
-    for obj in bpy.data.objects:
-        if obj.type != "ARMATURE" or obj.animation_data is None or obj.animation_data.action is None:
-            continue
-        channelbag = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot)
-        for fcurve in channelbag.fcurves:
-            columns = []
-            for name in ("co", "handle_left", "handle_right"):
-                values = np.empty(2 * len(fcurve.keyframe_points), dtype=np.float32)
-                fcurve.keyframe_points.foreach_get(name, values)
-                columns.append(values)
-            keys[(fcurve.data_path, fcurve.array_index)] = np.concatenate(columns).tobytes()
-    return keys
+    curves = [fcurve for obj in bpy.data.objects if obj.type == "ARMATURE" and obj.animation_data is not None
+              for fcurve in compat.channelbag_for_assigned_slot(obj.animation_data).fcurves]
+    return {(fcurve.data_path, fcurve.array_index):
+            np.array([[k.co[:], k.handle_left[:], k.handle_right[:]] for k in fcurve.keyframe_points],
+                     dtype=np.float32).tobytes() for fcurve in curves}
 
 
 def test_ik_batch_reduce_keys_writes_the_operators_keys_and_checks_the_kept_frames_after_saving(addon, tmp_path):
