@@ -9,8 +9,9 @@ decimated with its margin bisected to the largest one whose world error stays wi
 error is Blender's evaluation (``frame_set`` and the pose bones' matrices): the farthest joint or
 tip from the full bake, per frame.
 
-Writes ``DIR/bench_keys.csv``, ``DIR/bench_keys.json`` and ``DIR/bench_keys.png`` (keys kept against
-E for both methods; one curve before / after and the error per frame against E).
+Writes ``DIR/bench_keys.csv``, ``DIR/bench_keys.json``, ``DIR/bench_keys.md`` (the table of
+docs/key-reduction.md: keys kept, ours / Decimate's, and their ratio) and ``DIR/bench_keys.png``
+(keys kept against E for both methods; one curve before / after and the error per frame against E).
 
     .venv/bin/python scripts/bench_keys.py --out DIR [--quick]
 """
@@ -262,8 +263,20 @@ def plot(path: Path, rows: list[dict[str, Any]], figure: dict[str, Any], title: 
     axes[2].set(yscale="log", xlabel="frame", ylabel="world error (mm)", title="error per frame (dotted: E)")
     axes[2].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """Per rig and path (rows) and bound (columns): our keys kept, Decimate's, and their ratio."""
+    bounds = sorted({r["E_mm"] for r in rows})
+    lines = ["| rig | path | " + " | ".join(f"E = {b:g} mm" for b in bounds) + " |",
+             "|---|---|" + "---|" * len(bounds)]
+    for case in dict.fromkeys((r["rig"], r["path"]) for r in rows):
+        cells = {r["E_mm"]: f"{r['ours_fraction']:.1%} / {r['decimate_fraction']:.1%} ({r['ratio']:.2f}×)"
+                 for r in rows if (r["rig"], r["path"]) == case}
+        lines.append(f"| {case[0]} | {case[1]} | " + " | ".join(cells.get(b, "") for b in bounds) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -298,7 +311,9 @@ def _main(argv: list[str]) -> int:
     (args.out / "bench_keys.json").write_text(json.dumps({"rows": rows, "figure_case": shown,
                                                           "figure": figures[shown]}, indent=1))
     plot(args.out / "bench_keys.png", rows, figures[shown], shown)
-    print(f"wrote {args.out / 'bench_keys.csv'}, .json, .png")
+    table = markdown_table(rows)
+    (args.out / "bench_keys.md").write_text(table)
+    print(table + f"wrote {args.out / 'bench_keys.csv'}, .json, .md, .png")
     return 0
 
 
