@@ -160,7 +160,8 @@ def test_ik_batch_reduce_keys_writes_the_operators_keys_and_checks_the_kept_fram
     bound = 5e-4
     scene_file = build_scene_file(tmp_path / "shot.blend", arm_method="HI")
     out, report = tmp_path / "batch.blend", tmp_path / "r.json"
-    run_batch(scene_file, "--output", out, "--reduce-keys", bound, "--chunk-size", "30", "--report", report)
+    process = run_batch(scene_file, "--output", out, "--reduce-keys", bound, "--chunk-size", "30", "--report", report)
+    assert process.stdout.count(f"(bound {bound:.3g})") == 2 and "; keys 720 -> " in process.stdout  # per chain
     batch = bezier_keys(out)
     bpy.ops.wm.open_mainfile(filepath=str(scene_file), load_ui=False)
     obj = bpy.data.objects["Rig"]
