@@ -48,6 +48,11 @@ def evaluated_fields(bake_report: Any) -> dict[str, Any]:
     }
 
 
+REDUCTION_FIELDS = ("keys_before", "keys_after", "key_error", "reduced_max_error", "reduced_error_p99")
+"""With ``--reduce-keys``: the chain's rotation keys before / after, the bound, the max and 99th
+percentile world error of the reduced keys (scene units); None when keys are not reduced."""
+
+
 def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
     """The ``--report`` entry of one baked chain: the add-on's ``BakeReport`` under the batch's names."""
     entry = {
@@ -67,6 +72,7 @@ def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
         "sampling": bake_report.sampling,
         "seconds": seconds,
         **evaluated_fields(bake_report),
+        **{name: getattr(bake_report, name, None) for name in REDUCTION_FIELDS},
     }
     if bake_report.pole_warning_frames is not None:
         entry["pole_warning_frames"] = bake_report.pole_warning_frames
@@ -82,7 +88,15 @@ def chain_line(file_name: str, entry: dict[str, Any]) -> str:
     counts = ", ".join(f"{n} {status.lower()}" for status, n in entry["status_counts"].items() if n)
     return (f"{file_name} {entry['armature']}:{entry['chain']} [{entry['method']}] {entry['frames']} frames: "
             f"{counts}; max error {entry['max_error']:.3g}, over bound {entry['max_error_over_lower_bound']:.3g}, "
-            f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s")
+            f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s" + reduction_text(entry))
+
+
+def reduction_text(entry: dict[str, Any]) -> str:
+    """``chain_line``'s end for reduced keys: keys before → after, the world error; else empty."""
+    if entry.get("keys_after") is None:
+        return ""
+    return (f"; keys {entry['keys_before']} -> {entry['keys_after']}, world error max "
+            f"{entry['reduced_max_error']:.3g}, p99 {entry['reduced_error_p99']:.3g} (bound {entry['key_error']:.3g})")
 
 
 def report_document(files: list[dict], *, exit_code: int, jobs: int, chunk_size: int,

@@ -187,7 +187,7 @@ def select_one(armatures: Sequence[Any], hidden: set[int], selector: ChainSelect
 
 @dataclass(frozen=True)
 class BakedChain:
-    """What one chain's bake must have left in the saved file."""
+    """What one chain's bake must have left in the saved file: a key at exactly ``frames`` in their range."""
 
     armature: str
     """The armature's full name (``Rig`` or ``Rig [rig.blend]``)."""
@@ -195,7 +195,7 @@ class BakedChain:
     bones: tuple[str, ...]
     frames: tuple[float, ...]
     """The frames the keys were written at: the action's own time (``BakeJob.key_frames``), which in NLA
-    tweak mode is not the scene's and need not be whole."""
+    tweak mode is not the scene's and need not be whole; with reduced keys only the kept ones."""
 
 
 def _keyed_at(keyed: list[float], frame: float) -> bool:
@@ -231,4 +231,9 @@ def missing_keys(objects: Iterable[Any], baked: BakedChain, channelbag_of) -> st
             if absent:
                 return (f"'{baked.armature}:{baked.chain}' bone '{bone}' lacks keys on {len(absent)} baked frames "
                         f"(first {absent[0]:g}) in the saved file")
+            first, last = baked.frames[0] - KEY_TIME_TOLERANCE, baked.frames[-1] + KEY_TIME_TOLERANCE
+            inside = [t for t in keyed if first <= t <= last]
+            if len(inside) > len(baked.frames):  # all found: the others are keys the bake did not write
+                return (f"'{baked.armature}:{baked.chain}' bone '{bone}' has {len(inside) - len(baked.frames)} keys "
+                        f"in the baked range that the bake did not write in the saved file")
     return None

@@ -57,6 +57,7 @@ if importlib.util.find_spec("ik_solvers") is None or importlib.util.find_spec("_
 import _openjd  # noqa: E402
 import numpy as np  # noqa: E402
 from _batch_chunks import assign_chunks, plan_chunks  # noqa: E402  (part of this script's interface)
+from _batch_errors import BatchError, WorkerCrash  # noqa: E402  (part of this script's interface)
 from _batch_output import OutputError, output_lock, publish, staged  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
@@ -92,19 +93,6 @@ METHOD_NAMES = tuple(method.value for method in METHOD_FACTS)
 """``--method`` choices: the core's table of methods (pure numpy, so ``--help`` needs no bpy)."""
 
 
-class BatchError(Exception):
-    """A problem with one file (exit 2); the message is one line. ``field``: the setting or input the
-    add-on or the core refused (``IKSolversError.field``), else None; the report keeps it."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class WorkerCrash(Exception):
-    """A worker process died or failed unexpectedly (exit 3: worth a retry)."""
-
-
 # --------------------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
@@ -126,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"),
                         help=f"inclusive frame range within 0..{FRAME_MAX} (default the scene's)")
     parser.add_argument("--step", type=int, default=1, help="key every STEP frames; the end frame is always keyed")
+    parser.add_argument("--reduce-keys", type=float, default=0.0, metavar="E",
+                        help="keep the fewest Bézier keys that hold every joint and tip within E scene units of "
+                             "the full bake at every frame (docs/key-reduction.md); 0 (default): a key per frame")
     parser.add_argument("--method", type=str.upper, choices=METHOD_NAMES,
                         help="solve every chain with this method (the file's setting is kept in the output)")
     parser.add_argument("--jobs", type=int, default=1,
@@ -172,6 +163,8 @@ class BatchOptions:
     report: Path | None
     quiet: bool
     overwrite: bool = False
+    reduce_keys: float = 0.0
+    """The world-space bound of reduced keys (scene units); 0: not reduced."""
     outputs: tuple[tuple[Path, Path], ...] = ()
     """(input, output) pairs given by ``--manifest``: these inputs are saved there."""
 
@@ -208,6 +201,8 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         raise UsageError("--step must be at least 1")
     if ns.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if not 0.0 <= ns.reduce_keys < float("inf"):
+        raise UsageError("--reduce-keys must be a distance of at least 0")
     if not 1 <= ns.chunk_size <= FRAME_MAX + 1:
         raise UsageError(f"--chunk-size must be between 1 and {FRAME_MAX + 1}")
     if ns.frames is not None:
@@ -242,6 +237,7 @@ def parse_options(args: list[str], opened_file: Path | None = None) -> BatchOpti
         report=ns.report,
         quiet=ns.quiet,
         overwrite=ns.overwrite,
+        reduce_keys=ns.reduce_keys,
         outputs=explicit,
     )
     saved: dict[Path, Path] = {}
@@ -271,12 +267,15 @@ def _bake_module():
     return bake
 
 
-def make_job(obj, chain_name: str, frames: tuple[int, int], step: int):
-    """A ``BakeJob`` for one chain (BatchError when the chain cannot be baked)."""
+def make_job(obj, chain_name: str, frames: tuple[int, int], step: int, reduce_keys: float = 0.0):
+    """A ``BakeJob`` for one chain, its keys reduced within ``reduce_keys`` if not 0 (BatchError when the
+    chain cannot be baked)."""
     bpy = _bpy()
     bake = _bake_module()
     try:
-        return bake.BakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, (chain_name,)))
+        options = bake.BakeOptions(frames[0], frames[1], step, (chain_name,), reduce_keys=reduce_keys > 0.0,
+                                   key_error=reduce_keys)
+        return bake.BakeJob(bpy.context, obj, options)
     except bake.IKSolversError as error:  # the sentence names the chain (errors.chain_context); the field is kept
         raise BatchError(str(error), error.field) from error
 
@@ -412,7 +411,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     with tempfile.TemporaryDirectory(prefix="ik_batch_") as workdir:
         for index, (obj, chain) in enumerate(selected, 1):
             chain_started = time.perf_counter()
-            job = make_job(obj, chain.name, frames, options.step)
+            job = make_job(obj, chain.name, frames, options.step, options.reduce_keys)
             chunks = plan_chunks(job.frames, options.chunk_size)
             try:
                 if jobs == 1 or len(chunks) == 1:
@@ -427,8 +426,10 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
                 raise BatchError(f"{obj.name}:{chain.name}: {error}", error.field) from error
             entry = chain_statistics(bake_report, time.perf_counter() - chain_started)
             entries.append(entry)
+            reduced = job.chains[0].reduced  # then the saved keys are the kept ones
+            keyed = job.key_frames if reduced is None else job.key_frames[reduced.indices]
             baked.append(BakedChain(obj.name, chain.name, tuple(job.chains[0].rig.joint_bones),
-                                    tuple(float(f) for f in job.key_frames)))
+                                    tuple(float(f) for f in keyed)))
             if entry["evaluated_mismatch_frames"]:
                 mismatched.append(entry)
             progress.chain(path, f"{entry['armature']}:{entry['chain']}", index, len(selected), entry["frames"],

@@ -361,7 +361,7 @@ class BakeJob:
             frame_step=self.options.frame_step, sampling_reasons=self._sampling_blockers(chain),
             flip_threshold=chain.spec.flip_threshold,
             seconds=solved.seconds + time.perf_counter() - chain._write_started,
-            evaluation=check.result(),
+            evaluation=check.result(), reduced=chain.reduced,
         )
         self.reports.append(chain.report)
         return True

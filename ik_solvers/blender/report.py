@@ -13,6 +13,7 @@ from ..core import Status, flips_from_normals
 from .frames import SolvedFrames
 
 if TYPE_CHECKING:
+    from ..core.key_reduction import ReducedKeys
     from .properties import IK_SOLVERS_PG_chain
     from .verify import Evaluation
 
@@ -66,6 +67,14 @@ class BakeReport:
     max_orientation_error_degrees : float or None
         With Rotation: the largest angle between the tip bone's and the target's orientation over
         the frames (None without Rotation).
+    keys_before, keys_after : int or None
+        With reduced keys (SPEC §9): rotation keys of the chain's bones before and after the
+        reduction, all its rotation curves counted (None: keys not reduced).
+    key_error : float or None
+        The reduction's world-space bound (scene units).
+    reduced_max_error, reduced_error_p99 : float or None
+        The largest and the 99th percentile over the frames of the farthest joint's or tip's
+        world distance (scene units) from the unreduced bake.
     """
 
     armature: str
@@ -92,6 +101,11 @@ class BakeReport:
     evaluated_frames_checked: int = 0
     evaluated_max_offset: float = 0.0
     max_orientation_error_degrees: float | None = None
+    keys_before: int | None = None
+    keys_after: int | None = None
+    key_error: float | None = None
+    reduced_max_error: float | None = None
+    reduced_error_p99: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,9 +178,9 @@ def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict[str, An
 
 def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str, frame_step: int,
                 sampling_reasons: list[str], flip_threshold: float, seconds: float,
-                evaluation: Evaluation | None = None) -> BakeReport:
+                evaluation: Evaluation | None = None, reduced: ReducedKeys | None = None) -> BakeReport:
     """The statistics of one chain's solved frames (``solved.frames`` in order, the bake's frames),
-    with Blender's evaluation of the keys (a ``verify.Evaluation``) when given."""
+    with Blender's evaluation of the keys (a ``verify.Evaluation``) and the key reduction when given."""
     status, error = solved.status, solved.error
     excess = np.maximum(error - solved.bound, 0.0)
     worst = int(np.argmax(excess))
@@ -197,7 +211,19 @@ def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str,
         evaluated_max_offset=0.0 if evaluation is None else float(evaluation.max_offset),
         max_orientation_error_degrees=None if solved.orientation_error is None
         else float(np.degrees(solved.orientation_error.max())),
+        **reduction_fields(reduced),
     )
+
+
+def reduction_fields(reduced: ReducedKeys | None) -> dict[str, Any]:
+    """The report's ``keys_before``, ``keys_after`` (every rotation curve of the chain counted),
+    ``key_error``, ``reduced_max_error`` and ``reduced_error_p99``; all None without a reduction."""
+    if reduced is None:
+        return dict.fromkeys(("keys_before", "keys_after", "key_error", "reduced_max_error", "reduced_error_p99"))
+    curves = sum(int(controls.shape[-1]) for controls in reduced.controls)
+    return {"keys_before": reduced.keys_before * curves, "keys_after": reduced.keys_after * curves,
+            "key_error": float(reduced.key_error), "reduced_max_error": reduced.max_error,
+            "reduced_error_p99": reduced.error_p99}
 
 
 def store_report(chain_settings: IK_SOLVERS_PG_chain, report: BakeReport) -> None:

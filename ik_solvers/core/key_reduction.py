@@ -13,8 +13,8 @@ their keys, and a candidate segment is accepted only when forward kinematics of 
 the segment (all joints evaluated together, so a parent's error shows at its children and the tip)
 stays within the bound. Segments are grown greedily from the first frame, their length doubled
 until it fails, then every length between tried (candidates evaluated in batches). Keys are the baked samples themselves (every kept key is exact), so segments are
-independent; each segment's two handles are a least-squares fit of the unreduced channel values
-between its keys.
+independent; each segment's two handles are a weighted least-squares fit of the unreduced channel
+values between its keys, reweighted toward the smallest largest world error (Lawson).
 """
 
 from __future__ import annotations
@@ -88,11 +88,12 @@ def default_key_error(chain: Chain, scale: float = 1.0) -> float:
 
 # --------------------------------------------------------------------------- Bézier segments
 def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, ends: np.ndarray,
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``.
 
     The keys are the samples; each segment's two handles are a least-squares fit of the samples
-    between its keys, pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides
+    between its keys (each row weighted by ``weights (R,)`` if given, in the order returned),
+    pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides
     a segment with fewer than two samples between its keys). Returns the float32 control values
     ``(k, 4, C)`` (key, right handle, next left handle, next key), the rows between the keys of
     every candidate one after the other ``(R,)``, each row's candidate ``(R,)`` and its Bernstein
@@ -113,12 +114,13 @@ def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a:
     residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], y0) - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment]
     weight = SLOPE_REGULARISATION * spans
     one_hot = (segment[None, :] == np.arange(k)[:, None]).astype(float)
+    w0, w1 = (d0, d1) if weights is None else (d0 * weights, d1 * weights)
     normal = np.empty((k, 2, 2))
-    normal[:, 0, 0] = one_hot @ (d0 * d0) + weight
-    normal[:, 0, 1] = normal[:, 1, 0] = one_hot @ (d0 * d1)
-    normal[:, 1, 1] = one_hot @ (d1 * d1) + weight
-    rhs = np.stack([one_hot @ (d0[:, None] * residual) + weight[:, None] * slopes[a],
-                    one_hot @ (d1[:, None] * residual) + weight[:, None] * slopes[ends]], axis=1)
+    normal[:, 0, 0] = one_hot @ (w0 * d0) + weight
+    normal[:, 0, 1] = normal[:, 1, 0] = one_hot @ (w0 * d1)
+    normal[:, 1, 1] = one_hot @ (w1 * d1) + weight
+    rhs = np.stack([one_hot @ (w0[:, None] * residual) + weight[:, None] * slopes[a],
+                    one_hot @ (w1[:, None] * residual) + weight[:, None] * slopes[ends]], axis=1)
     m = np.linalg.solve(normal, rhs)
     third = (spans / 3.0)[:, None]
     controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
@@ -216,15 +218,32 @@ class _Problem:
         offsets = self.points(values) - self.reference[rows]
         return self.scale * np.linalg.norm(offsets, axis=-1).max(axis=-1)
 
-    def segments(self, a: int, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def segments(self, a: int, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fitted controls ``(k, 4, C)`` of the candidate segments from sample ``a`` to each of
-        ``ends (k,)`` (all greater than ``a + 1``) and each candidate's largest world error ``(k,)``
-        over the frames between its keys, all candidates evaluated in one batch."""
-        controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, a, ends)
-        curves = np.einsum("ri,ric->rc", basis, controls[segment])
-        largest = np.zeros(len(ends))
-        np.maximum.at(largest, segment, self.errors(rows, curves))
-        return controls, largest
+        ``ends (k,)`` (all greater than ``a + 1``), each candidate's largest world error ``(k,)``
+        over the frames between its keys and the world error of those frames, candidate after
+        candidate ``(R,)``; all candidates evaluated in one batch.
+
+        The fit aims at the largest error, not the sum of squares: :data:`MINIMAX_ROUNDS` rounds of
+        Lawson's reweighting (each frame's weight times its world error), the round with the
+        smallest largest error kept per candidate."""
+        weights = None
+        for _ in range(MINIMAX_ROUNDS):
+            controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, a, ends, weights)
+            errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
+            largest = np.zeros(len(ends))
+            np.maximum.at(largest, segment, errors)
+            if weights is None:
+                best, best_largest, best_errors = controls, largest, errors
+            else:
+                better = largest < best_largest
+                best = np.where(better[:, None, None], controls, best)
+                best_errors = np.where(better[segment], errors, best_errors)
+                best_largest = np.minimum(largest, best_largest)
+            scaled = (errors + 1e-3 * largest[segment]) / np.maximum(largest[segment], 1e-300)
+            weights = scaled if weights is None else weights * scaled
+            weights /= np.bincount(segment, weights)[segment] / np.bincount(segment)[segment]
+        return best, best_largest, best_errors
 
     def segment(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """Fitted controls ``(4, C)`` of the segment ``a → b`` and the world error ``(b − a − 1,)`` of
@@ -233,9 +252,12 @@ class _Problem:
             y0, y1 = self.values[a], self.values[b]
             controls = np.stack([y0, (2.0 * y0 + y1) / 3.0, (y0 + 2.0 * y1) / 3.0, y1])
             return controls.astype(np.float32).astype(float), np.zeros(0)
-        controls, rows, _, basis = _fit_segments(self.frames, self.values, self.slopes, a, np.array([b]))
-        return controls[0], self.errors(rows, basis @ controls[0])
+        controls, _, errors = self.segments(a, np.array([b]))
+        return controls[0], errors
 
+
+MINIMAX_ROUNDS = 4
+"""Fits per candidate segment: least squares, then Lawson reweightings toward the smallest largest error."""
 
 DOUBLINGS_PER_BATCH = 4
 """Candidate lengths (2, 4, 8, 16 samples, then 32 … 256, …) evaluated together per batch."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 import pytest
+from bench_keys import catmull_rom
 from conftest import add_empty
 from test_bake import action_state, add_chain, arm_with_extra_bone, key_path
 
@@ -21,16 +22,6 @@ JOINTS = ("upper_arm", "forearm")
 @pytest.fixture
 def baking(addon):
     return addon
-
-
-def catmull_rom(points: np.ndarray, every: int) -> np.ndarray:
-    """Catmull-Rom through ``points (P, 3)``, ``every`` frames per span: ``((P-1)·every + 1, 3)``."""
-    padded = np.concatenate([2 * points[:1] - points[1:2], points, 2 * points[-1:] - points[-2:-1]])
-    t = (np.arange(every) / every)[:, None]
-    spans = [0.5 * (2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t ** 2
-                    + (3 * p1 - p0 - 3 * p2 + p3) * t ** 3)
-             for p0, p1, p2, p3 in (padded[k:k + 4] for k in range(len(points) - 1))]
-    return np.concatenate([*spans, points[-1:]])
 
 
 def target_path(seed: int, jitter: float) -> np.ndarray:
@@ -141,3 +132,78 @@ def test_the_bake_operator_reduces_keys_and_says_so(baking):
     fcurve = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot).fcurves.find(path)
     assert 2 <= len(fcurve.keyframe_points) < 60
     assert {k.interpolation for k in fcurve.keyframe_points} == {"BEZIER"}
+
+
+# --------------------------------------------------------------------------- ik_batch --reduce-keys
+def bezier_keys(path) -> dict[tuple[str, int], bytes]:
+    """Every armature F-curve of the file at ``path``: (data path, index) → its keys' co and handles as stored."""
+    from ik_solvers.blender import compat
+
+    bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
+    curves = [fcurve for obj in bpy.data.objects if obj.type == "ARMATURE" and obj.animation_data is not None
+              for fcurve in compat.channelbag_for_assigned_slot(obj.animation_data).fcurves]
+    return {(fcurve.data_path, fcurve.array_index):
+            np.array([[k.co[:], k.handle_left[:], k.handle_right[:]] for k in fcurve.keyframe_points],
+                     dtype=np.float32).tobytes() for fcurve in curves}
+
+
+def test_ik_batch_reduce_keys_writes_the_operators_keys_and_checks_the_kept_frames_after_saving(addon, tmp_path):
+    """``ik_batch --reduce-keys E`` and the bake operator with Reduce Keys at E write the same keys
+    (values and handles, bit for bit); the report carries keys before / after and the world error;
+    the after-save check wants a key on exactly the kept frames."""
+    import json
+
+    import jsonschema
+    from test_ik_batch import FRAMES as BATCH_FRAMES
+    from test_ik_batch import REPO, build_scene_file, ik_batch, run_batch
+
+    bound = 5e-4
+    scene_file = build_scene_file(tmp_path / "shot.blend", arm_method="HI")
+    out, report = tmp_path / "batch.blend", tmp_path / "r.json"
+    process = run_batch(scene_file, "--output", out, "--reduce-keys", bound, "--chunk-size", "30", "--report", report)
+    assert process.stdout.count(f"(bound {bound:.3g})") == 2 and "; keys 720 -> " in process.stdout  # per chain
+    batch = bezier_keys(out)
+    bpy.ops.wm.open_mainfile(filepath=str(scene_file), load_ui=False)
+    obj = bpy.data.objects["Rig"]
+    bpy.context.view_layer.objects.active = obj
+    with bpy.context.temp_override(active_object=obj, object=obj, selected_objects=[obj]):
+        assert bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=BATCH_FRAMES[0], frame_end=BATCH_FRAMES[1],
+                                       all_chains=True, reduce_keys=True, key_error=bound) == {"FINISHED"}
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "operator.blend"), copy=True)
+    operator = bezier_keys(tmp_path / "operator.blend")
+    assert len(operator) == 5 * 4 and batch.keys() == operator.keys()
+    for channel, keys in operator.items():
+        assert batch[channel] == keys, channel
+
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, json.loads((REPO / "docs" / "batch-report.schema.json").read_text()))
+    frames = BATCH_FRAMES[1] - BATCH_FRAMES[0] + 1
+    for entry, bones in zip(data["files"][0]["chains"], (2, 3)):
+        assert entry["keys_before"] == frames * 4 * bones and 0 < entry["keys_after"] < entry["keys_before"] / 2
+        assert entry["key_error"] == bound and 0.0 < entry["reduced_error_p99"] <= entry["reduced_max_error"] <= bound
+
+    bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    forearm = next(f for f in bpy.data.objects["Rig"].animation_data.action.layers[0].strips[0]
+                   .channelbag(bpy.data.objects["Rig"].animation_data.action_slot).fcurves
+                   if f.data_path == 'pose.bones["forearm"].rotation_quaternion')
+    kept = tuple(float(k.co[0]) for k in forearm.keyframe_points)
+    assert len(kept) < frames / 2
+
+    def chain(frames_):
+        return ik_batch.BakedChain("Rig", "Arm", ("upper_arm", "forearm"), tuple(frames_))
+
+    ik_batch.save_checked(tmp_path / "again.blend", [chain(kept)], replace=False)  # exactly the kept keys
+    with pytest.raises(ik_batch.BatchError, match=r"lacks keys on \d+ baked frames"):
+        ik_batch.save_checked(tmp_path / "all.blend", [chain(range(BATCH_FRAMES[0], BATCH_FRAMES[1] + 1))],
+                              replace=False)
+    with pytest.raises(ik_batch.BatchError, match="has 1 keys in the baked range that the bake did not write"):
+        ik_batch.save_checked(tmp_path / "fewer.blend", [chain(kept[:1] + kept[2:])], replace=False)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_ik_batch_reduce_keys_must_be_a_distance(value):
+    from test_ik_batch import ik_batch
+
+    with pytest.raises(ik_batch.UsageError, match="--reduce-keys must be a distance of at least 0"):
+        ik_batch.parse_options(["shot.blend", "--dry-run", "--reduce-keys", value])
+    assert ik_batch.parse_options(["shot.blend", "--dry-run"]).reduce_keys == 0.0
