@@ -78,14 +78,12 @@ def test_rigify_leg_with_foot_target_on_the_tip_keeps_the_pose():
 
 @st.composite
 def bent_chains(draw):
-    n = draw(st.integers(3, 6))
-    lengths = np.array(draw(st.lists(st.floats(0.1, 1.0), min_size=n, max_size=n)))
-    signs = np.array(draw(st.lists(st.sampled_from([-1.0, 1.0]), min_size=n - 1, max_size=n - 1)))
-    turns = signs * np.array(draw(st.lists(st.floats(0.3, 2.5), min_size=n - 1, max_size=n - 1)))
-    chain = Chain.straight(lengths, JointKind.BALL)
+    """3–6 ball-jointed bones of 0.1–1 m bent 0.3–2.5 rad each way in the preferred pose, and a swivel."""
+    bones = draw(st.lists(st.tuples(st.floats(0.1, 1.0), st.floats(0.3, 2.5), st.booleans()), min_size=3, max_size=6))
+    chain = Chain.straight(np.array([length for length, _, _ in bones]), JointKind.BALL)
     preferred = np.zeros(chain.n_dof)
     preferred[2] = draw(st.floats(-np.pi, np.pi))
-    preferred[5::3] = turns
+    preferred[5::3] = [turn if positive else -turn for _, turn, positive in bones[1:]]
     return chain, preferred, draw(st.floats(-np.pi, np.pi))
 
 

@@ -65,6 +65,7 @@ def _flow(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.n
     turns = start.copy()
     distance, slope, metric = _path_slopes(lengths, turns)
     vertices = [turns]
+    step = FLOW_STEP * scale
     for _ in range(FLOW_MAX_STEPS):
         to_goal = goal - turns
         if float(np.sqrt(max(float(to_goal @ metric @ to_goal), 0.0))) <= FLOW_STEP * scale:
@@ -73,7 +74,8 @@ def _flow(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.n
         size = float(np.sqrt(max(float(way @ metric @ way), 0.0)))
         if size <= 1e-12 * scale:
             break
-        step = FLOW_STEP * scale
+        # The last step's length, grown again where it had to shrink (fewer trials than from the full step).
+        step = min(FLOW_STEP * scale, 2.0 * step)
         for _ in range(30):
             moved = np.clip(turns + (step / size) * way, lower, upper)
             moved_distance, moved_slope, moved_metric = _path_slopes(lengths, moved)
