@@ -34,7 +34,7 @@ frames in any order or in any chunks gives bit-identical poses.
 
 Modules, one concern each: ``sphere`` (preferred pose → sphere frame), ``parent_space``,
 ``planes`` (per-frame EE axis, zero plane, swivel), ``in_plane`` (the bends; ``plane_chain``
-the longer chains' paths and root finder, ``in_plane_constants`` the pose's constants as floats),
+the longer chains' root finder, ``path`` their path through the preferred pose, ``in_plane_constants`` the pose's constants as floats),
 ``placement`` (pose on the solver plane, joint rotations), ``solve`` (the entry,
 registered as ``Method.HI``), ``one_target`` (the one-target entry: inputs gathered, the same
 functions called on Python floats) and ``flips``. Each piece of per-target math is written once,

@@ -15,7 +15,7 @@ from ..analytic import elbow_cosine, planar_branch
 from ..array_ops import NUMPY_OPS, ArrayOps, Real
 from ..vectors import unit_stride
 from .in_plane_constants import InPlaneConstants
-from .plane_chain import path_parameter, plane_tip, solve_path_parameters
+from .plane_chain import plane_tip, segment_parameter, segment_parameters
 from .sphere import PreferredPose
 
 
@@ -49,17 +49,12 @@ def two_bone_bent(xp: ArrayOps, k: InPlaneConstants, r: Real) -> Bent:
                 pack([0.0, 0.0, 0.0]), pack([0.0, y1, y1 + l2 * xp.sin(heading)]), 0.0, 1)
 
 
-def chain_paths(xp: ArrayOps, k: InPlaneConstants, r: Real) -> tuple[Real, Real, Any, Any]:
-    """The distance a longer chain solves for (``r`` clipped to what it reaches), whether it lies on the
-    outer path (straight → preferred turns, solved from its end) and that path's bases and directions.
-
-    The crossing nearest the preferred turns: the outer path ends at them, the inner one starts there.
-    """
+def chain_distance(xp: ArrayOps, k: InPlaneConstants, r: Real) -> tuple[Real, Real]:
+    """The distance a longer chain solves for (``r`` clipped to what it reaches) and whether it lies on
+    the outer part of the path (straight → preferred turns; searched from the preferred vertex back)."""
     curled, preferred, reach = k.distances
     wanted = xp.minimum(xp.maximum(r, curled), reach)
-    outer = wanted >= preferred
-    joints = xp.joints
-    return wanted, outer, joints.where(outer, k.outer_bases, k.turns), joints.where(outer, k.turns, k.inner_directions)
+    return wanted, wanted >= preferred
 
 
 def chain_bent(xp: ArrayOps, k: InPlaneConstants, r: Real, bases: Any, directions: Any, t: Real, steps: Real) -> Bent:
@@ -76,15 +71,25 @@ def chain_bent(xp: ArrayOps, k: InPlaneConstants, r: Real, bases: Any, direction
 
 def in_plane(pref: PreferredPose, r: np.ndarray) -> Bent:
     """The batch's in-plane poses for distances ``r (N,)``: the closed form for two bones, else the root
-    finder along the paths (``plane_chain``): where several turns meet ``r``, the one nearest the
-    preferred turns along the path (to within one of its samples)."""
+    finder on the path's segment (``plane_chain``) whose distances bracket ``r``, the one nearest the
+    preferred vertex (the path's distance falls strictly along it, so the only one, but where a flow
+    stopped short of its end)."""
     k = pref.in_plane_constants
     if pref.chain.n_joints == 2:
         return two_bone_bent(NUMPY_OPS, k, r)
-    wanted, outer, bases, directions = chain_paths(NUMPY_OPS, k, r)
-    samples = np.where(outer[:, None], pref.path_samples[0], pref.path_samples[1])
-    t, steps = solve_path_parameters(pref.in_plane_lengths, bases, directions, wanted, samples, from_end=outer)
-    return chain_bent(NUMPY_OPS, k, r, bases, directions, unit_stride(t), steps)
+    wanted, outer = chain_distance(NUMPY_OPS, k, r)
+    vertices, steps, distances, p = pref.path
+    last = distances.size - 2
+    # Outer: the last vertex before the preferred one still above r; inner: the first after it below r.
+    above = distances[None, :p] > wanted[:, None]
+    below = distances[None, p + 1 :] < wanted[:, None]
+    segment_out = np.where(above.any(axis=1), p - 1 - np.argmax(above[:, ::-1], axis=1), 0)
+    segment_in = np.where(below.any(axis=1), p + np.argmax(below, axis=1), last)
+    segment = np.where(outer, segment_out, segment_in)
+    bases, directions = vertices[segment], steps[segment]
+    t, used = segment_parameters(pref.in_plane_lengths, bases, directions, wanted, distances[segment] - wanted,
+                                 distances[segment + 1] - wanted)
+    return chain_bent(NUMPY_OPS, k, r, bases, directions, unit_stride(t), used)
 
 
 def row_bent(xp: ArrayOps, pref: PreferredPose, r: float) -> Bent:
@@ -93,7 +98,13 @@ def row_bent(xp: ArrayOps, pref: PreferredPose, r: float) -> Bent:
     k = pref.in_plane_constants
     if k.two_bone:
         return two_bone_bent(xp, k, r)
-    wanted, outer, bases, directions = chain_paths(xp, k, r)
-    t, steps = path_parameter(k.lengths, bases, directions, wanted, k.samples[0 if outer else 1],
-                              k.distance_tolerance, outer, xp)
+    wanted, outer = chain_distance(xp, k, r)
+    distances, p = k.vertex_distances, k.preferred_vertex
+    if outer:
+        segment = next((j for j in reversed(range(p)) if distances[j] > wanted), 0)
+    else:
+        segment = next((j for j in range(p, len(distances) - 1) if distances[j + 1] < wanted), len(distances) - 2)
+    bases, directions = k.vertices[segment], k.segment_steps[segment]
+    t, steps = segment_parameter(xp, k.lengths, bases, directions, wanted, distances[segment] - wanted,
+                                 distances[segment + 1] - wanted, k.distance_tolerance)
     return chain_bent(xp, k, r, bases, directions, t, steps)

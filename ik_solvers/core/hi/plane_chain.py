@@ -8,15 +8,15 @@ Each bent joint keeps the sense of its preferred bend, ``α_j ∈ [0, π]`` or
 the turns live in a box; straight (all zero) is its farthest pose.
 
 The in-plane solve looks for the root-to-tip distance ``r`` along a path in that
-box: from straight to the preferred turns (scaled by ``t ∈ [0, 1]``), then on to
-the *curled* pose nearest the root (:func:`curled_turns`). The distance is
-continuous along the path, so every distance between the curled pose's and the
-full in-plane reach is met (intermediate values). Each path is sampled once per
-preferred pose (:func:`path_distances`); the pair of samples around the distance
-nearest the preferred turns brackets the root (where several turns meet it, the
-one nearest the preferred pose along the path, to within a sample), and
-Newton's method on the distance's exact slope, kept inside the bracket and falling
-back to bisection (Numerical Recipes' ``rtsafe``), finds it. Every step is
+box, from straight through the preferred turns to the *curled* pose nearest the
+root (:func:`curled_turns`), the distance moving strictly along it (``path.py``).
+The distance is continuous along the path, so every distance between the curled
+pose's and the full in-plane reach is met (intermediate values). The path is a
+polyline; the segment whose ends' distances bracket the root (the one nearest the
+preferred vertex) is searched by Newton's method on the distance's exact slope,
+kept inside the bracket and falling back to bisection (Numerical Recipes'
+``rtsafe``: :func:`segment_parameters`; :func:`solve_path_parameters` does the
+same on a straight path sampled at ``PATH_SAMPLES`` points). Every step is
 elementwise per frame and a frame stops when its own bracket is tight, so a frame's
 bends never depend on its batch.
 """
@@ -181,7 +181,14 @@ def solve_path_parameters(
     last_above = np.where(above.any(axis=1), PATH_SAMPLES - 1 - np.argmax(above[:, ::-1], axis=1), 0)
     segment = np.where(from_end, last_above, from_start)
     every = np.arange(r.size)
-    state = root_start(NUMPY_OPS, segment, f[every, segment], f[every, segment + 1], tolerance)
+    state = root_start(NUMPY_OPS, segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES, f[every, segment],
+                       f[every, segment + 1], tolerance)
+    return _root_rows(lengths, bases, directions, r, state, tolerance)
+
+
+def _root_rows(lengths: np.ndarray, bases: np.ndarray, directions: np.ndarray, r: np.ndarray, state: RootState,
+               tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """The batch's root-finding loop from ``state``: each row steps until its own test stops it."""
     bases, directions = np.ascontiguousarray(bases, dtype=float), np.ascontiguousarray(directions, dtype=float)
     rates = path_rates(NUMPY_OPS, directions)
     steps = np.zeros(r.shape, dtype=int)
@@ -221,10 +228,9 @@ class RootState(NamedTuple):
     active: Real  # bool: not yet within tolerance
 
 
-def root_start(xp: ArrayOps, segment: Real, f_lo: Real, f_hi: Real, tolerance: float) -> RootState:
-    """The bracket ``[segment, segment + 1] / PATH_SAMPLES`` with its ends' distances less ``r``, and the
+def root_start(xp: ArrayOps, lo: Real, hi: Real, f_lo: Real, f_hi: Real, tolerance: float) -> RootState:
+    """The bracket ``[lo, hi]`` on the path parameter with its ends' distances less ``r``, and the
     first guess (its false position); ``tolerance``: ``DISTANCE_TOLERANCE · ΣL``."""
-    lo, hi = segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES
     guess = lo + f_lo * (hi - lo) / xp.where(f_lo > f_hi, f_lo - f_hi, 1.0)  # rows left inactive keep any guess
     c = xp.where((guess > lo) & (guess < hi), guess, 0.5 * (lo + hi))
     return RootState(lo, hi, f_lo, f_hi, c, hi - lo, (f_lo > tolerance) & (f_hi < -tolerance))
@@ -277,7 +283,14 @@ def path_parameter(
         segment = next((k for k in reversed(range(PATH_SAMPLES)) if samples[k] - r > 0.0), 0)
     else:
         segment = next((k for k in range(PATH_SAMPLES) if samples[k + 1] - r < 0.0), PATH_SAMPLES - 1)
-    state = root_start(xp, segment, samples[segment] - r, samples[segment + 1] - r, distance_tolerance)
+    state = root_start(xp, segment / PATH_SAMPLES, (segment + 1) / PATH_SAMPLES, samples[segment] - r,
+                       samples[segment + 1] - r, distance_tolerance)
+    return _root_one(xp, lengths, bases, directions, r, state, distance_tolerance)
+
+
+def _root_one(xp: ArrayOps, lengths: Sequence[float], bases: Sequence[float], directions: Sequence[float], r: float,
+              state: RootState, distance_tolerance: float) -> tuple[float, int]:
+    """One row's root-finding loop from ``state`` (floats), as :func:`_root_rows` steps a row."""
     steps = 0
     if state.active:
         rates = path_rates(xp, directions)
@@ -285,3 +298,20 @@ def path_parameter(
             state = root_step(xp, lengths, bases, directions, rates, r, state, distance_tolerance)
             steps += 1
     return root_answer(xp, state), steps
+
+
+def segment_parameters(lengths: np.ndarray, bases: np.ndarray, directions: np.ndarray, r: np.ndarray,
+                       f_lo: np.ndarray, f_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parameters ``u (M,)`` in ``[0, 1]`` with ``distance(bases + u · directions) = r`` on one path segment
+    per row, and the steps used; ``f_lo, f_hi (M,)``: the segment ends' distances less ``r`` (a bracket,
+    ``f_lo ≥ 0 ≥ f_hi``). The same root finder as :func:`solve_path_parameters`, the bracket given."""
+    tolerance = float(DISTANCE_TOLERANCE * lengths.sum())
+    state = root_start(NUMPY_OPS, np.zeros(r.shape), np.ones(r.shape), f_lo, f_hi, tolerance)
+    return _root_rows(lengths, bases, directions, r, state, tolerance)
+
+
+def segment_parameter(xp: ArrayOps, lengths: Sequence[float], bases: Sequence[float], directions: Sequence[float],
+                      r: float, f_lo: float, f_hi: float, distance_tolerance: float) -> tuple[float, int]:
+    """:func:`segment_parameters` for one row on Python floats (``xp``: ``SCALAR_OPS`` or ``ROW_OPS``)."""
+    return _root_one(xp, lengths, bases, directions, r, root_start(xp, 0.0, 1.0, f_lo, f_hi, distance_tolerance),
+                     distance_tolerance)

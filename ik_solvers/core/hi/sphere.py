@@ -13,7 +13,8 @@ from ..errors import IKInputError
 from ..kinematics import forward_kinematics, local_quaternions
 from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatvec, unit, unit3, vec3
 from .in_plane_constants import InPlaneConstants
-from .plane_chain import curled_turns, path_distances, plane_distances
+from .path import monotone_path
+from .plane_chain import curled_turns, plane_distances
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -161,12 +162,17 @@ class PreferredPose:
         return float(self.in_plane_lengths.sum())
 
     @cached_property
-    def path_samples(self) -> np.ndarray:
-        """``path_distances`` ``(2, PATH_SAMPLES + 1)`` of the in-plane solve's two paths: from straight
-        to the preferred turns, and from those to the curled ones (read-only)."""
-        lengths, preferred = self.in_plane_lengths, self.relative_turns
-        bases = np.stack([np.zeros_like(preferred), preferred])
-        return _read_only(path_distances(lengths, bases, np.stack([preferred, self.curled_turns - preferred])))
+    def path(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The in-plane solve's path (``plane_chain.monotone_path``): its vertices ``(K + 1, n − 1)`` (relative
+        turns, straight first, curled last), each segment's step ``(K, n − 1)`` to the next vertex, the
+        vertices' distances ``(K + 1,)`` and the preferred vertex's index (read-only)."""
+        vertices, preferred = monotone_path(self.in_plane_lengths, self.turn_lower, self.turn_upper,
+                                            self.relative_turns, self.curled_turns)
+        distances = plane_distances(self.in_plane_lengths, vertices)
+        # The path's ends and the preferred vertex have the distances every other test reads.
+        distances[preferred], distances[-1] = self.preferred_distance, self.curled_distance
+        return (_read_only(vertices), _read_only(np.ascontiguousarray(np.diff(vertices, axis=0))),
+                _read_only(distances), preferred)
 
     @cached_property
     def centre_radius(self) -> float:

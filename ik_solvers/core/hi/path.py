@@ -1,0 +1,142 @@
+"""The in-plane solve's path: relative turns from straight through the preferred ones to the curled pose,
+the distance moving strictly along it (SPEC §5, continuity; issue 20).
+
+One pose per distance, a continuous function of it through the preferred pose: each half of the path
+is a flow from the preferred turns (:func:`monotone_path`), computed once per preferred pose
+(``PreferredPose.path``); the in-plane solve finds the target's distance on one of its segments
+(``plane_chain.segment_parameters``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .plane_chain import PATH_SAMPLES
+
+# The monotone path (SPEC §5, continuity): a flow step moves the joints this far (fraction of the
+# in-plane reach, root-mean-square over the joints), at most this many steps.
+FLOW_STEP = 0.02
+FLOW_MAX_STEPS = 4000
+# How fast (a fraction of the fastest rate per joint motion) the path's distance must move at least.
+FLOW_MARGIN = 0.8
+# A path segment is checked at this many points inside it.
+PATH_CHECKS = 8
+
+
+def _path_slopes(lengths: np.ndarray, turns: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """At relative ``turns (n − 1,)`` of a plane chain: the root-to-tip distance, its slope ``(n − 1,)``
+    along each turn, and the metric ``(n − 1, n − 1)`` of the joints' motion per turn (``AᵀA``, ``A`` each
+    joint's velocity once the chain is turned about the root to keep its tip on the EE axis)."""
+    headings = np.concatenate([[0.0], np.add.accumulate(turns)])
+    points = np.zeros((lengths.size + 1, 2))
+    points[1:, 0] = np.add.accumulate(lengths * np.cos(headings))
+    points[1:, 1] = np.add.accumulate(lengths * np.sin(headings))
+    tip = points[-1]
+    distance = float(np.hypot(tip[0], tip[1]))
+    # Turn j swings the points after joint j about it: velocity perp(p_k − p_j) for k > j.
+    offsets = points[None, :, :] - points[1:-1, None, :]
+    velocity = np.stack([-offsets[..., 1], offsets[..., 0]], axis=-1)  # (n − 1, n + 1, 2)
+    velocity[np.arange(lengths.size + 1)[None, :] <= np.arange(1, lengths.size)[:, None]] = 0.0
+    tip_velocity = velocity[:, -1]
+    slope = tip_velocity @ tip / max(distance, 1e-300)
+    # The placement turns the chain by −(tip heading) about the root: take that turn's velocity off.
+    heading_rate = (tip[0] * tip_velocity[:, 1] - tip[1] * tip_velocity[:, 0]) / max(distance * distance, 1e-300)
+    velocity -= heading_rate[:, None, None] * np.stack([-points[:, 1], points[:, 0]], axis=-1)[None]
+    motion = velocity.reshape(velocity.shape[0], -1)
+    return distance, slope, motion @ motion.T
+
+
+def _steepest(slope: np.ndarray, metric: np.ndarray) -> tuple[np.ndarray, float]:
+    """The turn direction moving the distance fastest per joint motion (``metric⁻¹ · slope``, unit in the
+    metric) and that rate."""
+    ridge = 1e-12 * max(float(np.trace(metric)), 1e-300)
+    way = np.linalg.solve(metric + ridge * np.eye(slope.size), slope)
+    rate = float(np.sqrt(max(float(slope @ way), 0.0)))
+    return way / max(rate, 1e-300), rate
+
+
+def _flow(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, goal: np.ndarray,
+          sense: float) -> list[np.ndarray]:
+    """Turns from ``start`` toward ``goal`` in the box, each step moving the distance strictly down
+    (``sense`` −1) or up (+1): the direction to the goal, tilted toward the fastest one (per joint
+    motion) just enough that the distance moves at ``FLOW_MARGIN`` of the fastest rate at least. Stops
+    near the goal, or where the distance stops moving (an extremum in the box)."""
+    scale = float(lengths.sum())
+    turns = start.copy()
+    distance, slope, metric = _path_slopes(lengths, turns)
+    vertices = [turns]
+    step = FLOW_STEP * scale
+    for _ in range(FLOW_MAX_STEPS):
+        to_goal = goal - turns
+        if float(np.sqrt(max(float(to_goal @ metric @ to_goal), 0.0))) <= FLOW_STEP * scale:
+            break
+        way = _flow_direction(turns, lower, upper, to_goal, sense * slope, metric)
+        size = float(np.sqrt(max(float(way @ metric @ way), 0.0)))
+        if size <= 1e-12 * scale:
+            break
+        # The last step's length, grown again where it had to shrink (fewer trials than from the full step).
+        step = min(FLOW_STEP * scale, 2.0 * step)
+        for _ in range(30):
+            moved = np.clip(turns + (step / size) * way, lower, upper)
+            moved_distance, moved_slope, moved_metric = _path_slopes(lengths, moved)
+            if sense * (moved_distance - distance) > 1e-14 * scale:
+                break
+            step *= 0.5
+        else:
+            break
+        turns, distance, slope, metric = moved, moved_distance, moved_slope, moved_metric
+        vertices.append(turns)
+    return vertices
+
+
+def _flow_direction(turns: np.ndarray, lower: np.ndarray, upper: np.ndarray, to_goal: np.ndarray, rising: np.ndarray,
+                    metric: np.ndarray) -> np.ndarray:
+    """The flow's turn direction: toward the goal, tilted toward the fastest rise of the distance's
+    ``rising`` slope (per joint motion) to ``FLOW_MARGIN`` of it; the joints at a box end that it would
+    push out held, and the direction found again for the others (zero where nothing rises)."""
+    free = np.ones(turns.size, dtype=bool)
+    way = np.zeros(turns.size)
+    for _ in range(turns.size):
+        way = np.zeros(turns.size)
+        sub = np.ix_(free, free)
+        fastest, rate = _steepest(rising[free], metric[sub])
+        if rate <= 1e-12:
+            return np.zeros(turns.size)
+        goal = to_goal[free]
+        gap = float(np.sqrt(max(float(goal @ metric[sub] @ goal), 0.0)))
+        toward = goal / gap if gap > 0.0 else np.zeros(goal.size)
+        way[free] = toward + max(0.0, FLOW_MARGIN - float(rising[free] @ toward) / rate) * fastest
+        pushed = free & (((turns <= lower) & (way < 0.0)) | ((turns >= upper) & (way > 0.0)))
+        if not pushed.any():
+            return way
+        free &= ~pushed
+        if not free.any():
+            return np.zeros(turns.size)
+    return way
+
+
+def _line(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+    """``PATH_SAMPLES + 1`` turns evenly from ``start`` to ``end`` (both exactly)."""
+    return [start] + [start + (k / PATH_SAMPLES) * (end - start) for k in range(1, PATH_SAMPLES)] + [end]
+
+
+def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, preferred: np.ndarray,
+                  curled: np.ndarray) -> tuple[np.ndarray, int]:
+    """The in-plane solve's path of relative turns ``(K + 1, n − 1)`` from straight through ``preferred`` to
+    ``curled``, and the index of ``preferred`` on it: one pose per distance, the distance falling along it.
+
+    Each half is a :func:`_flow` from the preferred turns, up toward straight and down toward the
+    curled pose, then the line from where it stops to its end (a flow reaching its end: a few steps,
+    the distance still moving the same way; one stopping at an extremum in the box: the only part
+    where the distance may turn back). The distance is continuous along the path, so every distance
+    from the curled pose's to the reach is met; where it moves strictly, the pose is a continuous
+    function of the distance, through the preferred pose.
+    """
+    halves = []
+    for goal, sense in ((np.zeros_like(preferred), 1.0), (curled, -1.0)):
+        half = _flow(lengths, lower, upper, preferred, goal, sense)
+        if np.any(half[-1] != goal):
+            half += _line(half[-1], goal)[1:]
+        halves.append(half)
+    outer, inner = halves
+    return np.array(outer[::-1] + inner[1:]), len(outer) - 1
