@@ -259,19 +259,33 @@ def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def quaternion_product(a: Sequence[Real], b: Sequence[Real]) -> Quat:
-    """Hamilton product ``a * b`` of quaternions ``(w, x, y, z)`` in components (floats or arrays).
+    """Hamilton product ``a * b`` of quaternions ``(w, x, y, z)`` in components (floats or arrays):
+    :func:`turned_quaternions` of ``a`` by ``b``'s scalar part and ``1.0 ×`` its vector part (exact)."""
+    return turned_quaternions((a,), (b[0],), (1.0,), (b[1:],))[0]
+
+
+def turned_quaternions(quats: Sequence[Sequence[Real]], coss: Sequence[Real], sins: Sequence[Real],
+                       axes: Sequence[Sequence[Real]], canonical: bool = False) -> list[Quat]:
+    """Each ``quats[j] * (coss[j], sins[j] · axes[j])`` (a turn about a unit axis from its half angle's
+    cosine and sine: :func:`turn_quaternion`), with ``w ≥ 0`` where ``canonical`` (components: floats,
+    or arrays alike; one call for a chain's joints).
 
     Row ``i`` of ``L(a) b`` summed in index order, as :func:`quaternion_products` sums it; a negative
-    sign as a subtraction (``x − y`` is ``x + (−y)`` in IEEE arithmetic, and negation is exact).
+    sign as a subtraction (``x − y`` is ``x + (−y)`` in IEEE arithmetic, and negation is exact). The
+    hemisphere as :func:`canonical_quaternion` picks it, by a sign ``±1.0`` (exact; no select call).
     """
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (
-        aw * bw - ax * bx - ay * by - az * bz,
-        ax * bw + aw * bx - az * by + ay * bz,
-        ay * bw + az * bx + aw * by - ax * bz,
-        az * bw - ay * bx + ax * by + aw * bz,
-    )
+    out = []
+    for (aw, ax, ay, az), bw, s, (ex, ey, ez) in zip(quats, coss, sins, axes):
+        bx, by, bz = s * ex, s * ey, s * ez
+        w = aw * bw - ax * bx - ay * by - az * bz
+        x = ax * bw + aw * bx - az * by + ay * bz
+        y = ay * bw + az * bx + aw * by - ax * bz
+        z = az * bw - ay * bx + ax * by + aw * bz
+        if canonical:
+            sign = 1.0 - 2.0 * (w < 0.0)
+            w, x, y, z = w * sign, x * sign, y * sign, z * sign
+        out.append((w, x, y, z))
+    return out
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:
