@@ -2,7 +2,8 @@
 
 Written once per target in an array namespace (``array_ops``): the batch (:func:`placed_pose`,
 :func:`joint_quaternions`, :func:`joint_variables`) and the one-target solve both call
-:func:`placed_point`, :func:`start_rotation`, :func:`later_quaternions` and :func:`bent_variables`.
+:func:`placed_point`, :func:`start_rotation`, :func:`bent_quaternions` (``rotations.turned_quaternions``)
+and :func:`bent_variables`.
 """
 
 from __future__ import annotations
@@ -50,19 +51,12 @@ def start_rotation(xp: ArrayOps, axis: Vec3, normal: Vec3, side: Vec3, parent: R
 
 def bent_quaternions(xp: ArrayOps, pref: PreferredPose, start_rows: Rows3, bends: Sequence[Real]) -> list[Quat]:
     """One target's local rotations ``(w, x, y, z)``, ``w ≥ 0``: the start joint's from its rotation
-    rows (:func:`quaternion_from_rows`), each later joint's :func:`later_quaternions`."""
+    rows (:func:`quaternion_from_rows`), the later joints' ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``
+    from their half bends' cosines and sines in one ``rotations.turned_quaternions`` call."""
     halves = [0.5 * bend for bend in bends[1:]]
     preferred, axes = pref.bend_factors
     return [quaternion_from_rows(xp, start_rows),
-            *later_quaternions(preferred, xp.joints.cos(halves), xp.joints.sin(halves), axes)]
-
-
-def later_quaternions(preferred: Sequence[Quat], coss: Sequence[Real], sins: Sequence[Real],
-                      axes: Sequence[Vec3]) -> list[Quat]:
-    """The later joints' local rotations ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``, ``w ≥ 0``, from
-    the half bends' cosines and sines: per joint (one target's floats), or every later joint's at
-    once (one ``(N, n − 1)`` array per component)."""
-    return turned_quaternions(preferred, coss, sins, axes, canonical=True)
+            *turned_quaternions(preferred, xp.joints.cos(halves), xp.joints.sin(halves), axes, canonical=True)]
 
 
 def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], bends: Sequence[Real]) -> list[Real]:
@@ -102,7 +96,7 @@ def _column(v: Vec3) -> Vec3:
 
 def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: np.ndarray) -> np.ndarray:
     """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the batch's HI poses: the start joint's
-    :func:`quaternion_from_rows`, every later joint's :func:`later_quaternions` in one call."""
+    :func:`quaternion_from_rows`, every later joint's as :func:`bent_quaternions` computes them, in one call."""
     n_frames, n = bends.shape
     quats = np.empty((n_frames, n, 4))
     for k, value in enumerate(quaternion_from_rows(NUMPY_OPS, start_rows)):
@@ -111,7 +105,8 @@ def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: np.ndarray)
         later = np.ascontiguousarray(bends[:, 1:])  # the transcendental functions' input: unit stride
         preferred, axis = pref.bend_factor_columns
         half = 0.5 * later
-        (bent,) = later_quaternions((preferred,), (np.cos(half),), (np.sin(half),), (axis,))
+        # Every later joint at once: bent_quaternions' call on (N, n - 1) components.
+        (bent,) = turned_quaternions((preferred,), (np.cos(half),), (np.sin(half),), (axis,), canonical=True)
         for k, value in enumerate(bent):
             quats[:, 1:, k] = value
     return quats
