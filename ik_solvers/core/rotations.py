@@ -165,21 +165,13 @@ def rotvecs_from_quaternion_list(xp: ArrayOps, quats: Sequence[Quat], canonical:
 
 
 def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:
-    """Quaternion ``(w, x, y, z)`` of a rotation vector in components (:func:`quaternions_from_rotvec_list`)."""
-    return quaternions_from_rotvec_list(xp, (v,))[0]
-
-
-def quaternions_from_rotvec_list(xp: ArrayOps, rotvecs: Sequence[Sequence[Real]]) -> list[Quat]:
-    """Quaternion ``(w, x, y, z)`` of each rotation vector in components (the Taylor form below a small angle)."""
-    sqrt, sin, cos, choose = xp.sqrt, xp.sin, xp.cos, xp.choose
-    out = []
-    for x, y, z in rotvecs:
-        angle = sqrt(x * x + y * y + z * z)
-        # sin(θ/2) / θ, its Taylor form below the small angle (divided by 1.0: exact).
-        top, bottom = choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (sin(angle / 2.0), angle))
-        half_sinc = top / bottom
-        out.append((cos(angle / 2.0), x * half_sinc, y * half_sinc, z * half_sinc))
-    return out
+    """Quaternion ``(w, x, y, z)`` of a rotation vector in components (the Taylor form below a small angle)."""
+    x, y, z = v
+    angle = xp.sqrt(x * x + y * y + z * z)
+    # sin(θ/2) / θ, its Taylor form below the small angle (divided by 1.0: exact).
+    top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(angle / 2.0), angle))
+    half_sinc = top / bottom
+    return (xp.cos(angle / 2.0), x * half_sinc, y * half_sinc, z * half_sinc)
 
 
 def quaternion_about_axis(xp: ArrayOps, angle: Real, axis: Sequence[Real]) -> Quat:
@@ -292,8 +284,9 @@ def turned_quaternions(quats: Sequence[Sequence[Real]], coss: Sequence[Real], si
         z = az * bw - ay * bx + ax * by + aw * bz
         if canonical:
             sign = 1.0 - 2.0 * (w < 0.0)
-            w, x, y, z = w * sign, x * sign, y * sign, z * sign
-        out.append((w, x, y, z))
+            out.append((w * sign, x * sign, y * sign, z * sign))
+        else:
+            out.append((w, x, y, z))
     return out
 
 

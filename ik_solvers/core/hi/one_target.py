@@ -21,7 +21,7 @@ from ..array_ops import SCALAR_OPS as xp
 from ..chain import JointKind
 from ..iteration import status_of
 from ..result import SolveOptions, Status
-from ..rotations import quaternion_about_axis, quaternion_product, quaternions_from_rotvec_list
+from ..rotations import quaternion_about_axis, quaternion_from_rotvec, quaternion_product
 from ..vectors import cross3, norm3, tmatvec3, unit3, vec3
 from ..zero_plane import (
     ZERO_PLANE_MAPS,
@@ -149,16 +149,14 @@ def solve_hi_one(
 
 def _local_quaternions(pref: PreferredPose, q: list[float]) -> tuple[tuple[float, float, float, float], ...]:
     """``kinematics.local_quaternions(chain, q)`` for one pose: each joint kind's quaternion from the
-    rotations functions it calls (every ball joint's in one call)."""
-    balls, _ = pref.variable_layout
-    out: list[Any] = [None] * len(pref.joint_kinds)
-    for (j, _), quat in zip(balls, quaternions_from_rotvec_list(xp, [q[first : first + 3] for _, first in balls])):
-        out[j] = quat
-    axes = pref.joint_axes
-    for j, (kind, first) in enumerate(pref.joint_kinds):
-        if kind is not JointKind.BALL:
-            turn = quaternion_about_axis(xp, q[first], axes[first])
+    rotations functions it calls."""
+    out = []
+    for kind, first in pref.joint_kinds:
+        if kind is JointKind.BALL:
+            out.append(quaternion_from_rotvec(xp, q[first : first + 3]))
+        else:
+            turn = quaternion_about_axis(xp, q[first], pref.joint_axes[first])
             if kind is JointKind.UNIVERSAL:
-                turn = quaternion_product(turn, quaternion_about_axis(xp, q[first + 1], axes[first + 1]))
-            out[j] = turn
+                turn = quaternion_product(turn, quaternion_about_axis(xp, q[first + 1], pref.joint_axes[first + 1]))
+            out.append(turn)
     return tuple(out)
