@@ -168,10 +168,11 @@ def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:
     """Quaternion ``(w, x, y, z)`` of a rotation vector in components (the Taylor form below a small angle)."""
     x, y, z = v
     angle = xp.sqrt(x * x + y * y + z * z)
+    half = angle / 2.0
     # sin(θ/2) / θ, its Taylor form below the small angle (divided by 1.0: exact).
-    top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(angle / 2.0), angle))
+    top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(half), angle))
     half_sinc = top / bottom
-    return (xp.cos(angle / 2.0), x * half_sinc, y * half_sinc, z * half_sinc)
+    return (xp.cos(half), x * half_sinc, y * half_sinc, z * half_sinc)
 
 
 def quaternion_about_axis(xp: ArrayOps, angle: Real, axis: Sequence[Real]) -> Quat:
