@@ -133,7 +133,8 @@ def quaternion_from_rows(xp: ArrayOps, m: Rows3) -> Quat:
 def canonical_quaternion(xp: ArrayOps, q: Quat) -> Quat:
     """The same rotation with ``w ≥ 0`` (the hemisphere of the identity)."""
     w, x, y, z = q
-    return xp.choose(w < 0.0, (-w, -x, -y, -z), q)
+    sign = 1.0 - 2.0 * (w < 0.0)  # ±1.0: exact, and no select call (one target's floats)
+    return (w * sign, x * sign, y * sign, z * sign)
 
 
 def quaternions_from_matrices(matrices: np.ndarray) -> np.ndarray:
@@ -167,10 +168,11 @@ def quaternion_from_rotvec(xp: ArrayOps, v: Sequence[Real]) -> Quat:
     """Quaternion ``(w, x, y, z)`` of a rotation vector in components (the Taylor form below a small angle)."""
     x, y, z = v
     angle = xp.sqrt(x * x + y * y + z * z)
+    half = angle / 2.0
     # sin(θ/2) / θ, its Taylor form below the small angle (divided by 1.0: exact).
-    top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(angle / 2.0), angle))
+    top, bottom = xp.choose(angle < _SMALL_ANGLE, (0.5 - angle * angle / 48.0, 1.0), (xp.sin(half), angle))
     half_sinc = top / bottom
-    return (xp.cos(angle / 2.0), x * half_sinc, y * half_sinc, z * half_sinc)
+    return (xp.cos(half), x * half_sinc, y * half_sinc, z * half_sinc)
 
 
 def quaternion_about_axis(xp: ArrayOps, angle: Real, axis: Sequence[Real]) -> Quat:
@@ -259,19 +261,34 @@ def quaternion_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def quaternion_product(a: Sequence[Real], b: Sequence[Real]) -> Quat:
-    """Hamilton product ``a * b`` of quaternions ``(w, x, y, z)`` in components (floats or arrays).
+    """Hamilton product ``a * b`` of quaternions ``(w, x, y, z)`` in components (floats or arrays):
+    :func:`turned_quaternions` of ``a`` by ``b``'s scalar part and ``1.0 ×`` its vector part (exact)."""
+    return turned_quaternions((a,), (b[0],), (1.0,), (b[1:],))[0]
+
+
+def turned_quaternions(quats: Sequence[Sequence[Real]], coss: Sequence[Real], sins: Sequence[Real],
+                       axes: Sequence[Sequence[Real]], canonical: bool = False) -> list[Quat]:
+    """Each ``quats[j] * (coss[j], sins[j] · axes[j])`` (a turn about a unit axis from its half angle's
+    cosine and sine: :func:`turn_quaternion`), with ``w ≥ 0`` where ``canonical`` (components: floats,
+    or arrays alike; one call for a chain's joints).
 
     Row ``i`` of ``L(a) b`` summed in index order, as :func:`quaternion_products` sums it; a negative
-    sign as a subtraction (``x − y`` is ``x + (−y)`` in IEEE arithmetic, and negation is exact).
+    sign as a subtraction (``x − y`` is ``x + (−y)`` in IEEE arithmetic, and negation is exact). The
+    hemisphere as :func:`canonical_quaternion` picks it, by a sign ``±1.0`` (exact; no select call).
     """
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (
-        aw * bw - ax * bx - ay * by - az * bz,
-        ax * bw + aw * bx - az * by + ay * bz,
-        ay * bw + az * bx + aw * by - ax * bz,
-        az * bw - ay * bx + ax * by + aw * bz,
-    )
+    out = []
+    for (aw, ax, ay, az), bw, s, (ex, ey, ez) in zip(quats, coss, sins, axes):
+        bx, by, bz = s * ex, s * ey, s * ez
+        w = aw * bw - ax * bx - ay * by - az * bz
+        x = ax * bw + aw * bx - az * by + ay * bz
+        y = ay * bw + az * bx + aw * by - ax * bz
+        z = az * bw - ay * bx + ax * by + aw * bz
+        if canonical:
+            sign = 1.0 - 2.0 * (w < 0.0)
+            out.append((w * sign, x * sign, y * sign, z * sign))
+        else:
+            out.append((w, x, y, z))
+    return out
 
 
 def canonical_quaternions(quaternions: np.ndarray) -> np.ndarray:

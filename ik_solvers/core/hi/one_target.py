@@ -150,9 +150,9 @@ def solve_hi_one(
 def _local_quaternions(pref: PreferredPose, q: list[float]) -> tuple[tuple[float, float, float, float], ...]:
     """``kinematics.local_quaternions(chain, q)`` for one pose: each joint kind's quaternion from the
     rotations functions it calls."""
-    out = []
+    out, ball = [], JointKind.BALL
     for kind, first in pref.joint_kinds:
-        if kind is JointKind.BALL:
+        if kind is ball:
             out.append(quaternion_from_rotvec(xp, q[first : first + 3]))
         else:
             turn = quaternion_about_axis(xp, q[first], pref.joint_axes[first])

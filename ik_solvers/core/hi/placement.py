@@ -2,7 +2,8 @@
 
 Written once per target in an array namespace (``array_ops``): the batch (:func:`placed_pose`,
 :func:`joint_quaternions`, :func:`joint_variables`) and the one-target solve both call
-:func:`placed_point`, :func:`start_rotation`, :func:`bent_quaternions` and :func:`bent_variables`.
+:func:`placed_point`, :func:`start_rotation`, :func:`bent_quaternions` (``rotations.turned_quaternions``)
+and :func:`bent_variables`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ import numpy as np
 from ..array_ops import NUMPY_OPS, ROW_OPS, ArrayOps, Real
 from ..rotations import (
     Quat,
-    canonical_quaternion,
     quaternion_from_rows,
-    quaternion_product,
     rotvecs_from_quaternion_list,
-    turn_quaternion,
+    turned_quaternions,
 )
 from ..vectors import Rows3, Vec3, columns3, cross3, matmul3, tmatvec3, vec3
 from .in_plane import Bent
@@ -50,20 +49,14 @@ def start_rotation(xp: ArrayOps, axis: Vec3, normal: Vec3, side: Vec3, parent: R
     return matmul3(columns, start_basis)
 
 
-def bent_quaternion(xp: ArrayOps, preferred: Quat, axis: Vec3, cos: Real, sin: Real) -> Quat:
-    """A later joint's local rotation ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``, ``w ≥ 0``, from the
-    half bend's cosine and sine (components: one joint's floats, or every later joint's at once as
-    ``(N, n − 1)`` arrays)."""
-    return canonical_quaternion(xp, quaternion_product(preferred, turn_quaternion(cos, sin, axis)))
-
-
 def bent_quaternions(xp: ArrayOps, pref: PreferredPose, start_rows: Rows3, bends: Sequence[Real]) -> list[Quat]:
     """One target's local rotations ``(w, x, y, z)``, ``w ≥ 0``: the start joint's from its rotation
-    rows (:func:`quaternion_from_rows`), each later joint's :func:`bent_quaternion`."""
+    rows (:func:`quaternion_from_rows`), the later joints' ``R_j = R_j^pref · Rot(bend_axes[j], bends[j])``
+    from their half bends' cosines and sines in one ``rotations.turned_quaternions`` call."""
     halves = [0.5 * bend for bend in bends[1:]]
-    return [quaternion_from_rows(xp, start_rows)] + [
-        bent_quaternion(xp, preferred, axis, cos, sin)  # type: ignore[arg-type]
-        for (preferred, axis), cos, sin in zip(pref.bend_factors, xp.joints.cos(halves), xp.joints.sin(halves))]
+    preferred, axes = pref.bend_factors
+    return [quaternion_from_rows(xp, start_rows),
+            *turned_quaternions(preferred, xp.joints.cos(halves), xp.joints.sin(halves), axes, canonical=True)]
 
 
 def bent_variables(xp: ArrayOps, pref: PreferredPose, quats: Sequence[Quat], bends: Sequence[Real]) -> list[Real]:
@@ -103,7 +96,7 @@ def _column(v: Vec3) -> Vec3:
 
 def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: np.ndarray) -> np.ndarray:
     """Local rotations ``(N, n, 4)`` ``(w, x, y, z)``, ``w ≥ 0``, of the batch's HI poses: the start joint's
-    :func:`quaternion_from_rows`, every later joint's :func:`bent_quaternion` in one call."""
+    :func:`quaternion_from_rows`, every later joint's as :func:`bent_quaternions` computes them, in one call."""
     n_frames, n = bends.shape
     quats = np.empty((n_frames, n, 4))
     for k, value in enumerate(quaternion_from_rows(NUMPY_OPS, start_rows)):
@@ -112,7 +105,9 @@ def joint_quaternions(pref: PreferredPose, start_rows: Rows3, bends: np.ndarray)
         later = np.ascontiguousarray(bends[:, 1:])  # the transcendental functions' input: unit stride
         preferred, axis = pref.bend_factor_columns
         half = 0.5 * later
-        for k, value in enumerate(bent_quaternion(NUMPY_OPS, preferred, axis, np.cos(half), np.sin(half))):
+        # Every later joint at once: bent_quaternions' call on (N, n - 1) components.
+        (bent,) = turned_quaternions((preferred,), (np.cos(half),), (np.sin(half),), (axis,), canonical=True)
+        for k, value in enumerate(bent):
             quats[:, 1:, k] = value
     return quats
 

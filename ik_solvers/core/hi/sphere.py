@@ -216,10 +216,10 @@ class PreferredPose:
         return InPlaneConstants.of(self)
 
     @cached_property
-    def bend_factors(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
-        """Per joint after the start joint: its preferred local quaternion and its bend axis (floats)."""
-        return tuple((tuple(quat), tuple(axis)) for quat, axis in
-                     zip(self.local_quaternions[1:].tolist(), self.bend_axes[1:].tolist()))
+    def bend_factors(self) -> tuple[tuple[tuple[float, float, float, float], ...], tuple[tuple[float, float, float], ...]]:
+        """The joints after the start joint's preferred local quaternions and bend axes (floats)."""
+        return (tuple(tuple(quat) for quat in self.local_quaternions[1:].tolist()),
+                tuple(tuple(axis) for axis in self.bend_axes[1:].tolist()))
 
     # The same constants as Python floats, for the one-target solve (one_target).
     @cached_property
