@@ -341,6 +341,8 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
     if cached is not None and cached.chain is chain:
         return cached
     derived = _derive_preferred_pose(chain, q) if cached is None else replace(cached, chain=chain)
+    if cached is not None:  # what it derived lazily (the in-plane path: 15–60 ms) depends on content alone
+        derived.__dict__.update({name: value for name, value in cached.__dict__.items() if name not in derived.__dict__})
     if len(_PREFERRED_CACHE) >= _PREFERRED_CACHE_SIZE:
         _PREFERRED_CACHE.clear()
     _PREFERRED_CACHE[key] = derived
