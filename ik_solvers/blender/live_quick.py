@@ -37,8 +37,9 @@ def offer_quick(obj: bpy.types.Object, checked: list[tuple[ChainKey, ChainSpec, 
 
     A chain can when no other live chain of the armature moves a bone its root hangs from (each
     chain's write would move the next one's root, which the quick path takes as the full update read
-    it). The one-target HI solve serves it when it is HI with a built-in zero-plane map and the sphere
-    rides with the start joint's parent (so with the root).
+    it). The one-target HI solve serves it when it is HI with a built-in zero-plane map, the sphere
+    rides with the start joint's parent (so with the root), there is no orientation goal and the
+    influence is full (the other chains take the sampled solve).
     """
     bones = cast("bpy.types.Armature", obj.data).bones  # the chains' armature
     pose = obj.pose
