@@ -22,7 +22,7 @@ keeps between calls is in ``live_state``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bpy
 from bpy.app.handlers import persistent
@@ -48,6 +48,9 @@ from .rig import write_pose
 from .sampling import FrameInputs, sample_inputs
 from .solving import prepare_solve, run_solve
 from .spec import ChainSpec, chain_spec
+
+if TYPE_CHECKING:
+    from .properties import IK_SOLVERS_PG_chain
 
 
 def live_chains(scene: bpy.types.Scene) -> list[tuple[bpy.types.Object, list[Any]]]:
@@ -109,17 +112,17 @@ def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | 
     return solved
 
 
-def _update_chain(obj: bpy.types.Object, chain: Any, record: LiveChain, depsgraph: bpy.types.Depsgraph | None,
+def _update_chain(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record: LiveChain, depsgraph: bpy.types.Depsgraph | None,
                   force: bool, earlier: list[ChainBones]) -> bool:
     """Check one live chain in full (also against the ``earlier`` live chains of its armature: no
     bone in common) and solve it if its inputs changed (or ``force``); True if solved."""
     values = rig_values(obj, chain, record)
-    kept = record.spec
-    rig = kept.rig if kept is not None and record.rig_key == values.key() else None
+    kept, rig_as_left = record.spec, record.rig_key == values.key()
+    rig = kept.rig if kept is not None and rig_as_left else None
     spec = record.spec = chain_spec(obj, chain, rig, reuse=kept)
     check_chains_apart([(chain.name, spec.bone_names)], earlier)
     inputs = sample_inputs(obj, spec, depsgraph=depsgraph)
-    inputs = record.inputs = kept_fk_pose(record, inputs, record.rig_key == values.key(), obj, spec.rig)
+    inputs = record.inputs = kept_fk_pose(record, inputs, rig_as_left, obj, spec.rig)
     solved = (spec.source, inputs_key(inputs))
     if not force and record.solved == solved:
         return False
