@@ -14,7 +14,7 @@ chain samples its inputs and solves as the full update does, only without its ch
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import bpy
 import numpy as np
@@ -28,6 +28,9 @@ from .root_space import point_to_root, single_inverse
 from .sampling import FrameInputs, goal_world, sample_inputs
 from .solving import checked_swivel, checked_target_point, poles_in_root, prepare_solve, root_scales, run_solve
 from .spec import ChainSpec, check_points
+
+if TYPE_CHECKING:
+    from .properties import IK_SOLVERS_PG_chain
 
 QUICK_ZERO_PLANE_MAPS = ("DEFAULT", "POLE_OBJECT")
 
@@ -105,7 +108,7 @@ def quick_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> bool
     return True
 
 
-def quick_solve(obj: bpy.types.Object, chain: Any, record: LiveChain, quick: QuickChain, spec: ChainSpec,
+def quick_solve(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record: LiveChain, quick: QuickChain, spec: ChainSpec,
                 depsgraph: bpy.types.Depsgraph) -> None:
     """One chain's quick update: the target's independence checked, then target, pole and swivel read
     and checked as the full update does. With the one-target HI solve (``quick.preferred``) they are
@@ -158,7 +161,7 @@ def _location(point: bpy.types.Object, depsgraph: bpy.types.Depsgraph) -> tuple[
     return (x, y, z)
 
 
-def _solve_as_in_full(obj: bpy.types.Object, chain: Any, record: LiveChain, spec: ChainSpec, inputs: FrameInputs,
+def _solve_as_in_full(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record: LiveChain, spec: ChainSpec, inputs: FrameInputs,
                       signature: object) -> None:
     """Prepare, solve, write and store as the full update does (without its checks of the armature)."""
     prepared = prepare_solve(spec, inputs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -28,6 +28,8 @@ from .spec import ChainSpec
 
 if TYPE_CHECKING:
     import bpy
+
+    from .properties import IK_SOLVERS_PG_chain
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,7 +210,7 @@ class RigValues:
         return self.names + self.values.tobytes()
 
 
-def rig_values(obj: bpy.types.Object, chain: Any, record: LiveChain) -> RigValues:
+def rig_values(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record: LiveChain) -> RigValues:
     """Read :class:`RigValues` (bulk reads into the buffer of ``record``'s last read).
 
     Reading the chain costs several times more than this; a live chain whose bones, pose and IK
@@ -266,7 +268,7 @@ def inputs_key(inputs: FrameInputs) -> bytes:
     return b"".join(np.ascontiguousarray(a, dtype=float).tobytes() if a is not None else b"-" for a in arrays)
 
 
-def turn_off(obj: bpy.types.Object, chain: Any, error: BaseException) -> None:
+def turn_off(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, error: BaseException) -> None:
     """Live mode off for ``chain`` after it failed: the reason on the chain (the panel shows it),
     its memory dropped, the pose as it was. Writing the settings may fail too (a file closing):
     then there is nothing left to tell."""

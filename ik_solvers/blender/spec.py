@@ -9,7 +9,7 @@ was built from (:attr:`ChainSpec.source`), so live mode builds it again only whe
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bpy
 import numpy as np
@@ -22,6 +22,9 @@ from .identity import check_bones, follow_renamed_tip
 from .properties import SOLVE_SETTINGS, SolveSetting
 from .rig import RigChain, joint_variables_from_quaternions, read_chain
 from .root_space import uniform_scale
+
+if TYPE_CHECKING:
+    from .properties import IK_SOLVERS_PG_chain
 
 PER_FRAME_SETTINGS = {setting.enters: setting for setting in SOLVE_SETTINGS if setting.per_frame}
 """Spec field → the setting sampling reads at every frame (the animatable swivel angle)."""
@@ -131,20 +134,20 @@ def _plain(value: Any) -> Any:
     return tuple(value)
 
 
-def _stored(chain_settings: Any, setting: SolveSetting) -> Any:
+def _stored(chain_settings: IK_SOLVERS_PG_chain, setting: SolveSetting) -> Any:
     value = getattr(chain_settings, setting.name)
     if setting.items:
         return tuple(tuple(_plain(getattr(item, name)) for name in setting.items) for item in value)
     return _plain(value)
 
 
-def settings_key(chain_settings: Any) -> tuple:
+def settings_key(chain_settings: IK_SOLVERS_PG_chain) -> tuple:
     """Every setting of ``SOLVE_SETTINGS`` as stored (and where the settings are): equal keys, equal specs
     of the same chain read and armature scale."""
     return (chain_settings.path_from_id(), *(_stored(chain_settings, setting) for setting in SOLVE_SETTINGS))
 
 
-def preferred_q(chain_settings: Any, rig: RigChain) -> np.ndarray:
+def preferred_q(chain_settings: IK_SOLVERS_PG_chain, rig: RigChain) -> np.ndarray:
     """The chain's captured preferred pose as joint variables ``(n_dof,)`` of ``rig``."""
     if not chain_settings.has_preferred_pose:
         raise IKSolversError("the chain has no preferred pose; capture one first.")
@@ -155,7 +158,7 @@ def preferred_q(chain_settings: Any, rig: RigChain) -> np.ndarray:
     return joint_variables_from_quaternions(rig, stored)
 
 
-def _checked_rig(obj: bpy.types.Object, chain_settings: Any, rig: RigChain | None) -> RigChain:
+def _checked_rig(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, rig: RigChain | None) -> RigChain:
     """The checks of the scene around the chain, made at every build (and every live update): an
     editable armature, the remembered bones, Limit Rotation limits, a target independent of the chain.
     Returns ``rig``, or the chain read again when ``rig`` is None or its limits changed."""
@@ -184,7 +187,7 @@ def check_points(obj: bpy.types.Object, rig: RigChain, target: bpy.types.Object,
         check_target_independent(obj, rig.bone_names[0], point, what)
 
 
-def chain_spec(obj: bpy.types.Object, chain_settings: Any, rig: RigChain | None = None, *,
+def chain_spec(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, rig: RigChain | None = None, *,
                reuse: ChainSpec | None = None) -> ChainSpec:
     """The frozen spec of ``chain_settings`` (an item of ``obj.ik_solvers.chains``).
 
@@ -217,7 +220,7 @@ def chain_spec(obj: bpy.types.Object, chain_settings: Any, rig: RigChain | None 
         return _built(chain_settings, rig, world, source)
 
 
-def _built(chain_settings: Any, rig: RigChain, world: np.ndarray, source: tuple) -> ChainSpec:
+def _built(chain_settings: IK_SOLVERS_PG_chain, rig: RigChain, world: np.ndarray, source: tuple) -> ChainSpec:
     """The spec from the settings as ``SOLVE_SETTINGS`` says each enters it."""
     # Distances in the settings are scene units; convert with the armature object's own scale,
     # not the batch's root frames: a frame's result must not depend on which frames share its
