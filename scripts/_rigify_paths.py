@@ -47,9 +47,12 @@ def min_preferred_ratio(joints: np.ndarray, steps: int = 73) -> float:
 
 
 def _directions(alpha: float | np.ndarray, beta: float | np.ndarray, a: np.ndarray, b: np.ndarray,
-                c: np.ndarray) -> np.ndarray:
-    """Unit directions ``cos β (cos α a + sin α b) + sin β c`` for arrays of angles (radians)."""
+                c: np.ndarray, cone: bool = False) -> np.ndarray:
+    """Unit directions ``cos β (cos α a + sin α b) + sin β c`` for arrays of angles (radians); with
+    ``cone``, ``cos α a + sin α (cos β b + sin β c)`` (α from ``a``, β round it)."""
     alpha, beta = np.broadcast_arrays(np.atleast_1d(np.asarray(alpha, float)), np.atleast_1d(np.asarray(beta, float)))
+    if cone:
+        return np.cos(alpha)[:, None] * a + np.sin(alpha)[:, None] * (np.cos(beta)[:, None] * b + np.sin(beta)[:, None] * c)
     d = np.cos(alpha)[:, None] * a + np.sin(alpha)[:, None] * b
     return np.cos(beta)[:, None] * d + np.sin(beta)[:, None] * c
 
@@ -152,3 +155,62 @@ def with_fold(paths: dict[str, np.ndarray], joints: np.ndarray, frames: int) -> 
     out["out_of_reach"] = paths["out_of_reach"]
     return out
 
+
+
+# --------------------------------------------------------------------------- issue 20's paths (compare_metarigs.py)
+SWEEP_STEP = 0.0005
+"""The preferred-distance sweep moves the target this far per frame (0.5 mm at the metarigs' metre scale)."""
+SWEEP_HALF_WIDTH = 0.02
+"""… over this far each side of the rest root-to-tip distance (clipped 1 mm short of the reach)."""
+
+
+def _rest_axis(joints: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Unit rest root → tip axis, the rest root-to-tip distance and the reach (sum of segment lengths)."""
+    axis = joints[-1] - joints[0]
+    return axis / np.linalg.norm(axis), float(np.linalg.norm(axis)), float(np.linalg.norm(np.diff(joints, axis=0), axis=1).sum())
+
+
+def free_min_ratio(joints: np.ndarray) -> float:
+    """Least root-to-tip distance / reach of the chain with free joints: ``max(0, 2·Lmax − ΣL) / ΣL``."""
+    lengths = np.linalg.norm(np.diff(joints, axis=0), axis=1)
+    return float(max(0.0, 2.0 * lengths.max() - lengths.sum()) / lengths.sum())
+
+
+def sweep_path(joints: np.ndarray, step: float = SWEEP_STEP, half_width: float = SWEEP_HALF_WIDTH) -> np.ndarray:
+    """The target along the rest axis across the rest (preferred) root-to-tip distance, ``step`` per
+    frame from ``half_width`` inside it to ``half_width`` beyond it (at most 1 mm short of the reach):
+    where HI popped before issue 20 (a 0.5 mm move moved the human knee 93 mm)."""
+    axis, distance, reach = _rest_axis(joints)
+    far = min(distance + half_width, reach - 0.001)
+    return joints[0] + np.arange(distance - half_width, far + 0.5 * step, step)[:, None] * axis
+
+
+def near_root_path(joints: np.ndarray, frames: int, margin: float = 0.05) -> np.ndarray:
+    """The target drawn in along the rest axis from 0.9 of the reach to ``margin`` (of the reach) above
+    the free-joint least distance and back: below the least distance with every joint bent its own way
+    (:func:`min_preferred_ratio`) on zigzag legs, reachable only by bending a joint the other way."""
+    axis, _, reach = _rest_axis(joints)
+    low = max(free_min_ratio(joints) + margin, 0.1)
+    ratio = 0.9 - (0.9 - low) * np.sin(math.pi * np.linspace(0.0, 1.0, frames))
+    return joints[0] + (reach * ratio)[:, None] * axis
+
+
+def axis_paths(joints: np.ndarray, frames: int) -> dict[str, np.ndarray]:
+    """Target paths of a chain with no body axes of its own (tails, necks, wings, fins), around its rest
+    root → tip axis ``a`` (ratio of the reach in brackets): ``sway`` (0.9) round a 35° cone about ``a``;
+    ``swing`` (0.85) 50° to one side of ``a`` and back through it to the other; ``out_of_reach``
+    (1.05–1.3) along ``a`` to 40° off it."""
+    axis, _, reach = _rest_axis(joints)
+    helper = OUTWARD if abs(axis @ OUTWARD) < 0.9 else UP
+    side = np.cross(axis, helper)
+    side /= np.linalg.norm(side)
+    other = np.cross(axis, side)
+    t = np.linspace(0.0, 1.0, frames)
+    rise = np.sin(math.pi * t)
+    deg = math.radians
+    paths = {
+        "sway": (np.full(frames, 0.9), _directions(deg(35.0), 2 * math.pi * t, axis, side, other, cone=True)),
+        "swing": (np.full(frames, 0.85), _directions(deg(50.0) * np.sin(2 * math.pi * t), 0.0, axis, side, other)),
+        "out_of_reach": (1.05 + 0.25 * rise, _directions(deg(40.0) * t, 0.0, axis, side, other)),
+    }
+    return {k: joints[0] + (reach * r)[:, None] * d for k, (r, d) in paths.items()}

@@ -152,7 +152,8 @@ def fresh_scene() -> None:
     enable_rigify()
 
 
-def _add_metarig(operator: str):
+def metarig(operator: str):
+    """Add the metarig of ``operator`` (e.g. ``armature_human_metarig_add``) with Rigify enabled; returns it."""
     import bpy
 
     enable_rigify()
@@ -163,7 +164,7 @@ def _add_metarig(operator: str):
     return obj
 
 
-def _chain_bones(obj, tip: str, count: int) -> tuple[str, ...]:
+def chain_bones(obj, tip: str, count: int) -> tuple[str, ...]:
     names: list[str]
     bone, names = obj.data.bones[tip], []
     while bone is not None and len(names) < count:
@@ -227,8 +228,8 @@ def make_setup(name: str, rig, bones, paths: dict[str, np.ndarray], reachable: d
 
 
 def _limb(name: str, operator: str, tip: str, count: int, frames: int, kind: str) -> RigifySetup:
-    rig = _add_metarig(operator)
-    bones = _chain_bones(rig, tip, count)
+    rig = metarig(operator)
+    bones = chain_bones(rig, tip, count)
     joints, _ = rest_geometry(rig, bones)
     reach = float(np.linalg.norm(np.diff(joints, axis=0), axis=1).sum())
     if kind == "arm":
@@ -295,7 +296,7 @@ def generate_human_rig():
 
     atexit.unregister(unregister_generated_rig_ui)  # registered once, however many rigs are generated
     atexit.register(unregister_generated_rig_ui)
-    meta = _add_metarig("armature_human_metarig_add")
+    meta = metarig("armature_human_metarig_add")
     bpy.ops.object.mode_set(mode="EDIT")
     edit_bones = meta.data.edit_bones
     face = edit_bones["face"]

@@ -32,6 +32,7 @@ from _measure import (
     normal_turns,
     rest_lower_bounds,
     tip_errors,
+    warned_flips,
 )
 from _rigify_rigs import RigifySetup, add_empty
 
@@ -257,3 +258,12 @@ def pole_warning_frames(setup: RigifySetup, chain) -> set[int]:
     if result.hi is None:
         return set()
     return {int(f) for f, on in zip(frames, np.asarray(result.hi.pole_warnings, bool)) if on}
+
+
+def count_warned_flips(setup: RigifySetup, flips: list[int], report: dict | None, warnings: set[int]) -> int:
+    """How many of the measured ``flips`` (1-based frames) our bake warned of: the frame (or the one
+    before) is listed in the bake report's flip frames or has the pole warning on."""
+    listed = np.zeros(setup.frame_end, bool)
+    for frame in {int(f["frame"]) for f in (report or {}).get("flip_frames", ())} | warnings:
+        listed[frame - 1] = True
+    return sum(warned_flips([frame - 1 for frame in flips], listed))

@@ -31,16 +31,16 @@ from _measure import (
     check_markers,
     markers,
     paste_between_markers,
-    warned_flips,
 )
 from _measure import format_number as _fmt
-from _rigify_rigs import BUILDERS, RigifySetup, fresh_scene
+from _rigify_rigs import BUILDERS, fresh_scene
 from _rigify_runs import (
     add_blender_ik,
     add_chain,
     bake_blender,
     bake_ours,
     bake_report,
+    count_warned_flips,
     measure,
     pole_warning_frames,
 )
@@ -60,15 +60,6 @@ SOLVERS = (
 """Table rows per rig: label → how to run it (ours: ``add_chain`` options; Blender's IK constraint).
 ``bones_min``: only on chains of at least that many bones ("SDLS, no pull" is the default of longer
 chains without its reference-pose pull, for comparison)."""
-
-
-def count_warned_flips(setup: RigifySetup, flips: list[int], report: dict | None, warnings: set[int]) -> int:
-    """How many of the measured ``flips`` (1-based frames) our bake warned of: the frame (or the one
-    before) is listed in the bake report's flip frames or has the pole warning on."""
-    listed = np.zeros(setup.frame_end, bool)
-    for frame in {int(f["frame"]) for f in (report or {}).get("flip_frames", ())} | warnings:
-        listed[frame - 1] = True
-    return sum(warned_flips([frame - 1 for frame in flips], listed))
 
 
 def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dict:
