@@ -12,9 +12,11 @@ The error is measured in world space through the chain: all rotation channels of
 their keys, and a candidate segment is accepted only when forward kinematics of every frame of
 the segment (all joints evaluated together, so a parent's error shows at its children and the tip)
 stays within the bound. Segments are grown greedily from the first frame, their length doubled
-until it fails, then every length between tried (candidates evaluated in batches). Keys are the baked samples themselves (every kept key is exact), so segments are
-independent; each segment's two handles are a weighted least-squares fit of the unreduced channel
-values between its keys, reweighted toward the smallest largest world error (Lawson).
+until it fails, then every length between tried (candidates evaluated in batches). Keys are the
+baked samples themselves (every kept key is exact), so segments are independent; the handles of
+all channels of a segment are fitted together, a weighted least-squares fit of the unreduced
+values between its keys in the chain's world metric (``JᵀJ``: a channel error counts as far as it
+moves the joints and the tip), reweighted toward the smallest largest world error (Lawson).
 """
 
 from __future__ import annotations
@@ -37,9 +39,14 @@ DEFAULT_KEY_ERROR_PER_REACH = 1e-4
 FLOAT32_MARGIN = 0.02
 """Fraction of the bound left free for Blender's float32 evaluation of the curves and pose."""
 
-SLOPE_REGULARISATION = 1e-3
-"""Weight (per frame of segment length) pulling a fitted slope toward the finite-difference slope:
-only decides under-determined fits (segments with fewer than two inner frames)."""
+SLOPE_REGULARISATION = 3e-5
+"""Weight (per frame of segment length, relative to the world metric's mean) pulling a fitted slope
+toward the finite-difference slope: decides what the samples leave free (segments with fewer than
+two inner frames, a quaternion's length)."""
+
+CHANNEL_WEIGHT = 3e-4
+"""Weight (relative to the world metric's mean) of plain channel errors added to the world metric:
+keeps the fitted curves near the samples' values where the world does not see them."""
 
 
 # --------------------------------------------------------------------------- rotations
@@ -87,19 +94,40 @@ def default_key_error(chain: Chain, scale: float = 1.0) -> float:
 
 
 # --------------------------------------------------------------------------- Bézier segments
-def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, ends: np.ndarray,
-                  weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solutions ``(k, n)`` of the positive definite systems ``matrices (k, n, n)`` · x = ``rhs (k, n)``.
+
+    Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
+    the last bits with the thread count, and the keys must not depend on the process (the
+    operator and ``ik_batch`` write the same keys bit for bit)."""
+    a, b = matrices.copy(), rhs.copy()
+    n = a.shape[-1]
+    for j in range(n - 1):
+        factor = a[:, j + 1:, j] / a[:, j, j, None]
+        a[:, j + 1:, j:] -= factor[:, :, None] * a[:, None, j, j:]
+        b[:, j + 1:] -= factor * b[:, j, None]
+    x = np.empty_like(b)
+    for j in range(n - 1, -1, -1):
+        x[:, j] = (b[:, j] - (a[:, j, j + 1:] * x[:, j + 1:]).sum(axis=1)) / a[:, j, j]
+    return x
+
+
+def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray, a: int,
+                  ends: np.ndarray, weights: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``.
 
-    The keys are the samples; each segment's two handles are a least-squares fit of the samples
-    between its keys (each row weighted by ``weights (R,)`` if given, in the order returned),
-    pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides
-    a segment with fewer than two samples between its keys). Returns the float32 control values
-    ``(k, 4, C)`` (key, right handle, next left handle, next key), the rows between the keys of
-    every candidate one after the other ``(R,)``, each row's candidate ``(R,)`` and its Bernstein
-    basis ``(R, 4)``.
+    The keys are the samples; the handles of all channels of a segment are fitted together, a
+    least-squares fit of the samples between its keys in the world metric ``metric (N, C, C)``
+    (``JᵀJ`` of the chain's points with respect to the channels at each frame: a channel error is
+    weighed by how far it moves the joints and the tip, and errors that do not move them, such as
+    a quaternion's length, cost nothing), each row weighted by ``weights (R,)`` if given (in the
+    order returned), pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides what
+    the samples leave free). Returns the float32 control values ``(k, 4, C)`` (key, right handle,
+    next left handle, next key), the rows between the keys of every candidate one after the other
+    ``(R,)``, each row's candidate ``(R,)`` and its Bernstein basis ``(R, 4)``.
     """
-    k = len(ends)
+    k, channels = len(ends), values.shape[1]
     lengths = ends - a - 1
     segment = np.repeat(np.arange(k), lengths)
     rows = a + 1 + np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
@@ -110,18 +138,23 @@ def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a:
     basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
     y0, y1 = values[a], values[ends]
     # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
-    d0, d1 = basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0
+    d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
     residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], y0) - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment]
-    weight = SLOPE_REGULARISATION * spans
-    one_hot = (segment[None, :] == np.arange(k)[:, None]).astype(float)
-    w0, w1 = (d0, d1) if weights is None else (d0 * weights, d1 * weights)
-    normal = np.empty((k, 2, 2))
-    normal[:, 0, 0] = one_hot @ (w0 * d0) + weight
-    normal[:, 0, 1] = normal[:, 1, 0] = one_hot @ (w0 * d1)
-    normal[:, 1, 1] = one_hot @ (w1 * d1) + weight
-    rhs = np.stack([one_hot @ (w0[:, None] * residual) + weight[:, None] * slopes[a],
-                    one_hot @ (w1[:, None] * residual) + weight[:, None] * slopes[ends]], axis=1)
-    m = np.linalg.solve(normal, rhs)
+    weighted = d if weights is None else d * weights[:, None]
+    # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
+    # blocking (thread count) would change the last bits and so the keys between processes.
+    starts = np.cumsum(lengths) - lengths
+    g = metric[rows]
+    dd = (weighted[:, :, None] * d[:, None, :]).reshape(-1, 4)
+    normal = np.add.reduceat((dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1),
+                             starts, axis=0)
+    normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
+    gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
+    rhs = np.add.reduceat((weighted[:, :, None] * gr[:, None, :]).reshape(len(rows), -1), starts, axis=0)
+    weight = SLOPE_REGULARISATION * spans * max(float(np.trace(metric, axis1=1, axis2=2).mean()) / channels, 1e-300)
+    normal += weight[:, None, None] * np.eye(2 * channels)
+    rhs += weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]], axis=1)
+    m = _solve_positive_definite(normal, rhs).reshape(k, 2, channels)
     third = (spans / 3.0)[:, None]
     controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
     return controls.astype(np.float32).astype(float), rows, segment, basis
@@ -205,6 +238,18 @@ class _Problem:
         self.scale = scale
         self.reference = self.points(self.values)
         self.slopes = np.gradient(self.values, self.frames, axis=0)
+        self.metric = self._metric()
+
+    def _metric(self, step: float = 1e-6) -> np.ndarray:
+        """``JᵀJ (N, C, C)``: the world metric of channel errors at every frame (J: the joints' and
+        the tip's world positions with respect to the channels, by central differences)."""
+        count, channels = self.values.shape
+        steps = step * np.array([1.0, -1.0])[:, None, None, None] * np.eye(channels)[None, :, None, :]
+        points = self.points((self.values + steps).reshape(-1, channels)).reshape(2, channels, count, -1)
+        jacobian = ((points[0] - points[1]) / (2.0 * step)).transpose(1, 0, 2)  # (N, C, 3 (n + 1)), chain units
+        metric = (jacobian[:, :, None] * jacobian[:, None]).sum(axis=3)  # not einsum: see _fit_segments
+        mean = np.trace(metric, axis1=1, axis2=2).mean() / channels
+        return metric + CHANNEL_WEIGHT * mean * np.eye(channels)
 
     def joints(self, values: np.ndarray) -> list[np.ndarray]:
         """Channels ``(..., C)`` split per joint."""
@@ -229,7 +274,8 @@ class _Problem:
         smallest largest error kept per candidate."""
         weights = None
         for _ in range(MINIMAX_ROUNDS):
-            controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, a, ends, weights)
+            controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, self.metric, a, ends,
+                                                           weights)
             errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
             largest = np.zeros(len(ends))
             np.maximum.at(largest, segment, errors)
