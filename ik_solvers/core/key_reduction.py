@@ -100,16 +100,13 @@ def _solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarra
     Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
     the last bits with the thread count, and the keys must not depend on the process (the
     operator and ``ik_batch`` write the same keys bit for bit)."""
-    a, b = matrices.copy(), rhs.copy()
-    n = a.shape[-1]
-    for j in range(n - 1):
-        factor = a[:, j + 1:, j] / a[:, j, j, None]
-        a[:, j + 1:, j:] -= factor[:, :, None] * a[:, None, j, j:]
-        b[:, j + 1:] -= factor * b[:, j, None]
-    x = np.empty_like(b)
-    for j in range(n - 1, -1, -1):
-        x[:, j] = (b[:, j] - (a[:, j, j + 1:] * x[:, j + 1:]).sum(axis=1)) / a[:, j, j]
-    return x
+    augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
+    for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
+        augmented[:, j] /= augmented[:, j, j, None]
+        factor = augmented[:, :, j].copy()
+        factor[:, j] = 0.0
+        augmented -= factor[:, :, None] * augmented[:, None, j]
+    return augmented[:, :, -1]
 
 
 def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray, a: int,
