@@ -127,7 +127,7 @@ def bake(rig: Any, chain: str, frames: int, key_error: float = 0.0) -> tuple[flo
 
     bpy = import_bpy()
     fit = key_reduction.reduce_keys
-    timings = []
+    timings: list[list[float]] = []
 
     def timed_fit(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
