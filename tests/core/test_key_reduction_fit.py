@@ -260,3 +260,19 @@ def test_the_fit_solves_its_systems_as_lapack_does():
     rhs = rng.normal(size=(5, 16))
     np.testing.assert_allclose(_solve_positive_definite(matrices, rhs),
                                np.linalg.solve(matrices, rhs[..., None])[..., 0], rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("key_error", [1e-4, 3e-3])
+def test_every_segment_is_as_long_as_it_can_be(key_error):
+    """The search around the last segment's length takes the longest length that holds: one
+    frame longer, every kept segment (but one ending at the last frame) breaks the bound."""
+    from ik_solvers.core import key_reduction
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
+    reduced = check_bound(chain, frames, channels, key_error)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    budget = key_error * (1.0 - key_reduction.FLOAT32_MARGIN)
+    for a, b in zip(reduced.indices[:-2], reduced.indices[1:-1]):
+        assert problem.segments(int(a), np.array([b + 1]), budget)[1][0] > budget, (a, b)
