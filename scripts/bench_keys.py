@@ -41,6 +41,8 @@ JITTER = 0.4e-3
 """Per-axis noise (m) of the recorded path: its second difference is √6 · 0.4 ≈ 1 mm per frame²."""
 BISECTIONS = 14
 """Steps of the bisection of Decimate's margin (in log space between 1e-7 and 1)."""
+TIMING_REPEATS = 3
+"""Bakes timed per measurement, the fastest kept (the machine may be shared)."""
 
 
 # --------------------------------------------------------------------------- paths
@@ -117,16 +119,37 @@ def rotation_curves(rig: Any, bones: tuple[str, ...]) -> list[Any]:
     return [fcurve for fcurve in channelbag.fcurves if fcurve.data_path in paths]
 
 
-def bake(rig: Any, chain: str, frames: int, key_error: float = 0.0) -> float:
+def bake(rig: Any, chain: str, frames: int, key_error: float = 0.0) -> tuple[float, float]:
     """Bake ``chain`` over 1..``frames`` with the add-on's operator (keys reduced within
-    ``key_error`` unless 0); the seconds it took."""
+    ``key_error`` unless 0), :data:`TIMING_REPEATS` times: the fastest bake's seconds, and of
+    those the seconds the reduction itself took (the core's ``reduce_keys``; 0 without it)."""
+    from ik_solvers.blender import key_reduction
+
     bpy = import_bpy()
-    started = time.perf_counter()
-    with operator_context(rig):
-        result = bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=1, frame_end=frames, chain=chain,
-                                         reduce_keys=key_error > 0.0, key_error=key_error)
-    assert result == {"FINISHED"}, result
-    return time.perf_counter() - started
+    fit = key_reduction.reduce_keys
+    timings: list[list[float]] = []
+
+    def timed_fit(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fit(*args, **kwargs)
+        finally:
+            timings[-1][1] += time.perf_counter() - started
+
+    key_reduction.reduce_keys = timed_fit
+    try:
+        for _ in range(TIMING_REPEATS):
+            timings.append([0.0, 0.0])
+            started = time.perf_counter()
+            with operator_context(rig):
+                result = bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=1, frame_end=frames, chain=chain,
+                                                 reduce_keys=key_error > 0.0, key_error=key_error)
+            timings[-1][0] = time.perf_counter() - started
+            assert result == {"FINISHED"}, result
+    finally:
+        key_reduction.reduce_keys = fit
+    seconds, reducing = min(timings)
+    return seconds, reducing
 
 
 def decimate(curves: list[Any], margin: float) -> None:
@@ -183,7 +206,7 @@ def run_case(rig_name: str, path_name: str, spans: int, bounds: tuple[float, ...
     reach = float(np.linalg.norm(np.diff(rest[0], axis=0), axis=1).sum())
     jitter = JITTER if path_name == "recorded" else 0.0
     key_path(target, target_path(rest[0, 0], rest[0, -1], reach, spans, jitter, seed))
-    full_seconds = bake(rig, chain, frames)
+    full_seconds, _ = bake(rig, chain, frames)
     reference, _, _ = evaluate_chain(rig, bones, target, range(1, frames + 1))
     curves = rotation_curves(rig, bones)
     full = [read_keyframes(fcurve) for fcurve in curves]
@@ -194,7 +217,7 @@ def run_case(rig_name: str, path_name: str, spans: int, bounds: tuple[float, ...
     rows = []
     for bound_mm in bounds:
         bound = bound_mm * 1e-3
-        ours_seconds = bake(rig, chain, frames, bound)
+        ours_seconds, reduce_seconds = bake(rig, chain, frames, bound)
         ours = world_errors(rig, bones, target, frames, reference)
         curves = rotation_curves(rig, bones)
         ours_keys = sum(len(fcurve.keyframe_points) for fcurve in curves)
@@ -222,12 +245,14 @@ def run_case(rig_name: str, path_name: str, spans: int, bounds: tuple[float, ...
             "ours_max_mm": float(ours.max() * 1e3), "ours_p99_mm": float(np.percentile(ours, 99) * 1e3),
             "decimate_keys": best[1], "decimate_fraction": best[1] / keys_before, "decimate_margin": best[0],
             "decimate_max_mm": float(best[2].max() * 1e3), "ratio": ours_keys / best[1],
-            "full_bake_seconds": full_seconds, "reduced_bake_seconds": ours_seconds,
+            "full_bake_seconds": full_seconds, "reduced_bake_seconds": ours_seconds, "reduce_seconds": reduce_seconds,
+            "reduced_bake_ratio": ours_seconds / full_seconds, "reduce_ratio": reduce_seconds / full_seconds,
         })
         print(f"{rig_name:10s} {path_name:8s} E {bound_mm:4.1f} mm: ours {ours_keys:5d}/{keys_before} "
               f"({ours_keys / keys_before:6.1%}, max {ours.max() * 1e3:.3f} mm), decimate {best[1]:5d} "
-              f"({best[1] / keys_before:6.1%}), ratio {ours_keys / best[1]:.2f}; bake {full_seconds:.2f} s, "
-              f"reduced {ours_seconds:.2f} s", flush=True)
+              f"({best[1] / keys_before:6.1%}), ratio {ours_keys / best[1]:.2f}; bake {full_seconds * 1e3:.0f} ms, "
+              f"reduced {ours_seconds * 1e3:.0f} ms ({ours_seconds / full_seconds:.1f}x; reducing "
+              f"{reduce_seconds * 1e3:.0f} ms)", flush=True)
     bpy.ops.wm.read_homefile(use_empty=True)
     return rows, figure
 
@@ -279,6 +304,20 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def timing_table(rows: list[dict[str, Any]]) -> str:
+    """Per rig and path (rows): the full bake's time, and per bound the reduced bake's time as a
+    ratio of it, with the reduction's own share (both ratios of the full bake)."""
+    bounds = sorted({r["E_mm"] for r in rows})
+    lines = ["| rig | path | full bake | " + " | ".join(f"E = {b:g} mm" for b in bounds) + " |",
+             "|---|---|---|" + "---|" * len(bounds)]
+    for case in dict.fromkeys((r["rig"], r["path"]) for r in rows):
+        mine = [r for r in rows if (r["rig"], r["path"]) == case]
+        cells = {r["E_mm"]: f"{r['reduced_bake_ratio']:.1f}× ({r['reduce_ratio']:.1f}×)" for r in mine}
+        lines.append(f"| {case[0]} | {case[1]} | {mine[0]['full_bake_seconds'] * 1e3:.0f} ms | "
+                     + " | ".join(cells.get(b, "") for b in bounds) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     return run_main("bench_keys", lambda: _main(argv))
 
@@ -311,7 +350,7 @@ def _main(argv: list[str]) -> int:
     (args.out / "bench_keys.json").write_text(json.dumps({"rows": rows, "figure_case": shown,
                                                           "figure": figures[shown]}, indent=1))
     plot(args.out / "bench_keys.png", rows, figures[shown], shown)
-    table = markdown_table(rows)
+    table = markdown_table(rows) + "\n" + timing_table(rows)
     (args.out / "bench_keys.md").write_text(table)
     print(table + f"wrote {args.out / 'bench_keys.csv'}, .json, .md, .png")
     return 0

@@ -11,10 +11,13 @@ float32 as Blender stores them. Blender's own float32 arithmetic adds ~1e-7 rela
 The error is measured in world space through the chain: all rotation channels of the chain share
 their keys, and a candidate segment is accepted only when forward kinematics of every frame of
 the segment (all joints evaluated together, so a parent's error shows at its children and the tip)
-stays within the bound. Segments are grown greedily from the first frame, their length doubled
-until it fails, then every length between tried (candidates evaluated in batches). Keys are the baked samples themselves (every kept key is exact), so segments are
-independent; each segment's two handles are a weighted least-squares fit of the unreduced channel
-values between its keys, reweighted toward the smallest largest world error (Lawson).
+stays within the bound. Segments are grown greedily from the first frame, the longest that holds
+taken: every length from half to twice the last segment's tried in one batch, the batch moved up
+(doubled) or down until the longest length that holds is inside it. Keys are the
+baked samples themselves (every kept key is exact), so segments are independent; the handles of
+all channels of a segment are fitted together, a weighted least-squares fit of the unreduced
+values between its keys in the chain's world metric (``JᵀJ``: a channel error counts as far as it
+moves the joints and the tip), reweighted toward the smallest largest world error (Lawson).
 """
 
 from __future__ import annotations
@@ -37,9 +40,14 @@ DEFAULT_KEY_ERROR_PER_REACH = 1e-4
 FLOAT32_MARGIN = 0.02
 """Fraction of the bound left free for Blender's float32 evaluation of the curves and pose."""
 
-SLOPE_REGULARISATION = 1e-3
-"""Weight (per frame of segment length) pulling a fitted slope toward the finite-difference slope:
-only decides under-determined fits (segments with fewer than two inner frames)."""
+SLOPE_REGULARISATION = 3e-5
+"""Weight (per frame of segment length, relative to the world metric's mean) pulling a fitted slope
+toward the finite-difference slope: decides what the samples leave free (segments with fewer than
+two inner frames, a quaternion's length)."""
+
+CHANNEL_WEIGHT = 3e-4
+"""Weight (relative to the world metric's mean) of plain channel errors added to the world metric:
+keeps the fitted curves near the samples' values where the world does not see them."""
 
 
 # --------------------------------------------------------------------------- rotations
@@ -87,19 +95,37 @@ def default_key_error(chain: Chain, scale: float = 1.0) -> float:
 
 
 # --------------------------------------------------------------------------- Bézier segments
-def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a: int, ends: np.ndarray,
-                  weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solutions ``(k, n)`` of the positive definite systems ``matrices (k, n, n)`` · x = ``rhs (k, n)``.
+
+    Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
+    the last bits with the thread count, and the keys must not depend on the process (the
+    operator and ``ik_batch`` write the same keys bit for bit)."""
+    augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
+    for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
+        augmented[:, j] /= augmented[:, j, j, None]
+        factor = augmented[:, :, j].copy()
+        factor[:, j] = 0.0
+        augmented -= factor[:, :, None] * augmented[:, None, j]
+    return augmented[:, :, -1]
+
+
+def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray, a: int,
+                  ends: np.ndarray, weights: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``.
 
-    The keys are the samples; each segment's two handles are a least-squares fit of the samples
-    between its keys (each row weighted by ``weights (R,)`` if given, in the order returned),
-    pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides
-    a segment with fewer than two samples between its keys). Returns the float32 control values
-    ``(k, 4, C)`` (key, right handle, next left handle, next key), the rows between the keys of
-    every candidate one after the other ``(R,)``, each row's candidate ``(R,)`` and its Bernstein
-    basis ``(R, 4)``.
+    The keys are the samples; the handles of all channels of a segment are fitted together, a
+    least-squares fit of the samples between its keys in the world metric ``metric (N, C, C)``
+    (``JᵀJ`` of the chain's points with respect to the channels at each frame: a channel error is
+    weighed by how far it moves the joints and the tip, and errors that do not move them, such as
+    a quaternion's length, cost nothing), each row weighted by ``weights (R,)`` if given (in the
+    order returned), pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides what
+    the samples leave free). Returns the float32 control values ``(k, 4, C)`` (key, right handle,
+    next left handle, next key), the rows between the keys of every candidate one after the other
+    ``(R,)``, each row's candidate ``(R,)`` and its Bernstein basis ``(R, 4)``.
     """
-    k = len(ends)
+    k, channels = len(ends), values.shape[1]
     lengths = ends - a - 1
     segment = np.repeat(np.arange(k), lengths)
     rows = a + 1 + np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
@@ -110,18 +136,23 @@ def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, a:
     basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
     y0, y1 = values[a], values[ends]
     # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
-    d0, d1 = basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0
+    d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
     residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], y0) - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment]
-    weight = SLOPE_REGULARISATION * spans
-    one_hot = (segment[None, :] == np.arange(k)[:, None]).astype(float)
-    w0, w1 = (d0, d1) if weights is None else (d0 * weights, d1 * weights)
-    normal = np.empty((k, 2, 2))
-    normal[:, 0, 0] = one_hot @ (w0 * d0) + weight
-    normal[:, 0, 1] = normal[:, 1, 0] = one_hot @ (w0 * d1)
-    normal[:, 1, 1] = one_hot @ (w1 * d1) + weight
-    rhs = np.stack([one_hot @ (w0[:, None] * residual) + weight[:, None] * slopes[a],
-                    one_hot @ (w1[:, None] * residual) + weight[:, None] * slopes[ends]], axis=1)
-    m = np.linalg.solve(normal, rhs)
+    weighted = d if weights is None else d * weights[:, None]
+    # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
+    # blocking (thread count) would change the last bits and so the keys between processes.
+    starts = np.cumsum(lengths) - lengths
+    g = metric[rows]
+    dd = (weighted[:, :, None] * d[:, None, :]).reshape(-1, 4)
+    normal = np.add.reduceat((dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1),
+                             starts, axis=0)
+    normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
+    gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
+    rhs = np.add.reduceat((weighted[:, :, None] * gr[:, None, :]).reshape(len(rows), -1), starts, axis=0)
+    weight = SLOPE_REGULARISATION * spans * max(float(np.trace(metric, axis1=1, axis2=2).mean()) / channels, 1e-300)
+    normal += weight[:, None, None] * np.eye(2 * channels)
+    rhs += weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]], axis=1)
+    m = _solve_positive_definite(normal, rhs).reshape(k, 2, channels)
     third = (spans / 3.0)[:, None]
     controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
     return controls.astype(np.float32).astype(float), rows, segment, basis
@@ -205,6 +236,18 @@ class _Problem:
         self.scale = scale
         self.reference = self.points(self.values)
         self.slopes = np.gradient(self.values, self.frames, axis=0)
+        self.metric = self._metric()
+
+    def _metric(self, step: float = 1e-6) -> np.ndarray:
+        """``JᵀJ (N, C, C)``: the world metric of channel errors at every frame (J: the joints' and
+        the tip's world positions with respect to the channels, by central differences)."""
+        count, channels = self.values.shape
+        steps = step * np.array([1.0, -1.0])[:, None, None, None] * np.eye(channels)[None, :, None, :]
+        points = self.points((self.values + steps).reshape(-1, channels)).reshape(2, channels, count, -1)
+        jacobian = ((points[0] - points[1]) / (2.0 * step)).transpose(1, 0, 2)  # (N, C, 3 (n + 1)), chain units
+        metric = (jacobian[:, :, None] * jacobian[:, None]).sum(axis=3)  # not einsum: see _fit_segments
+        mean = np.trace(metric, axis1=1, axis2=2).mean() / channels
+        return metric + CHANNEL_WEIGHT * mean * np.eye(channels)
 
     def joints(self, values: np.ndarray) -> list[np.ndarray]:
         """Channels ``(..., C)`` split per joint."""
@@ -218,73 +261,87 @@ class _Problem:
         offsets = self.points(values) - self.reference[rows]
         return self.scale * np.linalg.norm(offsets, axis=-1).max(axis=-1)
 
-    def segments(self, a: int, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def segments(self, a: int, ends: np.ndarray, budget: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fitted controls ``(k, 4, C)`` of the candidate segments from sample ``a`` to each of
         ``ends (k,)`` (all greater than ``a + 1``), each candidate's largest world error ``(k,)``
         over the frames between its keys and the world error of those frames, candidate after
         candidate ``(R,)``; all candidates evaluated in one batch.
 
-        The fit aims at the largest error, not the sum of squares: :data:`MINIMAX_ROUNDS` rounds of
-        Lawson's reweighting (each frame's weight times its world error), the round with the
-        smallest largest error kept per candidate."""
-        weights = None
+        The fit aims at the largest error, not the sum of squares: up to :data:`MINIMAX_ROUNDS`
+        rounds of Lawson's reweighting (each frame's weight times its world error), the round with
+        the smallest largest error kept per candidate. A candidate leaves the rounds once it holds
+        ``budget`` (it is taken as it is) or its largest error is beyond :data:`HOPELESS` × ``budget``."""
+        lengths = ends - a - 1
+        starts = np.cumsum(lengths) - lengths
+        best = np.empty((len(ends), 4, self.values.shape[1]))
+        best_largest = np.full(len(ends), np.inf)
+        best_errors = np.empty(int(lengths.sum()))
+        active, weights = np.arange(len(ends)), None
         for _ in range(MINIMAX_ROUNDS):
-            controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, a, ends, weights)
+            controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, self.metric, a,
+                                                           ends[active], weights)
             errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
-            largest = np.zeros(len(ends))
+            largest = np.zeros(len(active))
             np.maximum.at(largest, segment, errors)
-            if weights is None:
-                best, best_largest, best_errors = controls, largest, errors
-            else:
-                better = largest < best_largest
-                best = np.where(better[:, None, None], controls, best)
-                best_errors = np.where(better[segment], errors, best_errors)
-                best_largest = np.minimum(largest, best_largest)
+            better = largest < best_largest[active]
+            best[active[better]] = controls[better]
+            best_largest[active[better]] = largest[better]
+            at = starts[active][segment] + rows - a - 1
+            best_errors[at[better[segment]]] = errors[better[segment]]
+            going = (best_largest[active] > budget) & (best_largest[active] <= HOPELESS * budget)
+            if not going.any():
+                break
             scaled = (errors + 1e-3 * largest[segment]) / np.maximum(largest[segment], 1e-300)
             weights = scaled if weights is None else weights * scaled
             weights /= np.bincount(segment, weights)[segment] / np.bincount(segment)[segment]
+            weights, active = weights[going[segment]], active[going]
         return best, best_largest, best_errors
 
-    def segment(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """Fitted controls ``(4, C)`` of the segment ``a → b`` and the world error ``(b − a − 1,)`` of
-        the frames between its keys."""
-        if b == a + 1:  # no frame between the keys: straight handles
-            y0, y1 = self.values[a], self.values[b]
-            controls = np.stack([y0, (2.0 * y0 + y1) / 3.0, (y0 + 2.0 * y1) / 3.0, y1])
-            return controls.astype(np.float32).astype(float), np.zeros(0)
-        controls, _, errors = self.segments(a, np.array([b]))
-        return controls[0], errors
+    def straight(self, a: int) -> np.ndarray:
+        """Controls ``(4, C)`` of the segment ``a → a + 1`` (no frame between its keys): straight handles."""
+        y0, y1 = self.values[a], self.values[a + 1]
+        controls = np.stack([y0, (2.0 * y0 + y1) / 3.0, (y0 + 2.0 * y1) / 3.0, y1])
+        return controls.astype(np.float32).astype(float)
 
 
 MINIMAX_ROUNDS = 4
 """Fits per candidate segment: least squares, then Lawson reweightings toward the smallest largest error."""
 
-DOUBLINGS_PER_BATCH = 4
-"""Candidate lengths (2, 4, 8, 16 samples, then 32 … 256, …) evaluated together per batch."""
+HOPELESS = 3.0
+"""A candidate whose largest error is beyond this many bounds leaves the reweighting rounds: they
+bring the largest error down by much less (one round of the fit is then all it costs)."""
+
+FIRST_GUESS = 8
+"""Segment length (samples) around which the first key's candidates are tried; later keys start
+around the length of the segment before."""
 
 
-def _longest_segment(problem: _Problem, a: int, limit: int, budget: float) -> int:
-    """The end of the longest segment found from sample ``a`` (at most to ``limit``) within
-    ``budget``: lengths doubled (a batch at a time) until one fails, then every length between the
-    last success and that failure tried at once, the longest that holds taken."""
-    good, bad, length = a + 1, None, 2
-    while good < limit and bad is None:
-        ends = np.minimum(a + length * 2 ** np.arange(DOUBLINGS_PER_BATCH), limit)
-        ends = np.unique(ends[ends > good])
-        held = problem.segments(a, ends)[1] <= budget
-        failed = np.flatnonzero(~held)
-        if failed.size:
-            bad = int(ends[failed[0]])
-            good = int(ends[failed[0] - 1]) if failed[0] else good
-        else:
-            good = int(ends[-1])
-        length *= 2 ** DOUBLINGS_PER_BATCH
-    if bad is not None and bad - good > 1:
-        ends = np.arange(good + 1, bad)
-        holding = np.flatnonzero(problem.segments(a, ends)[1] <= budget)
-        if holding.size:
-            good = int(ends[holding[-1]])
-    return good
+def _longest_segment(problem: _Problem, a: int, limit: int, budget: float, guess: int
+                     ) -> tuple[int, np.ndarray, np.ndarray]:
+    """The longest segment found from sample ``a`` (at most to ``limit``) within ``budget``: its end,
+    controls ``(4, C)`` and the world error of the frames between its keys.
+
+    Every length from half to twice ``guess`` is tried in one batch; while the longest of them
+    holds, the next batch doubles it; when none holds, every shorter length is tried; the longest
+    that holds is taken (a segment without inner frames always holds)."""
+    most = limit - a
+    found = a + 1, problem.straight(a), np.zeros(0)
+    low, high = max(2, guess // 2), min(most, 2 * guess)
+    while low <= high:
+        lengths = np.arange(low, high + 1)
+        controls, largest, errors = problem.segments(a, a + lengths, budget)
+        held = np.flatnonzero(largest <= budget)
+        if held.size:
+            best = held[-1]
+            start = int((lengths[:best] - 1).sum())
+            found = a + int(lengths[best]), controls[best], errors[start:start + int(lengths[best]) - 1]
+        if held.size and best == len(lengths) - 1:
+            low, high = high + 1, min(most, 2 * high)
+        elif held.size or low == 2:
+            break
+        else:  # nothing from ``low`` on held: only shorter lengths are left
+            low, high, most = 2, low - 1, low - 1
+    return found
 
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
@@ -324,8 +381,9 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     while keys[-1] < count - 1:
         a = keys[-1]
         limit = int(np.flatnonzero(forced[a + 1:])[0]) + a + 1
-        b = _longest_segment(problem, a, limit, budget)
-        controls, errors[a + 1:b] = problem.segment(a, b)
+        guess = keys[-1] - keys[-2] if len(keys) > 1 else FIRST_GUESS
+        b, controls, inner = _longest_segment(problem, a, limit, budget, guess)
+        errors[a + 1:b] = inner
         keys.append(b)
         segments.append(problem.joints(controls))
     indices = np.array(keys)

@@ -224,3 +224,55 @@ def test_the_minimax_fit_keeps_fewer_keys_than_least_squares_alone(monkeypatch):
     monkeypatch.setattr(key_reduction, "MINIMAX_ROUNDS", 1)
     least_squares = [check_bound(chain, frames, channels, 1e-4).keys_after for channels in paths]
     assert all(m <= s for m, s in zip(minimax, least_squares)) and sum(minimax) < sum(least_squares)
+
+
+def test_the_world_metric_fit_keeps_fewer_keys_than_fitting_each_channel_alone(monkeypatch):
+    """The handles of all channels fitted together in the chain's world metric (a channel error
+    counts as far as it moves the joints and the tip) keep fewer keys than a fit of every channel
+    on its own (the metric replaced by the identity), never more."""
+    from ik_solvers.core import key_reduction
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    paths = [quaternion_path(smooth_path(seed, 121, 12, amplitude=0.25)) for seed in range(2)]
+    world = [check_bound(chain, frames, channels, 1e-4).keys_after for channels in paths]
+    monkeypatch.setattr(key_reduction._Problem, "_metric", lambda self: np.broadcast_to(np.eye(12), (121, 12, 12)))
+    alone = [check_bound(chain, frames, channels, 1e-4).keys_after for channels in paths]
+    assert all(w <= a for w, a in zip(world, alone)) and sum(world) < sum(alone)
+
+
+def test_quaternions_of_any_length_keep_the_bound():
+    """Blender normalises a quaternion before use, and so does the fit's world metric (a change of
+    length moves nothing): quaternions keyed at a varying length keep the bound at every frame."""
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    lengths = 1.0 + 0.3 * np.sin(frames / 5.0)[:, None]
+    channels = [q * lengths for q in quaternion_path(smooth_path(4, 121, 12, amplitude=0.25))]
+    assert check_bound(chain, frames, channels, 1e-4).kept_fraction < 0.4
+
+
+def test_the_fit_solves_its_systems_as_lapack_does():
+    from ik_solvers.core.key_reduction import _solve_positive_definite
+
+    rng = np.random.default_rng(8)
+    factors = rng.normal(size=(5, 16, 16))
+    matrices = factors @ factors.transpose(0, 2, 1) + 1e-3 * np.eye(16)
+    rhs = rng.normal(size=(5, 16))
+    np.testing.assert_allclose(_solve_positive_definite(matrices, rhs),
+                               np.linalg.solve(matrices, rhs[..., None])[..., 0], rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("key_error", [1e-4, 3e-3])
+def test_every_segment_is_as_long_as_it_can_be(key_error):
+    """The search around the last segment's length takes the longest length that holds: one
+    frame longer, every kept segment (but one ending at the last frame) breaks the bound."""
+    from ik_solvers.core import key_reduction
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
+    reduced = check_bound(chain, frames, channels, key_error)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    budget = key_error * (1.0 - key_reduction.FLOAT32_MARGIN)
+    for a, b in zip(reduced.indices[:-2], reduced.indices[1:-1]):
+        assert problem.segments(int(a), np.array([b + 1]), budget)[1][0] > budget, (a, b)
