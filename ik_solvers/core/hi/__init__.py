@@ -46,7 +46,7 @@ from .one_target import OneTargetHI, solve_hi_one
 from .orientation import solve_hi_oriented  # registers Method.HI (with the orientation split)
 from .parent_space import ParentSpace, sphere_rotations_for_parent_space
 from .planes import DEFAULT_WARNING_ANGLE, pole_angles
-from .solve import HISolveResult, solve_hi, swivel_for_plane
+from .solve import HISolveResult, hi_preferred_pose, solve_hi, swivel_for_plane
 from .sphere import PreferredPose, SphereFrame, pose_plane_normals, preferred_pose
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "PreferredPose",
     "SphereFrame",
     "find_flips",
+    "hi_preferred_pose",
     "flips_from_normals",
     "pole_angles",
     "pose_plane_normals",
