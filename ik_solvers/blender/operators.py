@@ -121,6 +121,8 @@ class _ChainAdd:
             settings.active_chain_index = max(0, len(settings.chains) - 1)
             self.report({"ERROR"}, failure_sentence(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return {"CANCELLED"}
+        if chain.setup_note:  # why not HI, or where a straight chain's bend direction came from
+            self.report({"INFO"}, f"{chain.name}: {chain.setup_note}.")  # type: ignore[attr-defined]  # from the Operator this mixin goes with
         return {"FINISHED"}
 
 
@@ -165,6 +167,21 @@ class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
         settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
         settings.chains.remove(settings.active_chain_index)
         settings.active_chain_index = max(0, min(settings.active_chain_index, len(settings.chains) - 1))
+        return {"FINISHED"}
+
+
+class IK_SOLVERS_OT_flip_bend_direction(ActiveChainPoll, bpy.types.Operator):
+    """Bend the active chain's straight preferred pose the other way (negate its bend direction)"""
+
+    bl_idname = "ik_solvers.flip_bend_direction"
+    bl_label = "Flip Bend Direction"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
+        obj = posable_armature(context)
+        assert obj is not None  # poll() found it
+        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+        chain.bend_direction = [-component for component in chain.bend_direction]
         return {"FINISHED"}
 
 
@@ -447,6 +464,7 @@ classes = (
     IK_SOLVERS_OT_chain_add,
     IK_SOLVERS_OT_chain_add_with_target,
     IK_SOLVERS_OT_chain_remove,
+    IK_SOLVERS_OT_flip_bend_direction,
     IK_SOLVERS_OT_solve,
     IK_SOLVERS_OT_capture_preferred_pose,
     IK_SOLVERS_OT_snap_target_to_tip,

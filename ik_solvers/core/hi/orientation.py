@@ -111,7 +111,7 @@ def solve_hi_registered(
     map_data: dict | None = None,
     sphere_rotations: np.ndarray | None = None,
     warning_angle: float | None = None,
-    bend_direction: np.ndarray | None = None,
+    bend_direction: Any = None,
 ) -> SolveResult:
     """``solve(..., Method.HI, initial=preferred, ...)``: the initial pose is the preferred pose.
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..array_ops import ROW_OPS
 from ..chain import Chain
@@ -23,12 +24,12 @@ from .sphere import PreferredPose, SphereFrame, preferred_pose
 
 
 # ---------------------------------------------------------------- solve
-def hi_preferred_pose(chain: Chain, preferred: np.ndarray, *, bend_direction: np.ndarray | None = None,
-                      zero_plane_map: str | ZeroPlaneMapFactory = "DEFAULT",
-                      poles: np.ndarray | None = None) -> PreferredPose:
-    """:func:`~.sphere.preferred_pose` for a solve with these keywords: where the pole map has poles, every
-    frame's plane comes from the pole, so a straight preferred pose needs no ``bend_direction``."""
-    from_poles = (poles is not None and isinstance(zero_plane_map, str)
+def hi_preferred_pose(chain: Chain, preferred: np.ndarray, *, bend_direction: ArrayLike | None = None,
+                      zero_plane_map: str | ZeroPlaneMapFactory = "DEFAULT", with_poles: bool = False) -> PreferredPose:
+    """:func:`~.sphere.preferred_pose` for a solve with these keywords (``with_poles``: pole positions given):
+    where the pole map has poles, every frame's plane comes from the pole, so a straight preferred pose
+    needs no ``bend_direction``."""
+    from_poles = (with_poles and isinstance(zero_plane_map, str)
                   and ZERO_PLANE_MAPS.get(zero_plane_map) is PoleObjectZeroPlaneMap)
     return preferred_pose(chain, preferred, bend_direction, any_plane=from_poles)
 
@@ -102,7 +103,7 @@ def solve_hi(
     sphere_rotations: np.ndarray | None = None,
     options: SolveOptions | None = None,
     warning_angle: float = DEFAULT_WARNING_ANGLE,
-    bend_direction: np.ndarray | None = None,
+    bend_direction: ArrayLike | None = None,
 ) -> HISolveResult:
     """Solve a batch of frames with the HI solver.
 
@@ -138,7 +139,7 @@ def solve_hi(
     """
     options = SolveOptions() if options is None else options
     pref = preferred if isinstance(preferred, PreferredPose) else hi_preferred_pose(
-        chain, preferred, bend_direction=bend_direction, zero_plane_map=zero_plane_map, poles=poles)
+        chain, preferred, bend_direction=bend_direction, zero_plane_map=zero_plane_map, with_poles=poles is not None)
     if pref.chain is not chain:
         raise IKInputError("preferred", "the PreferredPose was made for another chain")
     if not np.isfinite(warning_angle) or warning_angle < 0.0:
@@ -200,7 +201,7 @@ def swivel_for_plane(
     poles: np.ndarray | None = None,
     map_data: dict | None = None,
     sphere_rotations: np.ndarray | None = None,
-    bend_direction: np.ndarray | None = None,
+    bend_direction: ArrayLike | None = None,
 ) -> np.ndarray:
     """Swivel angles ``(N,)`` whose solver plane has the given normals ``(N, 3)`` (solving frame).
 
@@ -210,7 +211,7 @@ def swivel_for_plane(
     Only the part of each normal ⟂ the EE axis counts.
     """
     pref = preferred if isinstance(preferred, PreferredPose) else hi_preferred_pose(
-        chain, preferred, bend_direction=bend_direction, zero_plane_map=zero_plane_map, poles=poles)
+        chain, preferred, bend_direction=bend_direction, zero_plane_map=zero_plane_map, with_poles=poles is not None)
     targets = validated_targets(targets)
     normals = np.asarray(plane_normals, dtype=float)
     normals = np.broadcast_to(normals, targets.shape) if normals.ndim == 1 else normals

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..array_ops import NUMPY_OPS, SCALAR_OPS, ArrayOps, Real
 from ..chain import Chain, JointKind
@@ -313,14 +314,14 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-_PREFERRED_CACHE: dict[tuple[bytes, bytes], PreferredPose] = {}
+_PREFERRED_CACHE: dict[tuple[bytes, bytes, bytes, bool], PreferredPose] = {}
 # Live solving calls the solver once per frame with the same chain and preferred pose, and every
 # bake reads the rig again (an equal chain): deriving the pose again costs more than a two-bone
 # solve, and the curled-pose search of a 10-bone chain ~2 ms.
 _PREFERRED_CACHE_SIZE = 64
 
 
-def preferred_pose(chain: Chain, preferred: np.ndarray, bend_direction: np.ndarray | None = None, *,
+def preferred_pose(chain: Chain, preferred: np.ndarray, bend_direction: ArrayLike | None = None, *,
                    any_plane: bool = False) -> PreferredPose:
     """Check a chain and its preferred pose for the HI solve and derive the sphere frame.
 
