@@ -32,7 +32,7 @@ and the preferred pose alone: two bones in closed form, longer chains by an
 in-plane solve that starts from the preferred angles every time. Solving the
 frames in any order or in any chunks gives bit-identical poses.
 
-Modules, one concern each: ``sphere`` (preferred pose → sphere frame), ``parent_space``,
+Modules, one concern each: ``sphere`` (preferred pose → sphere frame; ``straight`` the plane of a straight one), ``parent_space``,
 ``planes`` (per-frame EE axis, zero plane, swivel), ``in_plane`` (the bends; ``plane_chain``
 the longer chains' root finder, ``path`` their path through the preferred pose, ``in_plane_constants`` the pose's constants as floats),
 ``placement`` (pose on the solver plane, joint rotations), ``solve`` (the entry,

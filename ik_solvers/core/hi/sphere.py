@@ -16,6 +16,7 @@ from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatv
 from .in_plane_constants import InPlaneConstants
 from .path import monotone_path
 from .plane_chain import curled_turns, plane_distances
+from .straight import straight_pose_normal, turn_box
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -325,27 +326,17 @@ def preferred_pose(chain: Chain, preferred: np.ndarray, bend_direction: ArrayLik
                    any_plane: bool = False) -> PreferredPose:
     """Check a chain and its preferred pose for the HI solve and derive the sphere frame.
 
-    A bent preferred pose gives the plane (its joints' plane, :func:`pose_plane_normals`), and
-    ``bend_direction`` is ignored. A straight one (T-pose and BVH rigs) defines none: then
-    ``bend_direction`` ``(3,)`` gives it — the direction the middle joints (knee, elbow) move when
-    the chain bends, in the start joint's rest frame (``root · rest₀``, the start bone's rest axes in
-    Blender; any length). The plane holds the EE axis and ``d``; its normal ``n0 = unit(d⊥ × a0)``
-    (``d⊥`` the part of ``d`` ⟂ the EE axis ``a0``) makes the chain bulge toward ``a0 × n0 = d⊥``, and
-    every middle joint bends that way only (the turn box of a bent joint, ``[0, π]``). With
-    ``any_plane`` (a map giving every frame's plane, e.g. a pole target), a straight pose without a
-    bend direction takes the plane of its first hinge's axis, else one fixed plane through ``a0``.
-
-    The result is cached per (chain content, preferred pose, bend direction, ``any_plane``); a ``Chain``
-    is immutable. For an equal chain read again, the cached derivation comes back holding the given
-    chain object.
+    A bent preferred pose gives the plane (:func:`pose_plane_normals`) and ignores ``bend_direction``;
+    a straight one takes it from ``bend_direction`` ``(3,)`` or ``any_plane`` (:mod:`.straight`).
+    Cached per (chain content, preferred pose, bend direction, ``any_plane``); a ``Chain`` is
+    immutable. For an equal chain read again, the cached derivation comes back holding the given chain.
 
     Raises
     ------
     IKInputError
-        ``preferred`` mis-shaped or non-finite; the start joint not a ball joint
-        (the swivel turns it freely); a later joint with no variable turning about
-        the solver-plane normal; a straight preferred pose without a bend direction
-        (or ``any_plane``); a bend direction not finite, zero or along the chain.
+        ``preferred`` or ``bend_direction`` mis-shaped or non-finite; the start joint not a ball
+        joint (the swivel turns it freely); a later joint with no variable turning about the
+        solver-plane normal; a straight preferred pose without a plane (:mod:`.straight`).
     """
     q = np.asarray(preferred, dtype=float)
     if q.shape != (chain.n_dof,) or not np.all(np.isfinite(q)):
@@ -366,34 +357,6 @@ def preferred_pose(chain: Chain, preferred: np.ndarray, bend_direction: ArrayLik
     return derived
 
 
-def _straight_pose_normal(chain: Chain, positions: np.ndarray, frames: np.ndarray, bend_direction: np.ndarray | None,
-                          any_plane: bool) -> np.ndarray:
-    """The solver-plane normal ``(3,)`` (solving frame) of a straight preferred pose (:func:`preferred_pose`)."""
-    axis = unit(positions[-1] - positions[0])
-    if bend_direction is not None:
-        # The start joint's rest frame in the solving frame: root · rest₀.
-        direction = matvec(chain.root_rotation @ chain.rest_rotations[0], bend_direction)
-    elif any_plane:
-        start_rest = chain.root_rotation @ chain.rest_rotations[0]
-        hinges = [j for j, kind in enumerate(chain.kinds) if j and kind is JointKind.HINGE]
-        if hinges:  # its axis is the plane's normal: d = axis × a0 gives n0 = unit(d⊥ × a0) = the axis
-            j = hinges[0]
-            direction = cross(matvec(frames[j + 1], chain.axes[chain.dof_start[j]]), axis)
-        else:  # one fixed plane: the start joint's rest axis least along the chain
-            local_axis = np.abs(tmatvec(start_rest, axis))
-            direction = start_rest[:, int(np.argmin(local_axis))].copy()
-    else:
-        raise IKInputError(
-            "preferred",
-            "the preferred pose is straight, so it defines no solver plane: set the chain's bend_direction "
-            "(the direction the knee or elbow moves when the chain bends, in the start bone's rest frame), "
-            "give it a pole target, or bend the chain a little and capture the preferred pose again",
-        )
-    across = direction - dot(direction, axis) * axis
-    if norm(across) <= AXIS_PARALLEL_TOLERANCE * max(float(norm(direction)), 1e-300) or not norm(direction) > 0.0:
-        raise IKInputError("bend_direction", "the bend direction is zero or along the chain: it must point "
-                           "where the knee or elbow moves, across the straight chain")
-    return unit(cross(across, axis))
 def _derive_preferred_pose(chain: Chain, q: np.ndarray, bend_direction: np.ndarray | None,
                            any_plane: bool) -> PreferredPose:
     q = q.copy()
@@ -405,7 +368,7 @@ def _derive_preferred_pose(chain: Chain, q: np.ndarray, bend_direction: np.ndarr
     n0_world = pose_plane_normals(positions[None])[0]
     straight = not np.all(np.isfinite(n0_world))
     if straight:
-        n0_world = _straight_pose_normal(chain, positions, frames, bend_direction, any_plane)
+        n0_world = straight_pose_normal(chain, positions, frames, bend_direction, any_plane)
     a0_world = unit(positions[-1] - positions[0])
     root = chain.root_rotation
     sphere = SphereFrame(a0=matvec(root.T, a0_world), n0=matvec(root.T, n0_world))
@@ -427,16 +390,7 @@ def _derive_preferred_pose(chain: Chain, q: np.ndarray, bend_direction: np.ndarr
     relative = np.angle(np.exp(1j * np.diff(headings)))
     in_plane_lengths = np.hypot(along, across)
     in_plane = in_plane_lengths > STRAIGHT_TOLERANCE * chain.reach
-    # Each bent joint keeps its sense (the seed: bend as the preferred pose does); a joint
-    # straight in the preferred pose, or with a bone out of the plane, may go either way.
-    bent = (np.abs(relative) > STRAIGHT_TOLERANCE) & in_plane[1:] & in_plane[:-1]
-    if straight:  # every middle joint bends toward the bend direction, from exactly straight
-        relative = np.zeros_like(relative)
-        bent = in_plane[1:] & in_plane[:-1]
-        lower, upper = np.where(bent, 0.0, -np.pi), np.full(relative.shape, np.pi)
-    else:
-        lower = np.where(bent & (relative > 0.0), 0.0, -np.pi)
-        upper = np.where(bent & (relative < 0.0), 0.0, np.pi)
+    relative, lower, upper = turn_box(relative, in_plane[1:] & in_plane[:-1], straight, STRAIGHT_TOLERANCE)
     curled = curled_turns(in_plane_lengths, lower, upper, relative)
     return PreferredPose(
         chain, q, positions, frames, sphere, bend_axes, headings, in_plane_lengths, height, relative, lower, upper,
