@@ -170,21 +170,6 @@ class IK_SOLVERS_OT_chain_remove(ActiveChainPoll, bpy.types.Operator):
         return {"FINISHED"}
 
 
-class IK_SOLVERS_OT_flip_bend_direction(ActiveChainPoll, bpy.types.Operator):
-    """Bend the active chain's straight preferred pose the other way (negate its bend direction)"""
-
-    bl_idname = "ik_solvers.flip_bend_direction"
-    bl_label = "Flip Bend Direction"
-    bl_options = {"REGISTER", "UNDO"}
-
-    def execute(self, context: bpy.types.Context) -> set[OperatorReturnItems]:
-        obj = posable_armature(context)
-        assert obj is not None  # poll() found it
-        chain = obj.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
-        chain.bend_direction = [-component for component in chain.bend_direction]
-        return {"FINISHED"}
-
-
 class IK_SOLVERS_OT_solve(bpy.types.Operator):
     """Solve the active IK chain (or all enabled chains) at the current frame and set the bones' rotations"""
 
@@ -262,6 +247,19 @@ class IK_SOLVERS_OT_capture_preferred_pose(_ActiveChainAction, bpy.types.Operato
         assert context.scene is not None  # poll() found the armature in the scene
         capture_preferred_pose(obj, chain, context.scene)
         return f"Captured the preferred pose of '{chain.name}'."
+
+
+class IK_SOLVERS_OT_flip_bend_direction(_ActiveChainAction, bpy.types.Operator):
+    """Bend the active chain's straight preferred pose the other way (negate its bend direction)"""
+
+    bl_idname = "ik_solvers.flip_bend_direction"
+    bl_label = "Flip Bend Direction"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        check_editable(obj)
+        chain.bend_direction = [-component for component in chain.bend_direction]
+        return f"Flipped the bend direction of '{chain.name}'."
 
 
 class IK_SOLVERS_OT_snap_target_to_tip(_ActiveChainAction, bpy.types.Operator):
