@@ -3,6 +3,9 @@ bent frame of the armature's action, else the bone roll convention of Rigify's m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import cast
+
 import bpy
 import numpy as np
 
@@ -40,6 +43,19 @@ def found_bend_direction(obj: bpy.types.Object, rig: RigChain) -> tuple[tuple[fl
     return ROLL_CONVENTION, "the bone roll convention (the start bone's local −Z, as on Rigify's metarigs)"
 
 
+def carried_bend_direction(obj: bpy.types.Object, direction: Sequence[float], from_bone: str,
+                           to_bone: str) -> tuple[float, float, float]:
+    """``direction`` in ``from_bone``'s rest axes, written in ``to_bone``'s (bones of the armature ``obj``;
+    as given when either is gone)."""
+    bones = cast("bpy.types.Armature", obj.data).bones
+    old, new = bones.get(from_bone), bones.get(to_bone)
+    if old is None or new is None:
+        return (float(direction[0]), float(direction[1]), float(direction[2]))
+    rest = np.array(new.matrix_local.to_3x3(), dtype=float).T @ np.array(old.matrix_local.to_3x3(), dtype=float)
+    x, y, z = (float(component) for component in rest @ np.asarray(direction, dtype=float))
+    return x, y, z
+
+
 def _from_action(obj: bpy.types.Object, rig: RigChain) -> tuple[tuple[float, float, float], str] | None:
     anim_data = obj.animation_data
     bag = channelbag_for_assigned_slot(anim_data)
@@ -68,8 +84,8 @@ def _from_action(obj: bpy.types.Object, rig: RigChain) -> tuple[tuple[float, flo
     current = forward_kinematics(chain, rig.q[None]).frames[0, 1]
     seen = matvec(current, matvec(pose.frames[best, 1].T, bulge))
     direction = matvec((chain.root_rotation @ chain.rest_rotations[0]).T, seen)
-    frame = int(frames[best])
-    return tuple(float(x) for x in direction), f"frame {frame} of the action '{anim_data.action.name}'"  # type: ignore[return-value]  # three floats
+    x, y, z = (float(component) for component in direction)
+    return (x, y, z), f"frame {int(frames[best])} of the action '{anim_data.action.name}'"
 
 
 def _chain_poses(obj: bpy.types.Object, rig: RigChain, bag: bpy.types.ActionChannelbag,

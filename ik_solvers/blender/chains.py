@@ -20,7 +20,7 @@ from ..core import (
     preferred_pose,
     swivel_for_plane,
 )
-from .bend_source import found_bend_direction
+from .bend_source import carried_bend_direction, found_bend_direction
 from .checks import check_chains_apart, check_editable, enabled_chain_bones
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
@@ -154,6 +154,10 @@ def set_up_new_chain(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain,
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
     except IKSolversError:
         return  # no usable tip bone yet: set up once the user picks one
+    if chain_settings.has_preferred_pose and len(chain_settings.preferred_pose) and any(chain_settings.bend_direction):
+        # Set up again from another start bone: the same direction, in the new start bone's rest axes.
+        chain_settings.bend_direction = carried_bend_direction(
+            obj, chain_settings.bend_direction, chain_settings.preferred_pose[0].bone_name, rig.bone_names[0])
     capture_preferred_pose(obj, chain_settings, scene)
     method = default_method(len(rig.bone_names))
     note = ""

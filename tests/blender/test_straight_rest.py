@@ -223,6 +223,29 @@ def test_a_live_straight_arm_follows_a_flipped_bend_direction(addon):
     assert np.linalg.norm(evaluated_tip(obj, "forearm") - np.array(target.location)) <= REACHED
 
 
+def test_a_longer_chain_keeps_the_flipped_bend_direction_in_its_new_start_bone(addon):
+    """Set up again from another start bone (``chain_length``), a flipped bend direction points the same
+    way in the world, written in the new start bone's rest axes (here rolled 1 rad)."""
+    obj = build_armature([
+        {"name": "shoulder", "head": (-0.15, 0.0, 1.4), "tail": (0.0, 0.0, 1.4), "roll": 1.0},
+        {"name": "upper_arm", "head": (0.0, 0.0, 1.4), "tail": (0.3, 0.0, 1.4), "parent": "shoulder"},
+        {"name": "forearm", "head": (0.3, 0.0, 1.4), "tail": (0.58, 0.0, 1.4), "parent": "upper_arm"},
+    ])
+    select_tip(obj, "forearm", add_empty(location=(0.3, 0.1, 1.3)))
+    assert bpy.ops.ik_solvers.chain_add(chain_length=2) == {"FINISHED"}
+    assert bpy.ops.ik_solvers.flip_bend_direction() == {"FINISHED"}
+    chain = obj.ik_solvers.active_chain
+    bones = obj.data.bones
+    world = np.array(bones["upper_arm"].matrix_local.to_3x3()) @ np.array(chain.bend_direction)
+    chain.chain_length = 3
+    assert chain.method == "HI" and [item.bone_name for item in chain.preferred_pose][0] == "shoulder"
+    np.testing.assert_allclose(np.array(bones["shoulder"].matrix_local.to_3x3()) @ np.array(chain.bend_direction),
+                               world, atol=1e-6)
+    assert world[2] > 0.99  # flipped from the roll convention's local −Z (down): up
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    assert bulges(limb_joints(obj, ("shoulder", "upper_arm", "forearm")))[1][2] > 0.05  # the elbow up
+
+
 @pytest.mark.parametrize("locks", [("x", "y"), ("y", "z")])
 def test_a_hinge_start_joint_gets_sdls_and_says_which_bone_and_locks(addon, locks):
     obj = straight_arm()
