@@ -28,16 +28,17 @@ MIN_BEND = 1e-3
 """A frame counts as bent when a middle joint is this far (fraction of the reach) from the EE axis."""
 
 
-def found_bend_direction(obj: bpy.types.Object, rig: RigChain) -> tuple[tuple[float, float, float], str]:
-    """A bend direction for a chain whose preferred pose (the current one) is straight, and its source
-    (the end of a sentence "bend direction from …").
+def found_bend_direction(obj: bpy.types.Object, rig: RigChain, points: int) -> tuple[tuple[float, float, float], str]:
+    """A bend direction for a chain whose preferred pose (the current one) is straight in its first
+    ``points`` joint positions (tip last: all of them, or up to the last joint), and its source (the
+    end of a sentence "bend direction from …").
 
     The armature's action is read bone by bone from its F-curves (the pose is not touched) at up to
-    :data:`MAX_SAMPLED_FRAMES` frames; at the most bent one, the bulge of the chain (where its middle
-    joints stand off the start-to-tip axis) seen from the start bone is carried to the current pose's
-    start bone. Without a bent frame: :data:`ROLL_CONVENTION`.
+    :data:`MAX_SAMPLED_FRAMES` frames; at the most bent one, the bulge of those points (where the
+    middle ones stand off the axis through the first and last) seen from the start bone is carried to
+    the current pose's start bone. Without a bent frame: :data:`ROLL_CONVENTION`.
     """
-    from_action = _from_action(obj, rig)
+    from_action = _from_action(obj, rig, points)
     if from_action is not None:
         return from_action
     return ROLL_CONVENTION, "the bone roll convention (the start bone's local −Z, as on Rigify's metarigs)"
@@ -56,7 +57,7 @@ def carried_bend_direction(obj: bpy.types.Object, direction: Sequence[float], fr
     return x, y, z
 
 
-def _from_action(obj: bpy.types.Object, rig: RigChain) -> tuple[tuple[float, float, float], str] | None:
+def _from_action(obj: bpy.types.Object, rig: RigChain, points: int) -> tuple[tuple[float, float, float], str] | None:
     anim_data = obj.animation_data
     bag = channelbag_for_assigned_slot(anim_data)
     if anim_data is None or anim_data.action is None or bag is None:
@@ -68,7 +69,7 @@ def _from_action(obj: bpy.types.Object, rig: RigChain) -> tuple[tuple[float, flo
         return None
     chain = rig.chain
     pose = forward_kinematics(chain, q)
-    positions = pose.positions
+    positions = pose.positions[:, :points]
     offsets = positions[:, 1:-1] - positions[:, :1]
     axes = positions[:, -1] - positions[:, 0]
     axes /= np.maximum(norm(axes), 1e-300)[:, None]

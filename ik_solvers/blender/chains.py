@@ -20,6 +20,7 @@ from ..core import (
     preferred_pose,
     swivel_for_plane,
 )
+from ..core.hi.orientation import MIN_SPLIT_JOINTS
 from .bend_source import carried_bend_direction, found_bend_direction
 from .checks import check_chains_apart, check_editable, enabled_chain_bones
 from .errors import IKSolversError, chain_context, failure_sentence
@@ -166,8 +167,9 @@ def set_up_new_chain(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain,
         if note:
             method = Method.SDLS
     if method is Method.HI:
-        if _is_straight(rig) and not any(chain_settings.bend_direction):
-            direction, source = found_bend_direction(obj, rig)
+        points = _straight_points(rig)
+        if points and not any(chain_settings.bend_direction):
+            direction, source = found_bend_direction(obj, rig, points)
             chain_settings.bend_direction = direction
             note = f"Straight chain: bend direction from {source}"
         try:
@@ -193,10 +195,15 @@ def hinge_start_reason(obj: bpy.types.Object, rig: RigChain) -> str:
             "SDLS chosen (unlock them for HI)")
 
 
-def _is_straight(rig: RigChain) -> bool:
-    """Whether the chain's current pose spans no plane (:func:`pose_plane_normals`)."""
+def _straight_points(rig: RigChain) -> int:
+    """How many of the chain's joint positions (tip last) span no plane in the current pose
+    (:func:`pose_plane_normals`): all of them for a straight chain; all but the tip where the chain up to
+    its last joint is straight (HI with Rotation solves that part: a T-pose leg with its foot); else 0."""
     positions = forward_kinematics(rig.chain, rig.q[None]).positions
-    return not bool(np.all(np.isfinite(pose_plane_normals(positions))))
+    for points in (positions.shape[1], positions.shape[1] - 1)[: 2 if rig.chain.n_joints >= MIN_SPLIT_JOINTS else 1]:
+        if not np.all(np.isfinite(pose_plane_normals(positions[:, :points]))):
+            return points
+    return 0
 
 
 def _bend_direction(chain_settings: IK_SOLVERS_PG_chain) -> np.ndarray | None:

@@ -246,6 +246,28 @@ def test_a_longer_chain_keeps_the_flipped_bend_direction_in_its_new_start_bone(a
     assert bulges(limb_joints(obj, ("shoulder", "upper_arm", "forearm")))[1][2] > 0.05  # the elbow up
 
 
+def test_a_straight_leg_with_a_foot_gets_a_bend_direction_for_its_rotation_goal(addon):
+    """Thigh and shin straight, the foot forward: the chain is bent (the foot gives it a plane), but HI
+    with Rotation solves thigh and shin alone, straight; chain_add gives them a bend direction too."""
+    obj = build_armature([
+        {"name": "thigh", "head": (0.1, 0.0, 1.0), "tail": (0.1, 0.0, 0.55)},
+        {"name": "shin", "head": (0.1, 0.0, 0.55), "tail": (0.1, 0.0, 0.1), "parent": "thigh"},
+        {"name": "foot", "head": (0.1, 0.0, 0.1), "tail": (0.1, -0.15, 0.05), "parent": "shin"},
+    ])
+    target = add_empty(location=(0.1, -0.05, 0.25))  # above the foot's tail: the knee must bend
+    target.rotation_mode = "QUATERNION"
+    target.rotation_quaternion = obj.data.bones["foot"].matrix_local.to_quaternion()  # the foot's rest axes
+    select_tip(obj, "foot", target)
+    assert bpy.ops.ik_solvers.chain_add(chain_length=3) == {"FINISHED"}
+    chain = obj.ik_solvers.active_chain
+    assert chain.method == "HI" and "roll convention" in chain.setup_note
+    chain.use_rotation = True
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}, chain.last_message
+    assert np.linalg.norm(evaluated_tip(obj, "foot") - np.array(target.location)) <= REACHED
+    toward = -np.array(obj.data.bones["thigh"].matrix_local.to_3x3())[:, 2]  # the thigh's local −Z
+    assert bulges(limb_joints(obj, ("thigh", "shin")))[0] @ toward > 0.05
+
+
 @pytest.mark.parametrize("locks", [("x", "y"), ("y", "z")])
 def test_a_hinge_start_joint_gets_sdls_and_says_which_bone_and_locks(addon, locks):
     obj = straight_arm()
