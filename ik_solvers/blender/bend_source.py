@@ -47,10 +47,10 @@ def found_bend_direction(obj: bpy.types.Object, rig: RigChain, points: int) -> t
 def carried_bend_direction(obj: bpy.types.Object, direction: Sequence[float], from_bone: str,
                            to_bone: str) -> tuple[float, float, float]:
     """``direction`` in ``from_bone``'s rest axes, written in ``to_bone``'s (bones of the armature ``obj``;
-    as given when either is gone)."""
+    as given for the same bone, or when either is gone)."""
     bones = cast("bpy.types.Armature", obj.data).bones
     old, new = bones.get(from_bone), bones.get(to_bone)
-    if old is None or new is None:
+    if old is None or new is None or from_bone == to_bone:
         return (float(direction[0]), float(direction[1]), float(direction[2]))
     rest = np.array(new.matrix_local.to_3x3(), dtype=float).T @ np.array(old.matrix_local.to_3x3(), dtype=float)
     x, y, z = (float(component) for component in rest @ np.asarray(direction, dtype=float))
