@@ -12,6 +12,7 @@ import numpy as np
 from ..core import (
     METHOD_FACTS,
     IKInputError,
+    JointKind,
     Method,
     SolveResult,
     forward_kinematics,
@@ -19,6 +20,8 @@ from ..core import (
     preferred_pose,
     swivel_for_plane,
 )
+from ..core.hi.orientation import MIN_SPLIT_JOINTS
+from .bend_source import carried_bend_direction, found_bend_direction
 from .checks import check_chains_apart, check_editable, enabled_chain_bones
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
@@ -59,6 +62,8 @@ def method_reason(chain_settings: IK_SOLVERS_PG_chain) -> str:
         if method is Method.HI:
             return f"{label}: default (history independent, every joint keeps its bend)"
         return f"{label}: default for a single bone"
+    if method is Method.SDLS and chain_settings.setup_note:
+        return f"{label}: {chain_settings.setup_note}"
     return f"{label}: chosen for this chain"
 
 
@@ -135,30 +140,74 @@ def _keeping_swivel(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, 
     else:
         goal = world_to_root(goal_world(target, goal_bone(target, chain_settings.target_bone))[None],
                              root_matrices_world(obj, rig))
-    swivel = swivel_for_plane(rig.chain, goal, rig.q, normal, zero_plane_map=chain_settings.zero_plane_map)
+    swivel = swivel_for_plane(rig.chain, goal, rig.q, normal, zero_plane_map=chain_settings.zero_plane_map,
+                              bend_direction=_bend_direction(chain_settings))
     return float(swivel[0]) if np.all(np.isfinite(swivel)) else 0.0
 
 
 def set_up_new_chain(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:
     """A new chain's defaults (issue 11): HI with the preferred pose captured now and the swivel set
     so that adding the chain does not move it; SDLS where HI cannot drive the chain (one bone, a
-    hinge start joint, a straight pose). A chain without a usable tip bone yet keeps the settings'
-    defaults."""
+    hinge start joint). A straight chain (T-pose, BVH rigs) without a bend direction gets one
+    (:func:`~.bend_source.found_bend_direction`). ``setup_note`` says why HI was not chosen, or where
+    the bend direction came from. A chain without a usable tip bone yet keeps the settings' defaults."""
     try:
         rig = read_chain(obj, chain_settings.tip_bone, chain_settings.chain_length)
     except IKSolversError:
         return  # no usable tip bone yet: set up once the user picks one
+    if chain_settings.has_preferred_pose and len(chain_settings.preferred_pose) and any(chain_settings.bend_direction):
+        # Set up again from another start bone: the same direction, in the new start bone's rest axes.
+        chain_settings.bend_direction = carried_bend_direction(
+            obj, chain_settings.bend_direction, chain_settings.preferred_pose[0].bone_name, rig.bone_names[0])
     capture_preferred_pose(obj, chain_settings, scene)
     method = default_method(len(rig.bone_names))
+    note = ""
     if method is Method.HI:
+        note = hinge_start_reason(obj, rig)
+        if note:
+            method = Method.SDLS
+    if method is Method.HI:
+        points = _straight_points(rig)
+        if points and not any(chain_settings.bend_direction):
+            direction, source = found_bend_direction(obj, rig, points)
+            chain_settings.bend_direction = direction
+            note = f"Straight chain: bend direction from {source}"
         try:
-            preferred_pose(rig.chain, rig.q)  # the core's checks of an HI preferred pose
+            preferred_pose(rig.chain, rig.q, _bend_direction(chain_settings))  # the core's checks of an HI preferred pose
             chain_settings.swivel_angle = _keeping_swivel(obj, chain_settings, rig)
-        except (IKInputError, IKSolversError):
-            method = Method.SDLS  # e.g. a hinge start joint: HI cannot drive this chain
+        except (IKInputError, IKSolversError) as error:
+            method, note = Method.SDLS, f"HI cannot drive this chain ({error}): SDLS chosen"
     chain_settings.method = method.value
+    chain_settings.setup_note = note
     if method is Method.SDLS:
         chain_settings.reference_weight = DEFAULT_REFERENCE_WEIGHT
+
+
+def hinge_start_reason(obj: bpy.types.Object, rig: RigChain) -> str:
+    """Why HI cannot drive ``rig``: its start joint is not free in every axis (the swivel turns it about
+    any), naming the bone and its IK locks; '' when it is."""
+    if rig.chain.kinds[0] is JointKind.BALL:
+        return ""
+    assert obj.pose is not None  # the rig was read from it
+    bone = obj.pose.bones[rig.joint_bones[0]]
+    locks = ", ".join(axis.upper() for axis in "xyz" if getattr(bone, f"lock_ik_{axis}"))
+    return (f"HI needs the start bone '{bone.name}' free to turn about every axis, and its IK is locked in {locks}: "
+            "SDLS chosen (unlock them for HI)")
+
+
+def _straight_points(rig: RigChain) -> int:
+    """How many of the chain's joint positions (tip last) span no plane in the current pose
+    (:func:`pose_plane_normals`): all of them for a straight chain; all but the tip where the chain up to
+    its last joint is straight (HI with Rotation solves that part: a T-pose leg with its foot); else 0."""
+    positions = forward_kinematics(rig.chain, rig.q[None]).positions
+    for points in (positions.shape[1], positions.shape[1] - 1)[: 2 if rig.chain.n_joints >= MIN_SPLIT_JOINTS else 1]:
+        if not np.all(np.isfinite(pose_plane_normals(positions[:, :points]))):
+            return points
+    return 0
+
+
+def _bend_direction(chain_settings: IK_SOLVERS_PG_chain) -> np.ndarray | None:
+    return np.array(chain_settings.bend_direction, dtype=float) if any(chain_settings.bend_direction) else None
 
 
 def set_up_again(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, scene: bpy.types.Scene) -> None:

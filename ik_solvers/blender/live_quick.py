@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import bpy
 import numpy as np
 
-from ..core import Method, ParentSpace, preferred_pose, solve_hi_one
+from ..core import Method, ParentSpace, solve_hi_one
 from .chains import store_outcome, store_solve_outcome
 from .errors import chain_context
 from .live_state import ChainKey, LiveChain, QuickChain, after_write, inputs_key, kept_fk_pose, state, turn_off
@@ -61,7 +61,7 @@ def offer_quick(obj: bpy.types.Object, checked: list[tuple[ChainKey, ChainSpec, 
         root_world = np.asarray(inputs.root_world, dtype=float).reshape(1, 4, 4)
         indices = [pose.bones.find(name) for name in spec.rig.joint_bones]
         state.chains[key].quick = QuickChain(
-            obj.name, preferred_pose(spec.rig.chain, spec.reference) if one_target else None, indices,
+            obj.name, spec.hi_preferred_pose() if one_target else None, indices,
             all(pose.bones[index].rotation_mode == "QUATERNION" for index in indices), root_world,
             single_inverse(root_world)[0].tolist(), float(root_scales(spec, root_world)[0]))
     return offered

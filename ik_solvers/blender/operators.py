@@ -121,6 +121,8 @@ class _ChainAdd:
             settings.active_chain_index = max(0, len(settings.chains) - 1)
             self.report({"ERROR"}, failure_sentence(error))  # type: ignore[attr-defined]  # from the Operator this mixin goes with
             return {"CANCELLED"}
+        if chain.setup_note:  # why not HI, or where a straight chain's bend direction came from
+            self.report({"INFO"}, f"{chain.name}: {chain.setup_note}.")  # type: ignore[attr-defined]  # from the Operator this mixin goes with
         return {"FINISHED"}
 
 
@@ -245,6 +247,19 @@ class IK_SOLVERS_OT_capture_preferred_pose(_ActiveChainAction, bpy.types.Operato
         assert context.scene is not None  # poll() found the armature in the scene
         capture_preferred_pose(obj, chain, context.scene)
         return f"Captured the preferred pose of '{chain.name}'."
+
+
+class IK_SOLVERS_OT_flip_bend_direction(_ActiveChainAction, bpy.types.Operator):
+    """Bend the active chain's straight preferred pose the other way (negate its bend direction)"""
+
+    bl_idname = "ik_solvers.flip_bend_direction"
+    bl_label = "Flip Bend Direction"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def act(self, context: bpy.types.Context, obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain) -> str:
+        check_editable(obj)
+        chain.bend_direction = [-component for component in chain.bend_direction]
+        return f"Flipped the bend direction of '{chain.name}'."
 
 
 class IK_SOLVERS_OT_snap_target_to_tip(_ActiveChainAction, bpy.types.Operator):
@@ -447,6 +462,7 @@ classes = (
     IK_SOLVERS_OT_chain_add,
     IK_SOLVERS_OT_chain_add_with_target,
     IK_SOLVERS_OT_chain_remove,
+    IK_SOLVERS_OT_flip_bend_direction,
     IK_SOLVERS_OT_solve,
     IK_SOLVERS_OT_capture_preferred_pose,
     IK_SOLVERS_OT_snap_target_to_tip,

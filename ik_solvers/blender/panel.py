@@ -152,7 +152,7 @@ class VIEW3D_PT_ik_solvers_method(_ChainSubpanel, bpy.types.Panel):
 
 
 class VIEW3D_PT_ik_solvers_hi(_ChainSubpanel, bpy.types.Panel):
-    """HI solver: swivel angle, zero-plane map, pole, parent space, flip warning."""
+    """HI solver: swivel angle, zero-plane map, pole, parent space, bend direction, flip warning."""
 
     bl_label = "HI Solver"
 
@@ -171,6 +171,11 @@ class VIEW3D_PT_ik_solvers_hi(_ChainSubpanel, bpy.types.Panel):
         col.prop(chain, "pole_target")
         col.prop(chain, "parent_space")
         col.prop(chain, "flip_threshold")
+        row = col.row(align=True)
+        row.prop(chain, "bend_direction")
+        row.operator("ik_solvers.flip_bend_direction", text="", icon="ARROW_LEFTRIGHT")
+        if chain.setup_note:
+            col.label(text=chain.setup_note, icon="INFO")
         if not chain.has_preferred_pose:
             col.label(text="No preferred pose: capture one", icon="INFO")
         warning = pole_warning(chain)

@@ -78,6 +78,12 @@ def _or_none(value: float) -> float | None:
     return float(value) or None
 
 
+def _direction_or_none(value: Any) -> tuple[float, float, float] | None:
+    """The zero vector means "not set" (the preferred pose's own plane)."""
+    x, y, z = (float(component) for component in value)
+    return (x, y, z) if x or y or z else None
+
+
 SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
     SolveSetting("name", "name", str),
     SolveSetting("tip_bone", "tip_bone", str),
@@ -99,6 +105,7 @@ SOLVE_SETTINGS: tuple[SolveSetting, ...] = (
     SolveSetting("zero_plane_map", "zero_plane_map", str),
     SolveSetting("parent_space", "parent_space", ParentSpace),
     SolveSetting("flip_threshold", "flip_threshold", float),
+    SolveSetting("bend_direction", "bend_direction", _direction_or_none),
     SolveSetting("has_preferred_pose", "reference", bool),
     SolveSetting("preferred_pose", "reference", items=("bone_name", "rotation")),
 )
@@ -247,6 +254,16 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     flip_threshold: FloatProperty(
         name="Flip Threshold", description="Warn when the start-to-target axis is closer than this to a pole",
         default=math.radians(10.0), min=0.0, max=math.pi / 2, subtype="ANGLE",
+    )
+    bend_direction: FloatVectorProperty(
+        name="Bend Direction",
+        description="Where the middle joints (knee, elbow) move when a straight chain bends, in the start "
+        "bone's rest axes (HI; zero: none; a bent preferred pose bends its own way)",
+        size=3, default=(0.0, 0.0, 0.0), subtype="XYZ",
+    )
+    setup_note: StringProperty(
+        name="Set-up Note", description="How the chain was set up: why HI could not drive it, or where its "
+        "bend direction came from", default="",
     )
     # Chain identity (identity.py): a uuid tagging the chain's bones and their names when remembered.
     chain_id: StringProperty(name="Chain ID", description="Identifies the chain in its bones' tags")

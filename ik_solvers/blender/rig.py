@@ -88,8 +88,11 @@ _IDENTITY_QUATERNION = np.array([1.0, 0.0, 0.0, 0.0])
 def basis_quaternion(pose_bone: bpy.types.PoseBone) -> np.ndarray:
     """Unit quaternion ``(4,)`` (w, x, y, z) of ``pose_bone.matrix_basis``'s rotation, in float64
     from the bone's channels (a zero quaternion or axis counts as no rotation, as in Blender)."""
-    mode = pose_bone.rotation_mode
-    values = _current_channels(pose_bone)
+    return channels_quaternion(pose_bone.rotation_mode, _current_channels(pose_bone))
+
+
+def channels_quaternion(mode: str, values: np.ndarray) -> np.ndarray:
+    """:func:`basis_quaternion` of rotation channel ``values`` (float64 ``(4,)`` or ``(3,)``) in rotation ``mode``."""
     if mode == "QUATERNION":
         norm = np.linalg.norm(values)
         return values / norm if norm > 0.0 else _IDENTITY_QUATERNION.copy()

@@ -191,6 +191,7 @@ def _hi_args(spec: ChainSpec, inputs: FrameInputs, root_world: np.ndarray) -> di
                                   else inputs.swivel_angle),
         "zero_plane_map": spec.zero_plane_map,
         "warning_angle": spec.flip_threshold,
+        "bend_direction": spec.bend_direction,
     }
     if inputs.pole_world is not None:
         args["poles"] = poles_in_root(spec, inputs.pole_world, root_world)

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 import bpy
 import numpy as np
 
-from ..core import METHOD_FACTS, IKInputError, JointKind, Method, ParentSpace, SolveOptions
+from ..core import (
+    METHOD_FACTS,
+    IKInputError,
+    JointKind,
+    Method,
+    ParentSpace,
+    PreferredPose,
+    SolveOptions,
+    hi_preferred_pose,
+)
 from ..core.hi.orientation import MIN_SPLIT_JOINTS
 from .checks import check_editable, check_target_bone_independent, check_target_independent, constraint_limits_hold
 from .errors import IKSolversError, chain_context
@@ -74,6 +83,8 @@ class ChainSpec:
     rotation_weight : float
         As stored; ``options.orientation_weight`` is it times the chain's reach (root units per
         radian), so a radian weighs as much as the chain's length whatever the rig's scale.
+    bend_direction : tuple of 3 floats, or None
+        Where a straight HI chain bends (the start bone's rest axes); None: not set.
     source : tuple
         What the spec was built from: the chain read (its identity), the armature's world matrix
         and :func:`settings_key`. Another spec with the same source is this spec.
@@ -97,6 +108,7 @@ class ChainSpec:
     flip_threshold: float
     use_rotation: bool
     rotation_weight: float
+    bend_direction: tuple[float, float, float] | None = None
     source: tuple = ()
 
     @property
@@ -113,6 +125,11 @@ class ChainSpec:
     def read_rig(self, obj: bpy.types.Object) -> RigChain:
         """The chain read again from ``obj`` (another frame's bone locations / scales)."""
         return read_chain(obj, self.tip_bone, self.chain_length)
+
+    def hi_preferred_pose(self) -> PreferredPose:
+        """The HI solve's preferred pose of this spec (the core's cached derivation the solve reads)."""
+        return hi_preferred_pose(self.rig.chain, self.reference, bend_direction=self.bend_direction,
+                                 zero_plane_map=self.zero_plane_map, with_poles=self.pole is not None)
 
     def per_frame_value(self, obj: bpy.types.Object, field: str) -> Any:
         """The spec's ``field`` as the current frame animates its setting (``SolveSetting.per_frame``)."""

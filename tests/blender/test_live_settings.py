@@ -78,6 +78,9 @@ CHANGES = {
     "zero_plane_map": Change(_set("zero_plane_map", "POLE_OBJECT")),
     "parent_space": Change(_set("parent_space", "IK_TARGET")),
     "flip_threshold": Change(_set("flip_threshold", 1.2), moves=False),  # the warning's angle, not the pose
+    # The leg's preferred pose is bent, which gives the plane: the bend direction is for straight
+    # ones (test_straight_rest.py flips it on a live straight arm).
+    "bend_direction": Change(_set("bend_direction", (0.0, 0.0, 1.0)), moves=False),
     "has_preferred_pose": Change(_set("has_preferred_pose", False), "SDLS", BUDGET),
     "preferred_pose": Change(_turn_preferred_shin),
 }

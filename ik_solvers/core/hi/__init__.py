@@ -32,7 +32,7 @@ and the preferred pose alone: two bones in closed form, longer chains by an
 in-plane solve that starts from the preferred angles every time. Solving the
 frames in any order or in any chunks gives bit-identical poses.
 
-Modules, one concern each: ``sphere`` (preferred pose → sphere frame), ``parent_space``,
+Modules, one concern each: ``sphere`` (preferred pose → sphere frame; ``straight`` the plane of a straight one), ``parent_space``,
 ``planes`` (per-frame EE axis, zero plane, swivel), ``in_plane`` (the bends; ``plane_chain``
 the longer chains' root finder, ``path`` their path through the preferred pose, ``in_plane_constants`` the pose's constants as floats),
 ``placement`` (pose on the solver plane, joint rotations), ``solve`` (the entry,
@@ -46,7 +46,7 @@ from .one_target import OneTargetHI, solve_hi_one
 from .orientation import solve_hi_oriented  # registers Method.HI (with the orientation split)
 from .parent_space import ParentSpace, sphere_rotations_for_parent_space
 from .planes import DEFAULT_WARNING_ANGLE, pole_angles
-from .solve import HISolveResult, solve_hi, swivel_for_plane
+from .solve import HISolveResult, hi_preferred_pose, solve_hi, swivel_for_plane
 from .sphere import PreferredPose, SphereFrame, pose_plane_normals, preferred_pose
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "PreferredPose",
     "SphereFrame",
     "find_flips",
+    "hi_preferred_pose",
     "flips_from_normals",
     "pole_angles",
     "pose_plane_normals",

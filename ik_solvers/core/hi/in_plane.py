@@ -83,7 +83,8 @@ def in_plane(pref: PreferredPose, r: np.ndarray) -> Bent:
     # Outer: the last vertex before the preferred one still above r; inner: the first after it below r.
     above = distances[None, :p] > wanted[:, None]
     below = distances[None, p + 1 :] < wanted[:, None]
-    segment_out = np.where(above.any(axis=1), p - 1 - np.argmax(above[:, ::-1], axis=1), 0)
+    # A straight preferred pose is the path's first vertex (p = 0): only the reach lies outer, on segment 0.
+    segment_out = np.where(above.any(axis=1), p - 1 - np.argmax(above[:, ::-1], axis=1), 0) if p else 0
     segment_in = np.where(below.any(axis=1), p + np.argmax(below, axis=1), last)
     segment = np.where(outer, segment_out, segment_in)
     bases, directions = vertices[segment], steps[segment]

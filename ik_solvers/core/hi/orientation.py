@@ -111,6 +111,7 @@ def solve_hi_registered(
     map_data: dict | None = None,
     sphere_rotations: np.ndarray | None = None,
     warning_angle: float | None = None,
+    bend_direction: Any = None,
 ) -> SolveResult:
     """``solve(..., Method.HI, initial=preferred, ...)``: the initial pose is the preferred pose.
 
@@ -123,7 +124,8 @@ def solve_hi_registered(
     if q0.shape[0] > 1 and np.any(q0 != q0[:1]):
         raise IKInputError("initial", "the HI solver takes one preferred pose for the whole batch (all rows equal)")
     hi_args: dict[str, Any] = {"swivel": swivel, "zero_plane_map": zero_plane_map, "poles": poles,
-                               "map_data": map_data, "sphere_rotations": sphere_rotations}
+                               "map_data": map_data, "sphere_rotations": sphere_rotations,
+                               "bend_direction": bend_direction}
     if warning_angle is not None:
         hi_args["warning_angle"] = warning_angle
     if target_rotations is not None:

@@ -21,6 +21,9 @@ FLOW_MAX_STEPS = 4000
 FLOW_MARGIN = 0.8
 # A path segment is checked at this many points inside it.
 PATH_CHECKS = 8
+# A straight preferred pose (a bend direction's) has no distance slope to flow along: the inner flow
+# starts this fraction of the way from it to the curled pose (its first segment, from straight).
+STRAIGHT_START = 1e-3
 
 
 def _path_slopes(lengths: np.ndarray, turns: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -134,7 +137,10 @@ def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pre
     """
     halves = []
     for goal, sense in ((np.zeros_like(preferred), 1.0), (curled, -1.0)):
-        half = _flow(lengths, lower, upper, preferred, goal, sense)
+        if sense < 0.0 and not np.any(preferred) and np.any(goal):
+            half = [preferred] + _flow(lengths, lower, upper, STRAIGHT_START * goal, goal, sense)
+        else:
+            half = _flow(lengths, lower, upper, preferred, goal, sense)
         if np.any(half[-1] != goal):
             half += _line(half[-1], goal)[1:]
         halves.append(half)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..array_ops import ROW_OPS
 from ..chain import Chain
@@ -15,7 +16,7 @@ from ..kinematics import Pose, bone_length_errors
 from ..result import Method, SolveOptions, SolveResult
 from ..solve import validated_targets
 from ..vectors import matvec, norm
-from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
+from ..zero_plane import ZERO_PLANE_MAPS, PoleObjectZeroPlaneMap, ZeroPlaneMapFactory, swivel_angles
 from .in_plane import in_plane, row_bent
 from .placement import joint_quaternions, joint_variables, one_frame_pose, placed_pose
 from .planes import DEFAULT_WARNING_ANGLE, SolverPlanes, pole_angles, solver_planes
@@ -23,6 +24,16 @@ from .sphere import PreferredPose, SphereFrame, preferred_pose
 
 
 # ---------------------------------------------------------------- solve
+def hi_preferred_pose(chain: Chain, preferred: np.ndarray, *, bend_direction: ArrayLike | None = None,
+                      zero_plane_map: str | ZeroPlaneMapFactory = "DEFAULT", with_poles: bool = False) -> PreferredPose:
+    """:func:`~.sphere.preferred_pose` for a solve with these keywords (``with_poles``: pole positions given):
+    where the pole map has poles, every frame's plane comes from the pole, so a straight preferred pose
+    needs no ``bend_direction``."""
+    from_poles = (with_poles and isinstance(zero_plane_map, str)
+                  and ZERO_PLANE_MAPS.get(zero_plane_map) is PoleObjectZeroPlaneMap)
+    return preferred_pose(chain, preferred, bend_direction, any_plane=from_poles)
+
+
 @dataclass(frozen=True, eq=False)
 class HISolveResult:
     """An HI solve's outcome: the core result plus the swivel-sphere extras, batch axis ``N`` first.
@@ -92,6 +103,7 @@ def solve_hi(
     sphere_rotations: np.ndarray | None = None,
     options: SolveOptions | None = None,
     warning_angle: float = DEFAULT_WARNING_ANGLE,
+    bend_direction: ArrayLike | None = None,
 ) -> HISolveResult:
     """Solve a batch of frames with the HI solver.
 
@@ -121,9 +133,13 @@ def solve_hi(
         machine precision whatever the budget.
     warning_angle : float
         Pole distance (radians) under which ``pole_warnings`` is set; default 10°.
+    bend_direction : array_like, shape (3,), optional
+        Where a straight preferred pose bends (the knee's or elbow's way, in the start joint's rest
+        frame; :func:`hi_preferred_pose`); ignored for a bent preferred pose or a PreferredPose given.
     """
     options = SolveOptions() if options is None else options
-    pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
+    pref = preferred if isinstance(preferred, PreferredPose) else hi_preferred_pose(
+        chain, preferred, bend_direction=bend_direction, zero_plane_map=zero_plane_map, with_poles=poles is not None)
     if pref.chain is not chain:
         raise IKInputError("preferred", "the PreferredPose was made for another chain")
     if not np.isfinite(warning_angle) or warning_angle < 0.0:
@@ -185,6 +201,7 @@ def swivel_for_plane(
     poles: np.ndarray | None = None,
     map_data: dict | None = None,
     sphere_rotations: np.ndarray | None = None,
+    bend_direction: ArrayLike | None = None,
 ) -> np.ndarray:
     """Swivel angles ``(N,)`` whose solver plane has the given normals ``(N, 3)`` (solving frame).
 
@@ -193,7 +210,8 @@ def swivel_for_plane(
     the current tip as the target. (Re-assigning the start joint instead keeps ψ.)
     Only the part of each normal ⟂ the EE axis counts.
     """
-    pref = preferred if isinstance(preferred, PreferredPose) else preferred_pose(chain, preferred)
+    pref = preferred if isinstance(preferred, PreferredPose) else hi_preferred_pose(
+        chain, preferred, bend_direction=bend_direction, zero_plane_map=zero_plane_map, with_poles=poles is not None)
     targets = validated_targets(targets)
     normals = np.asarray(plane_normals, dtype=float)
     normals = np.broadcast_to(normals, targets.shape) if normals.ndim == 1 else normals

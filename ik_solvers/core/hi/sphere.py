@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..array_ops import NUMPY_OPS, SCALAR_OPS, ArrayOps, Real
 from ..chain import Chain, JointKind
@@ -15,6 +16,7 @@ from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatv
 from .in_plane_constants import InPlaneConstants
 from .path import monotone_path
 from .plane_chain import curled_turns, plane_distances
+from .straight import straight_pose_normal, turn_box
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -313,34 +315,40 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-_PREFERRED_CACHE: dict[tuple[bytes, bytes], PreferredPose] = {}
+_PREFERRED_CACHE: dict[tuple[bytes, bytes, bytes, bool], PreferredPose] = {}
 # Live solving calls the solver once per frame with the same chain and preferred pose, and every
 # bake reads the rig again (an equal chain): deriving the pose again costs more than a two-bone
 # solve, and the curled-pose search of a 10-bone chain ~2 ms.
 _PREFERRED_CACHE_SIZE = 64
 
 
-def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
+def preferred_pose(chain: Chain, preferred: np.ndarray, bend_direction: ArrayLike | None = None, *,
+                   any_plane: bool = False) -> PreferredPose:
     """Check a chain and its preferred pose for the HI solve and derive the sphere frame.
 
-    The result is cached per (chain content, preferred pose); a ``Chain`` is immutable. For an
-    equal chain read again, the cached derivation comes back holding the given chain object.
+    A bent preferred pose gives the plane (:func:`pose_plane_normals`) and ignores ``bend_direction``;
+    a straight one takes it from ``bend_direction`` ``(3,)`` or ``any_plane`` (:mod:`.straight`).
+    Cached per (chain content, preferred pose, bend direction, ``any_plane``); a ``Chain`` is
+    immutable. For an equal chain read again, the cached derivation comes back holding the given chain.
 
     Raises
     ------
     IKInputError
-        ``preferred`` mis-shaped or non-finite; the start joint not a ball joint
-        (the swivel turns it freely); a later joint with no variable turning about
-        the solver-plane normal; or a straight preferred pose (no plane).
+        ``preferred`` or ``bend_direction`` mis-shaped or non-finite; the start joint not a ball
+        joint (the swivel turns it freely); a later joint with no variable turning about the
+        solver-plane normal; a straight preferred pose without a plane (:mod:`.straight`).
     """
     q = np.asarray(preferred, dtype=float)
     if q.shape != (chain.n_dof,) or not np.all(np.isfinite(q)):
         raise IKInputError("preferred", f"expected a finite pose of shape ({chain.n_dof},), got {q.shape}")
-    key = (chain.content_key, q.tobytes())
+    direction = None if bend_direction is None else np.asarray(bend_direction, dtype=float)
+    if direction is not None and (direction.shape != (3,) or not np.all(np.isfinite(direction))):
+        raise IKInputError("bend_direction", f"expected a finite vector of shape (3,), got {direction.shape}")
+    key = (chain.content_key, q.tobytes(), b"" if direction is None else direction.tobytes(), any_plane)
     cached = _PREFERRED_CACHE.get(key)
     if cached is not None and cached.chain is chain:
         return cached
-    derived = _derive_preferred_pose(chain, q) if cached is None else replace(cached, chain=chain)
+    derived = _derive_preferred_pose(chain, q, direction, any_plane) if cached is None else replace(cached, chain=chain)
     if cached is not None:  # what it derived lazily (the in-plane path: 15–60 ms) depends on content alone
         derived.__dict__.update({name: value for name, value in cached.__dict__.items() if name not in derived.__dict__})
     if len(_PREFERRED_CACHE) >= _PREFERRED_CACHE_SIZE:
@@ -349,7 +357,8 @@ def preferred_pose(chain: Chain, preferred: np.ndarray) -> PreferredPose:
     return derived
 
 
-def _derive_preferred_pose(chain: Chain, q: np.ndarray) -> PreferredPose:
+def _derive_preferred_pose(chain: Chain, q: np.ndarray, bend_direction: np.ndarray | None,
+                           any_plane: bool) -> PreferredPose:
     q = q.copy()
     q.setflags(write=False)
     if chain.kinds[0] is not JointKind.BALL:
@@ -357,12 +366,9 @@ def _derive_preferred_pose(chain: Chain, q: np.ndarray) -> PreferredPose:
     pose = forward_kinematics(chain, q[None])
     positions, frames = pose.positions[0], pose.frames[0]
     n0_world = pose_plane_normals(positions[None])[0]
-    if not np.all(np.isfinite(n0_world)):
-        raise IKInputError(
-            "preferred",
-            "the preferred pose is straight, so it defines no solver plane: bend the chain "
-            "(e.g. the elbow or knee a little in its natural direction) and capture the preferred pose again",
-        )
+    straight = not np.all(np.isfinite(n0_world))
+    if straight:
+        n0_world = straight_pose_normal(chain, positions, frames, bend_direction, any_plane)
     a0_world = unit(positions[-1] - positions[0])
     root = chain.root_rotation
     sphere = SphereFrame(a0=matvec(root.T, a0_world), n0=matvec(root.T, n0_world))
@@ -384,11 +390,7 @@ def _derive_preferred_pose(chain: Chain, q: np.ndarray) -> PreferredPose:
     relative = np.angle(np.exp(1j * np.diff(headings)))
     in_plane_lengths = np.hypot(along, across)
     in_plane = in_plane_lengths > STRAIGHT_TOLERANCE * chain.reach
-    # Each bent joint keeps its sense (the seed: bend as the preferred pose does); a joint
-    # straight in the preferred pose, or with a bone out of the plane, may go either way.
-    bent = (np.abs(relative) > STRAIGHT_TOLERANCE) & in_plane[1:] & in_plane[:-1]
-    lower = np.where(bent & (relative > 0.0), 0.0, -np.pi)
-    upper = np.where(bent & (relative < 0.0), 0.0, np.pi)
+    relative, lower, upper = turn_box(relative, in_plane[1:] & in_plane[:-1], straight, STRAIGHT_TOLERANCE)
     curled = curled_turns(in_plane_lengths, lower, upper, relative)
     return PreferredPose(
         chain, q, positions, frames, sphere, bend_axes, headings, in_plane_lengths, height, relative, lower, upper,
