@@ -50,6 +50,9 @@ class Status(enum.Enum):
     """No progress: zero or vanishing step (e.g. a straight chain pointing past a target in front of it)."""
     DIVERGED = "DIVERGED"
     """The error ended larger than at the start."""
+    SOLVER_LIMIT = "SOLVER_LIMIT"
+    """Above the geometric lower bound, at the method's own least error (``lower_bound`` stays the
+    geometric one; HI: ``hi.own_bounds``): the target is nearer the chain's reach than this method gets."""
 
 
 class Method(enum.Enum):

@@ -1,10 +1,13 @@
 """The in-plane solve's path: relative turns from straight through the preferred ones to the curled pose,
-the distance moving strictly along it (SPEC §5, continuity; issue 20).
+then on to the folded pose, the distance moving strictly along it (SPEC §5, continuity and reach
+honesty; issue 20).
 
 One pose per distance, a continuous function of it through the preferred pose: each half of the path
-is a flow from the preferred turns (:func:`monotone_path`), computed once per preferred pose
-(``PreferredPose.path``); the in-plane solve finds the target's distance on one of its segments
-(``plane_chain.segment_parameters``).
+is a flow from the preferred turns (:func:`monotone_path`), the inner half going on past the curled
+pose (every bent joint keeping its sense) with a flow in the free box to the folded pose (the nearest
+the tip gets to the root with any turns: there joints may bend against their preferred sense, and
+the solve flags them). Computed once per preferred pose (``PreferredPose.path``); the in-plane solve
+finds the target's distance on one of its segments (``plane_chain.segment_parameters``).
 """
 
 from __future__ import annotations
@@ -121,9 +124,10 @@ def _line(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
 
 
 def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, preferred: np.ndarray,
-                  curled: np.ndarray) -> tuple[np.ndarray, int]:
+                  curled: np.ndarray, folded: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """The in-plane solve's path of relative turns ``(K + 1, n − 1)`` from straight through ``preferred`` to
-    ``curled``, and the index of ``preferred`` on it: one pose per distance, the distance falling along it.
+    ``curled`` (then on to ``folded``, when given and not ``curled``), and the index of ``preferred`` on
+    it: one pose per distance, the distance falling along it.
 
     Each half is a :func:`_flow` from the preferred turns, up toward straight and down toward the
     curled pose, then the line from where it stops to its end (a flow reaching its end: a few steps,
@@ -131,12 +135,23 @@ def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pre
     where the distance may turn back). The distance is continuous along the path, so every distance
     from the curled pose's to the reach is met; where it moves strictly, the pose is a continuous
     function of the distance, through the preferred pose.
+
+    The third part, from ``curled`` to ``folded`` (reach honesty): the same flow, down, in the free box
+    ``[−π, π]``: nearer than the curled pose a joint bends against its preferred sense only as far as
+    the distance needs, and the pose still moves continuously with it.
     """
-    halves = []
-    for goal, sense in ((np.zeros_like(preferred), 1.0), (curled, -1.0)):
-        half = _flow(lengths, lower, upper, preferred, goal, sense)
-        if np.any(half[-1] != goal):
-            half += _line(half[-1], goal)[1:]
-        halves.append(half)
-    outer, inner = halves
+    outer = _flow_to(lengths, lower, upper, preferred, np.zeros_like(preferred), 1.0)
+    inner = _flow_to(lengths, lower, upper, preferred, curled, -1.0)
+    if folded is not None and np.any(folded != curled):
+        free = np.full(preferred.size, np.pi)
+        inner += _flow_to(lengths, -free, free, curled, folded, -1.0)[1:]
     return np.array(outer[::-1] + inner[1:]), len(outer) - 1
+
+
+def _flow_to(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, goal: np.ndarray,
+             sense: float) -> list[np.ndarray]:
+    """:func:`_flow` from ``start`` toward ``goal``, then the line from where it stops to ``goal`` exactly."""
+    part = _flow(lengths, lower, upper, start, goal, sense)
+    if np.any(part[-1] != goal):
+        part += _line(part[-1], goal)[1:]
+    return part
