@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plane_chain import PATH_SAMPLES
+from .plane_chain import PATH_SAMPLES, plane_distances
 
 # The monotone path (SPEC §5, continuity): a flow step moves the joints this far (fraction of the
 # in-plane reach, root-mean-square over the joints), at most this many steps.
@@ -24,6 +24,10 @@ FLOW_MAX_STEPS = 4000
 FLOW_MARGIN = 0.8
 # A path segment is checked at this many points inside it.
 PATH_CHECKS = 8
+# The escape from a chain folded flat (``_escape``): the turn step of its Hessian's differences
+# (radians), and the least negative curvature (per unit of the reach) that counts as a way down.
+ESCAPE_DIFFERENCE = 1e-4
+ESCAPE_CURVATURE = 1e-6
 
 
 def _path_slopes(lengths: np.ndarray, turns: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -143,9 +147,50 @@ def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pre
     outer = _flow_to(lengths, lower, upper, preferred, np.zeros_like(preferred), 1.0)
     inner = _flow_to(lengths, lower, upper, preferred, curled, -1.0)
     if folded is not None and np.any(folded != curled):
-        free = np.full(preferred.size, np.pi)
-        inner += _flow_to(lengths, -free, free, curled, folded, -1.0)[1:]
+        free_lower, free_upper = free_box(curled)
+        part = _flow(lengths, free_lower, free_upper, curled, folded, -1.0)
+        if len(part) == 1:  # the curled pose is stationary (a joint folded flat): no first-order way down
+            escaped = _escape(lengths, curled, folded)
+            if escaped is not None:
+                part = [curled, *_flow(lengths, free_lower, free_upper, escaped, folded, -1.0)]
+        if np.any(part[-1] != folded):
+            part += _line(part[-1], folded)[1:]
+        inner += part[1:]
     return np.array(outer[::-1] + inner[1:]), len(outer) - 1
+
+
+def free_box(curled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The box ``[curled − π, curled + π]`` of the path's third part: every turn free, and a joint folded
+    flat in the curled pose (a turn of ±π) may fold on through it (against its preferred sense)."""
+    return curled - np.pi, curled + np.pi
+
+
+def _escape(lengths: np.ndarray, start: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
+    """From turns ``start`` where the distance does not move at first order (a chain folded flat): a
+    step along the direction it falls fastest at second order (the distance's Hessian's most negative
+    eigenvector, the sign toward ``goal``), as long as the distance falls all along it; None where
+    no direction falls."""
+    m, h = start.size, ESCAPE_DIFFERENCE
+    signs = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    eye = np.eye(m)
+    # Central differences of the distance, every pair of turns (four points each) in one call.
+    points = start + h * (signs[:, 0, None, None, None] * eye[None, :, None, :]
+                          + signs[:, 1, None, None, None] * eye[None, None, :, :])
+    values = plane_distances(lengths, points.reshape(-1, m)).reshape(4, m, m)
+    hessian = (values[0] - values[1] - values[2] + values[3]) / (4.0 * h * h)
+    curvatures, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
+    if curvatures[0] >= -ESCAPE_CURVATURE * lengths.sum():
+        return None
+    way = vectors[:, 0] * (1.0 if vectors[:, 0] @ (goal - start) >= 0.0 else -1.0)
+    base = plane_distances(lengths, start[None])[0]
+    size = FLOW_STEP * np.sqrt(m)
+    for _ in range(30):
+        line = start + (size * np.arange(1, PATH_CHECKS + 1) / PATH_CHECKS)[:, None] * way
+        distances = plane_distances(lengths, line)
+        if np.all(np.diff(np.concatenate([[base], distances])) < 0.0):
+            return line[-1]
+        size *= 0.5
+    return None
 
 
 def _flow_to(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, goal: np.ndarray,

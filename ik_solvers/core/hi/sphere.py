@@ -16,8 +16,8 @@ from ..kinematics import forward_kinematics, local_quaternions
 from ..result import Status
 from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatvec, unit, unit3, vec3
 from .in_plane_constants import InPlaneConstants
-from .path import monotone_path
-from .plane_chain import CURL_TIE, curled_turns, plane_distances
+from .path import free_box, monotone_path
+from .plane_chain import CURL_TIE, curled_turns, folded_onto_root, plane_distances
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -173,13 +173,15 @@ class PreferredPose:
 
     @cached_property
     def folded_turns(self) -> np.ndarray:
-        """Turns ``(n − 1,)`` in the free box ``[−π, π]`` bringing the tip nearest the start joint, the
+        """Turns ``(n − 1,)`` in the free box (``path.free_box``: ``curled_turns ± π``) bringing the tip nearest the start joint, the
         nearest such to :attr:`curled_turns` (``plane_chain.curled_turns`` from there; read-only): the
         curled pose itself where no bend sense holds the tip off (two bones, or no bent joint)."""
         if self.chain.n_joints == 2 or not np.any((self.turn_lower == 0.0) | (self.turn_upper == 0.0)):
             return self.curled_turns
-        free = np.full(self.curled_turns.size, np.pi)
-        folded = curled_turns(self.in_plane_lengths, -free, free, self.curled_turns)
+        lengths = self.in_plane_lengths
+        folded = curled_turns(lengths, *free_box(self.curled_turns), self.curled_turns)
+        if 2.0 * lengths.max() <= lengths.sum():  # the free chain closes: the tip goes onto the root
+            folded = folded_onto_root(lengths, folded)
         near = plane_distances(self.in_plane_lengths, np.stack([self.curled_turns, folded]))
         # No nearer (within the search's tie): the sense-kept curled pose is the end, nothing flagged.
         return self.curled_turns if near[1] >= near[0] - CURL_TIE * self.in_plane_reach else _read_only(folded)
@@ -352,7 +354,7 @@ class PreferredPose:
         """Which joints bend against their preferred sense ``(N, n)`` (bool; the start joint never) in
         in-plane poses with ``bends (N, n)`` (``in_plane.Bent.bends``): turned past straight the other
         way by more than ``AGAINST_TOLERANCE``."""
-        turns = bends[:, 1:] + self.relative_turns
+        turns = np.remainder(bends[:, 1:] + self.relative_turns + np.pi, 2.0 * np.pi) - np.pi  # the free box spans ±2π
         against = np.zeros(bends.shape, dtype=bool)
         against[:, 1:] = turns * self.bend_senses < -AGAINST_TOLERANCE
         return against
