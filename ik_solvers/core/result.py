@@ -36,6 +36,9 @@ class PlaneDiagnostics(Protocol):
     @property
     def sphere(self) -> Any: ...  # the sphere frame (``a0``, ``n0``)
 
+    @property
+    def against_bend(self) -> np.ndarray: ...  # (N, n) bool: joints bent against their preferred sense
+
 
 class Status(enum.Enum):
     """How a solve ended, per target."""
