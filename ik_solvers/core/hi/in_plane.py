@@ -70,7 +70,7 @@ def chain_distance(xp: ArrayOps, k: InPlaneConstants, r: Real) -> tuple[Real, Re
 def chain_bent(xp: ArrayOps, k: InPlaneConstants, r: Real, bases: Any, directions: Any, t: Real, steps: Real) -> Bent:
     """The longer chain's pose at path parameter ``t`` (the root finder's): exactly straight beyond the
     reach; every bent joint keeps its preferred sense down to the curled pose's distance, nearer
-    than that the path bends some against it (``PreferredPose.against_bend``)."""
+    than that the path bends some against it (``reach.against_bend``)."""
     joints = xp.joints
     turns = joints.where(r >= k.distances[2], k.outer_bases, joints.lerp(bases, t, directions))
     _, _, along, across = plane_tip(xp, k.lengths, turns)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..chain import JointKind
 from .plane_chain import DISTANCE_TOLERANCE
+from .reach import least_distance
 
 # Bones whose heights along n0 are all below this fraction of the reach lie in the plane: nothing to lift.
 LIFT_TOLERANCE = 1e-12
@@ -77,5 +78,5 @@ class InPlaneConstants:
                    tuple(pref.relative_turns.tolist()), (0.0,) * pref.relative_turns.size,
                    tuple(map(tuple, vertices.tolist())), tuple(map(tuple, steps.tolist())),
                    tuple(distances.tolist()), preferred,
-                   (pref.least_distance, pref.preferred_distance, pref.in_plane_reach),
+                   (least_distance(pref), pref.preferred_distance, pref.in_plane_reach),
                    float(-pref.bone_headings[0]), float(DISTANCE_TOLERANCE * pref.in_plane_lengths.sum()), two_bone, lift_of(pref))

@@ -32,7 +32,8 @@ from .in_plane import lifted_quaternions, row_bent
 from .parent_space import rotation_rows
 from .placement import bent_quaternions, bent_variables, placed_point, start_rotation
 from .planes import pole_angle, row_plane
-from .sphere import HI_STATUSES, PreferredPose
+from .reach import HI_STATUSES, reach_status
+from .sphere import PreferredPose
 
 
 class OneTargetHI(NamedTuple):
@@ -144,7 +145,7 @@ def solve_hi_one(
         quats = lifted_quaternions(xp, lift, quats, bent.lifts)
     q = bent_variables(xp, pref, quats, bent.bends)
     error = norm3(xp, (tip[0] - target[0], tip[1] - target[1], tip[2] - target[2]))
-    lower, _, index = pref.reach_status(xp, error, r, tolerance)
+    lower, _, index = reach_status(xp, pref, error, r, tolerance)
     status = HI_STATUSES[index]
     return OneTargetHI(tuple(q), _local_quaternions(pref, q), error, lower, status, bent.iterations,
                        pole_angle(xp, axis_sphere, singular_direction))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plane_chain import PATH_SAMPLES, plane_distances
+from .plane_chain import CURL_TIE, PATH_SAMPLES, curled_turns, folded_onto_root, plane_distances
 
 # The monotone path (SPEC §5, continuity): a flow step moves the joints this far (fraction of the
 # in-plane reach, root-mean-square over the joints), at most this many steps.
@@ -157,6 +157,17 @@ def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pre
             part += _line(part[-1], folded)[1:]
         inner += part[1:]
     return np.array(outer[::-1] + inner[1:]), len(outer) - 1
+
+
+def folded_pose(lengths: np.ndarray, curled: np.ndarray) -> np.ndarray | None:
+    """The path's far end: turns ``(n − 1,)`` in :func:`free_box` bringing the tip nearest the root, the
+    nearest such to ``curled`` (``plane_chain.curled_turns`` from there, then closed onto the root where
+    the free chain can close); None where it is no nearer than ``curled`` (within the search's tie)."""
+    folded = curled_turns(lengths, *free_box(curled), curled)
+    if 2.0 * lengths.max() <= lengths.sum():  # the free chain closes: the tip goes onto the root
+        folded = folded_onto_root(lengths, folded)
+    near = plane_distances(lengths, np.stack([curled, folded]))
+    return None if near[1] >= near[0] - CURL_TIE * lengths.sum() else folded
 
 
 def free_box(curled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,8 @@ from ..zero_plane import ZeroPlaneMapFactory, swivel_angles
 from .in_plane import in_plane, lifted_quaternions, row_bent
 from .placement import joint_quaternions, joint_variables, one_frame_pose, placed_pose
 from .planes import DEFAULT_WARNING_ANGLE, SolverPlanes, pole_angles, solver_planes
-from .sphere import HI_STATUSES, PreferredPose, SphereFrame, preferred_pose
+from .reach import HI_STATUSES, against_bend, reach_status
+from .sphere import PreferredPose, SphereFrame, preferred_pose
 
 _HI_STATUS_ARRAY = np.array(HI_STATUSES, dtype=object)
 
@@ -58,7 +59,7 @@ class HISolveResult:
         Per frame, the unit direction (sphere coordinates) whose ends are the map's
         singular points; None means the sphere's poles ``±n0``.
     own_bounds : ndarray, shape (N,)
-        HI's own least error at each target's distance (``PreferredPose.own_bound``): the
+        HI's own least error at each target's distance (``reach.own_bound``): the
         geometric ``result.lower_bound`` for a planar chain; where it is more and the error
         sits at it, the status is ``SOLVER_LIMIT``.
     against_bend : ndarray of bool, shape (N, n)
@@ -170,7 +171,7 @@ def solve_hi(
         q = joint_variables(pref, quats, np.asarray(bent.bends, dtype=float).reshape(n_frames, -1))
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = norm(pose.tips - targets)
-    lower, own, index = pref.reach_status(NUMPY_OPS, error, plane.r, options.tolerance)
+    lower, own, index = reach_status(NUMPY_OPS, pref, error, plane.r, options.tolerance)
     status = _HI_STATUS_ARRAY[index]
     result = SolveResult(
         method=Method.HI,
@@ -199,7 +200,7 @@ def solve_hi(
         singular_directions=plane.singular_directions,
         planes=plane,
         own_bounds=own,
-        against_bend=pref.against_bend(np.asarray(bent.bends, dtype=float).reshape(n_frames, -1)),
+        against_bend=against_bend(pref, np.asarray(bent.bends, dtype=float).reshape(n_frames, -1)),
     )
 
 

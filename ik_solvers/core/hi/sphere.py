@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
 from ..array_ops import NUMPY_OPS, SCALAR_OPS, ArrayOps, Real
 from ..chain import Chain, JointKind
 from ..errors import IKInputError
-from ..iteration import _STATUSES, DISTANCE_ROUNDING, status_index
 from ..kinematics import forward_kinematics, local_quaternions
-from ..result import Status
 from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatvec, unit, unit3, vec3
 from .in_plane_constants import InPlaneConstants
-from .path import free_box, monotone_path
-from .plane_chain import CURL_TIE, curled_turns, folded_onto_root, plane_distances
+from .path import monotone_path
+from .plane_chain import curled_turns, plane_distances
+from .reach import bound_ends, folded_turns
 
 # A preferred pose whose joints all lie within this fraction of the reach from
 # the EE axis spans no plane: a bend of ~1e-6 rad is below what a rig shows and
@@ -26,11 +24,6 @@ STRAIGHT_TOLERANCE = 1e-6
 # How far from parallel (|cross| of unit vectors) a hinge axis may be from the
 # solver-plane normal and still count as turning in the plane.
 AXIS_PARALLEL_TOLERANCE = 1e-9
-# A joint turned past straight against its preferred sense by more than this (radians) is flagged
-# (``PreferredPose.against_bend``): less is a straight joint's rounding, not a bend a rig shows.
-AGAINST_TOLERANCE = STRAIGHT_TOLERANCE
-# The statuses ``PreferredPose.reach_status`` indexes: ``iteration.status_index``'s, then SOLVER_LIMIT.
-HI_STATUSES = (*_STATUSES, Status.SOLVER_LIMIT)
 
 
 def pose_plane_normals(positions: np.ndarray) -> np.ndarray:
@@ -118,8 +111,8 @@ class PreferredPose:
     preferred_distance, curled_distance : float
         Start joint to tip in the preferred and in the curled pose: the in-plane solve
         reaches every distance from ``curled_distance`` to ``in_plane_reach`` with every
-        bent joint keeping its sense, and on to :attr:`least_distance` (the folded pose)
-        bending joints against it (flagged: ``HISolveResult.against_bend``).
+        bent joint keeping its sense, and on to the folded pose's distance
+        bending joints against it (``reach.least_distance``; flagged: ``HISolveResult.against_bend``).
     """
 
     chain: Chain
@@ -172,37 +165,18 @@ class PreferredPose:
         return float(self.in_plane_lengths.sum())
 
     @cached_property
-    def folded_turns(self) -> np.ndarray:
-        """Turns ``(n − 1,)`` in the free box (``path.free_box``: ``curled_turns ± π``) bringing the tip nearest the start joint, the
-        nearest such to :attr:`curled_turns` (``plane_chain.curled_turns`` from there; read-only): the
-        curled pose itself where no bend sense holds the tip off (two bones, or no bent joint)."""
-        if self.chain.n_joints == 2 or not np.any((self.turn_lower == 0.0) | (self.turn_upper == 0.0)):
-            return self.curled_turns
-        lengths = self.in_plane_lengths
-        folded = curled_turns(lengths, *free_box(self.curled_turns), self.curled_turns)
-        if 2.0 * lengths.max() <= lengths.sum():  # the free chain closes: the tip goes onto the root
-            folded = folded_onto_root(lengths, folded)
-        near = plane_distances(self.in_plane_lengths, np.stack([self.curled_turns, folded]))
-        # No nearer (within the search's tie): the sense-kept curled pose is the end, nothing flagged.
-        return self.curled_turns if near[1] >= near[0] - CURL_TIE * self.in_plane_reach else _read_only(folded)
-
-    @cached_property
-    def least_distance(self) -> float:
-        """Start joint to tip in the folded pose: the nearest the in-plane solve reaches (≤ ``curled_distance``)."""
-        if self.folded_turns is self.curled_turns:
-            return self.curled_distance
-        return float(plane_distances(self.in_plane_lengths, self.folded_turns[None])[0])
-
-    @cached_property
     def path(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The in-plane solve's path (``path.monotone_path``): its vertices ``(K + 1, n − 1)`` (relative
         turns, straight first, the curled pose, then folded last), each segment's step ``(K, n − 1)`` to
         the next vertex, the vertices' distances ``(K + 1,)`` and the preferred vertex's index (read-only)."""
+        folded = folded_turns(self)
         vertices, preferred = monotone_path(self.in_plane_lengths, self.turn_lower, self.turn_upper,
-                                            self.relative_turns, self.curled_turns, self.folded_turns)
+                                            self.relative_turns, self.curled_turns, folded)
         distances = plane_distances(self.in_plane_lengths, vertices)
         # The path's ends and the preferred vertex have the distances every other test reads.
-        distances[preferred], distances[-1] = self.preferred_distance, self.least_distance
+        distances[preferred] = self.preferred_distance
+        if folded is self.curled_turns:
+            distances[-1] = self.curled_distance
         return (_read_only(vertices), _read_only(np.ascontiguousarray(np.diff(vertices, axis=0))),
                 _read_only(distances), preferred)
 
@@ -213,14 +187,8 @@ class PreferredPose:
 
     @cached_property
     def _bound_ends(self) -> tuple[float, float, float, float]:
-        """The geometric bound's ends (``kinematics.error_lower_bounds``: ``ΣB`` and ``max(0, 2·max B − ΣB)``
-        of the bone lengths ``B``), then the in-plane solve's own (``ΣL`` of the in-plane lengths, and
-        the least distance it reaches)."""
-        bones = self.chain.segment_lengths
-        total = float(bones.sum())
-        lift = self.in_plane_constants.lift
-        return (total, max(0.0, 2.0 * float(bones.max()) - total), self.in_plane_reach if lift is None else lift.reach,
-                self.least_distance)
+        """The geometric bound's ends, then the HI pose's own (``reach.bound_ends``)."""
+        return bound_ends(self)
 
     @cached_property
     def start_parent(self) -> np.ndarray | None:
@@ -316,48 +284,13 @@ class PreferredPose:
         return (q[0], q[1], q[2], q[3]), (a[0], a[1], a[2])
 
     def lower_bounds(self, r: np.ndarray) -> np.ndarray:
-        """The geometric lower bound ``(N,)`` on the tip error for targets at distance ``r`` from the start
-        joint: ``max(0, r − ΣB, d_min − r)`` of the bone lengths ``B`` (SPEC §3.3, free joints)."""
+        """The geometric lower bound ``(N,)`` on the tip error at distances ``r`` (SPEC §3.3, free joints)."""
         return self.lower_bound(NUMPY_OPS, r)
 
     def lower_bound(self, xp: ArrayOps, r: Real) -> Real:
         """:meth:`lower_bounds` in an array namespace (one distance, or ``(N,)``)."""
         total, inner, _, _ = self._bound_ends
         return xp.maximum(0.0, xp.maximum(r - total, inner - r))
-
-    def own_bound(self, xp: ArrayOps, r: Real) -> Real:
-        """The least tip error of the HI pose at distance ``r`` (one, or ``(N,)``): the in-plane parts of
-        the bones reach exactly ``[least_distance, ΣL]``, and a non-planar chain of ball joints on to
-        ``ΣB`` (``in_plane.lifted``), so ``max(0, r − reach, least_distance − r)``: the geometric bound
-        for a planar chain, more where bones leave the plane (and a hinge holds their heights) or the
-        folded pose stays off the root."""
-        _, _, total, inner = self._bound_ends
-        return xp.maximum(0.0, xp.maximum(r - total, inner - r))
-
-    def reach_status(self, xp: ArrayOps, error: Real, r: Real, tolerance: float) -> tuple[Real, Real, Any]:
-        """The geometric lower bound, HI's own bound (:meth:`own_bound`) and the status index into
-        ``HI_STATUSES`` of tip errors ``error`` at distances ``r`` (one, or ``(N,)``): ``iteration``'s
-        classification against the geometric bound (an HI solve starts at its answer and never stalls),
-        and ``SOLVER_LIMIT`` where the error is above it but at HI's own bound."""
-        lower, own = self.lower_bound(xp, r), self.own_bound(xp, r)
-        index = status_index(xp, error, error, lower, False, tolerance)
-        limited = (index == 0) & (error - own <= tolerance + DISTANCE_ROUNDING * own)
-        return lower, own, xp.where(limited, len(HI_STATUSES) - 1, index)
-
-    @cached_property
-    def bend_senses(self) -> np.ndarray:
-        """Per joint after the start joint ``(n − 1,)``: +1 or −1, the sense a bent joint keeps on the
-        path to the curled pose; 0 for a joint free either way (read-only)."""
-        return _read_only(np.where(self.turn_lower == 0.0, 1.0, np.where(self.turn_upper == 0.0, -1.0, 0.0)))
-
-    def against_bend(self, bends: np.ndarray) -> np.ndarray:
-        """Which joints bend against their preferred sense ``(N, n)`` (bool; the start joint never) in
-        in-plane poses with ``bends (N, n)`` (``in_plane.Bent.bends``): turned past straight the other
-        way by more than ``AGAINST_TOLERANCE``."""
-        turns = np.remainder(bends[:, 1:] + self.relative_turns + np.pi, 2.0 * np.pi) - np.pi  # the free box spans ±2π
-        against = np.zeros(bends.shape, dtype=bool)
-        against[:, 1:] = turns * self.bend_senses < -AGAINST_TOLERANCE
-        return against
 
     @property
     def start(self) -> np.ndarray:
