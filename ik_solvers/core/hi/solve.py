@@ -65,7 +65,7 @@ class HISolveResult:
     against_bend : ndarray of bool, shape (N, n)
         Joints bent against their preferred sense (SPEC §5, reach honesty: a target nearer
         the start joint than the chain reaches with every bend its preferred way); the start
-        joint never. ``against_bend_frames`` counts the joints per frame.
+        joint never. ``against_bend_counts`` counts the joints per frame.
     """
 
     result: SolveResult
@@ -160,12 +160,13 @@ def solve_hi(
         q = None
     lift = pref.in_plane_constants.lift
     if bent.lifts is not None and lift is not None:  # past the in-plane reach: the heights give way (in_plane.lifted)
-        lifts = np.asarray(bent.lifts, dtype=float).reshape(n_frames, -1)
-        turned = lifted_quaternions(NUMPY_OPS, lift, [tuple(quats[:, j, k].copy() for k in range(4))
+        rows = np.flatnonzero(plane.r > pref.in_plane_reach)  # in_plane's lifted rows (the others' lifts are 0)
+        lifts = np.asarray(bent.lifts, dtype=float).reshape(n_frames, -1)[rows]
+        turned = lifted_quaternions(NUMPY_OPS, lift, [tuple(quats[rows, j, k] for k in range(4))
                                                       for j in range(quats.shape[1])], lifts)
         for j, components in enumerate(turned):
             for k, value in enumerate(components):
-                quats[:, j, k] = value
+                quats[rows, j, k] = value
         q = None
     if q is None:
         q = joint_variables(pref, quats, np.asarray(bent.bends, dtype=float).reshape(n_frames, -1))
