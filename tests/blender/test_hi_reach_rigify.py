@@ -6,6 +6,7 @@ pose bones after the bake (``scripts/hi_reach.py`` measures the same on five cha
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -66,3 +67,14 @@ def test_near_root_targets_are_reached_and_the_bent_back_frames_reported(addon, 
     clear = np.abs(measured.bends) > 0.01  # degrees: a joint straight to float32 rounding has no side
     np.testing.assert_array_equal(listed[clear], measured.backward[clear])
     assert chain.bake_against_bend_frames == setup.frame_end  # what the panel shows
+    # ik_batch --report carries the same list, valid against docs/batch-report.schema.json.
+    import _batch_report
+    import jsonschema
+
+    from ik_solvers.blender.report import BakeReport
+
+    entry = _batch_report.chain_statistics(BakeReport.from_json(chain.last_bake_report), 0.0)
+    assert entry["against_bend_frame_count"] == setup.frame_end
+    assert entry["against_bend_frames"] == report["against_bend_frames"]
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "batch-report.schema.json").read_text())
+    jsonschema.validate(entry, {**schema["$defs"]["chain"], "$defs": schema["$defs"]}, cls=jsonschema.Draft202012Validator)
