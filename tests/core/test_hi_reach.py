@@ -204,3 +204,43 @@ def test_error_never_beats_the_geometric_bound_and_unreachable_means_at_it(case)
     assert np.all(solved.own_bounds[limited] > bound[limited])  # only where HI's own bound is more
     if planar:  # a plane chain folds freely: every reachable target is reached
         assert not limited.any(), (result.error[limited], bound[limited])
+
+
+def _hinged_copy(chain: Chain, preferred: np.ndarray) -> Chain:
+    """``chain`` (ball joints) with every joint after the start joint a hinge about the preferred plane's
+    normal, the preferred rotations folded into the rest rotations: the same preferred pose at q = 0."""
+    from ik_solvers.core.rotations import matrices_from_rotvecs
+
+    pref = preferred_pose(chain, preferred)
+    rotations = matrices_from_rotvecs(preferred.reshape(-1, 3))
+    rest = np.array(chain.rest_rotations) @ rotations
+    rest[0] = chain.rest_rotations[0]
+    axes = np.concatenate([np.eye(3), pref.bend_axes[1:]])
+    kinds = (JointKind.BALL,) + (JointKind.HINGE,) * (chain.n_joints - 1)
+    n_dof = axes.shape[0]
+    return Chain(kinds=kinds, offsets=chain.offsets, rest_rotations=rest, axes=axes, lower=np.full(n_dof, -np.inf),
+                 upper=np.full(n_dof, np.inf), weights=np.ones(n_dof), tip_offset=chain.tip_offset,
+                 root_position=chain.root_position, root_rotation=chain.root_rotation)
+
+
+def test_a_hinge_holding_bones_out_of_the_plane_gets_solver_limit_with_both_bounds():
+    """Requirement 2 of issue 20: where HI cannot reach a target the chain reaches (a hinge about n0
+    cannot lift its bone out of the plane), the status says exactly that, never UNREACHABLE with a
+    bound that is not the geometric one."""
+    balls, ball_preferred = _bent_ten()
+    chain = _hinged_copy(balls, ball_preferred)
+    preferred = np.concatenate([ball_preferred[:3], np.zeros(chain.n_dof - 3)])
+    pref = preferred_pose(chain, preferred)
+    np.testing.assert_allclose(forward_kinematics(chain, preferred[None]).positions,
+                               forward_kinematics(balls, ball_preferred[None]).positions, atol=1e-12)
+    assert pref.in_plane_constants.lift is None  # hinges: the heights cannot give way
+    reach, total = pref.in_plane_reach, chain.segment_lengths.sum()
+    r = np.array([0.5 * reach, reach + 0.3 * (total - reach), 1.2 * total])
+    rng = np.random.default_rng(4)
+    targets = _random_directions(rng, 3) * r[:, None]  # the start joint at the origin
+    solved = solve_hi(chain, targets, pref, options=SolveOptions(tolerance=TOLERANCE))
+    result = solved.result
+    assert list(result.status) == [Status.CONVERGED, Status.SOLVER_LIMIT, Status.SOLVER_LIMIT]
+    np.testing.assert_allclose(result.lower_bound, [0.0, 0.0, r[2] - total], atol=1e-15)
+    np.testing.assert_allclose(solved.own_bounds, [0.0, r[1] - reach, r[2] - reach], atol=1e-12)
+    np.testing.assert_allclose(result.error, solved.own_bounds, atol=1e-9)
