@@ -77,6 +77,10 @@ def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
     if bake_report.pole_warning_frames is not None:
         entry["pole_warning_frames"] = bake_report.pole_warning_frames
         entry["min_pole_distance_degrees"] = bake_report.min_pole_distance_degrees
+    against = getattr(bake_report, "against_bend_frame_count", None)  # HI only; absent from an add-on before it
+    if against is not None:
+        entry["against_bend_frame_count"] = against
+        entry["against_bend_frames"] = bake_report.against_bend_frames
     orientation = getattr(bake_report, "max_orientation_error_degrees", None)  # an add-on before Rotation: absent
     if orientation is not None:
         entry["max_orientation_error_degrees"] = orientation

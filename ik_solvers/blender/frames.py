@@ -52,6 +52,8 @@ class HIFrames:
     singular_directions : ndarray, shape (M, 3)
         Where the zero-plane map in use is singular (±n0 for the default map, the
         pole target's line for the pole-object map): what a pole crossing crosses.
+    against_bend : ndarray of bool, shape (M, n)
+        Joints bent against their preferred sense (``HISolveResult.against_bend``).
     """
 
     solver_normals: np.ndarray
@@ -60,6 +62,7 @@ class HIFrames:
     pole_warnings: np.ndarray
     poles: np.ndarray
     singular_directions: np.ndarray
+    against_bend: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,7 +130,7 @@ class SolvedFrames:
             hi = HIFrames(solver_normals=h.solver_normals, ee_axes_sphere=h.ee_axes_sphere,
                           pole_angles=h.pole_angles, pole_warnings=h.pole_warnings,
                           poles=np.broadcast_to(h.sphere.n0, h.solver_normals.shape).copy(),
-                          singular_directions=h.singular_directions)
+                          singular_directions=h.singular_directions, against_bend=np.asarray(h.against_bend))
         return cls(frames=np.asarray(frames), q=result.q, status=result.status, error=error, bound=bound,
                    hi=hi, seconds=seconds, orientation_error=result.orientation_error)
 

@@ -213,7 +213,7 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
             counts = (
                 ("Converged", chain.bake_converged), ("Unreachable", chain.bake_unreachable),
                 ("Budget exhausted", chain.bake_budget_exhausted), ("Stalled", chain.bake_stalled),
-                ("Diverged", chain.bake_diverged),
+                ("Diverged", chain.bake_diverged), ("At the solver's limit", chain.bake_solver_limit),
             )
             for label, count in counts:
                 if count:
@@ -223,6 +223,8 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
                 box.label(text=f"Max orientation error: {math.degrees(chain.bake_max_orientation_error):.3g}°")
             if chain.bake_flip_frames:
                 box.label(text=f"Plane flips: {chain.bake_flip_frames} frame(s)", icon="ERROR")
+            if chain.bake_against_bend_frames:
+                box.label(text=f"Bent against the preferred way: {chain.bake_against_bend_frames} frame(s)", icon="INFO")
             if chain.bake_mismatch_frames:
                 alert = box.column(align=True)
                 alert.alert = True

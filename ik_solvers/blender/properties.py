@@ -305,6 +305,8 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
     bake_budget_exhausted: IntProperty(name="Budget Exhausted", description="Frames that ran out of iterations")
     bake_stalled: IntProperty(name="Stalled", description="Frames that stopped making progress")
     bake_diverged: IntProperty(name="Diverged", description="Frames whose error grew")
+    bake_solver_limit: IntProperty(
+        name="Solver Limit", description="Frames the method left above the geometric bound, at its own reach")
     bake_max_excess: FloatProperty(
         name="Max Excess", description="Largest error above the lower bound over the baked frames",
         subtype="DISTANCE", precision=7,
@@ -314,6 +316,9 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         "orientation over the baked frames (with Rotation)", subtype="ANGLE", precision=4,
     )
     bake_flip_frames: IntProperty(name="Flip Frames", description="Frames where the solver plane flipped")
+    bake_against_bend_frames: IntProperty(
+        name="Against Bend Frames",
+        description="HI frames with a joint bent against its preferred way (targets near the start joint)")
     bake_mismatch_frames: IntProperty(
         name="Mismatch Frames",
         description="Frames where Blender's evaluation of the baked keys differs from the solve (constraints, drivers)",

@@ -50,6 +50,12 @@ class BakeReport:
         HI frames with the pole warning on (None for other methods).
     min_pole_distance_degrees : float or None
         HI: the smallest angle between the EE axis and a pole (None for other methods).
+    against_bend_frames : list of dict
+        HI frames with a joint bent against its preferred sense (a target nearer the start joint
+        than the chain reaches with every bend its preferred way): frame, and ``joints``, the
+        joints' indices along the chain (0: the start joint); the first 100.
+    against_bend_frame_count : int or None
+        How many frames have such a joint (None for other methods).
     seconds : float
         Time spent solving and keying.
     evaluated_max_error : float
@@ -106,6 +112,8 @@ class BakeReport:
     key_error: float | None = None
     reduced_max_error: float | None = None
     reduced_error_p99: float | None = None
+    against_bend_frames: list[dict[str, Any]] = field(default_factory=list)
+    against_bend_frame_count: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +135,9 @@ class BakeReport:
             text += f"; max orientation error {self.max_orientation_error_degrees:.3g}°"
         if self.flip_frames:
             text += f"; plane flips at frames {', '.join(str(f['frame']) for f in self.flip_frames[:5])}"
+        if self.against_bend_frames:
+            text += (f"; {self.against_bend_frame_count} frame(s) bend a joint against its preferred way "
+                     f"(from frame {self.against_bend_frames[0]['frame']})")
         return text + "."
 
     def warning(self) -> str | None:
@@ -176,6 +187,17 @@ def flip_frames(solved: SolvedFrames, warning_angle: float) -> list[dict[str, An
     return sorted(flips, key=lambda flip: flip["frame"])
 
 
+def against_bend_frames(solved: SolvedFrames) -> list[dict[str, Any]]:
+    """HI frames (in order, the first ``NOT_REACHED_LISTED``) with a joint bent against its preferred
+    sense: the frame, and the joints' indices along the chain."""
+    hi = solved.hi
+    if hi is None:
+        return []
+    rows = np.flatnonzero(hi.against_bend.any(axis=1))[:NOT_REACHED_LISTED]
+    return [{"frame": int(solved.frames[k]), "joints": [int(j) for j in np.flatnonzero(hi.against_bend[k])]}
+            for k in rows]
+
+
 def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str, frame_step: int,
                 sampling_reasons: list[str], flip_threshold: float, seconds: float,
                 evaluation: Evaluation | None = None, reduced: ReducedKeys | None = None) -> BakeReport:
@@ -212,6 +234,8 @@ def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str,
         max_orientation_error_degrees=None if solved.orientation_error is None
         else float(np.degrees(solved.orientation_error.max())),
         **reduction_fields(reduced),
+        against_bend_frames=against_bend_frames(solved),
+        against_bend_frame_count=None if hi is None else int(np.count_nonzero(hi.against_bend.any(axis=1))),
     )
 
 
@@ -238,6 +262,8 @@ def store_report(chain_settings: IK_SOLVERS_PG_chain, report: BakeReport) -> Non
     chain_settings.bake_diverged = counts[Status.DIVERGED.value]
     chain_settings.bake_max_excess = report.max_excess
     chain_settings.bake_flip_frames = len(report.flip_frames)
+    chain_settings.bake_against_bend_frames = report.against_bend_frame_count or 0
+    chain_settings.bake_solver_limit = counts[Status.SOLVER_LIMIT.value]
     chain_settings.bake_mismatch_frames = len(report.evaluated_mismatch_frames)
     chain_settings.bake_evaluated_error = report.evaluated_max_error
     chain_settings.bake_max_orientation_error = (0.0 if report.max_orientation_error_degrees is None

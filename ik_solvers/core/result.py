@@ -36,6 +36,9 @@ class PlaneDiagnostics(Protocol):
     @property
     def sphere(self) -> Any: ...  # the sphere frame (``a0``, ``n0``)
 
+    @property
+    def against_bend(self) -> np.ndarray: ...  # (N, n) bool: joints bent against their preferred sense
+
 
 class Status(enum.Enum):
     """How a solve ended, per target."""
@@ -50,6 +53,9 @@ class Status(enum.Enum):
     """No progress: zero or vanishing step (e.g. a straight chain pointing past a target in front of it)."""
     DIVERGED = "DIVERGED"
     """The error ended larger than at the start."""
+    SOLVER_LIMIT = "SOLVER_LIMIT"
+    """Above the geometric lower bound, at the method's own least error (``lower_bound`` stays the
+    geometric one; HI: ``hi.own_bounds``): the target is nearer the chain's reach than this method gets."""
 
 
 class Method(enum.Enum):

@@ -103,15 +103,19 @@ def test_leg_with_foot_follows_a_deep_squat_with_knee_and_ankle_bent_their_way()
     np.testing.assert_array_equal(alone, result.q[57])
 
 
-def test_targets_nearer_than_any_preferred_bend_allows_are_unreachable_at_the_bound():
+def test_targets_nearer_than_any_preferred_bend_allows_are_reached_with_the_joint_flagged():
+    # Issue 20 (reach honesty): this target was UNREACHABLE at the curled pose's bound, while the
+    # geometric bound is 0; now it is reached, the joints bent against their sense flagged.
     chain, preferred = _leg()
     solved = solve_hi(chain, [[0.0, -0.01, 0.0]], preferred)
     result = solved.result
-    assert result.status[0] is Status.UNREACHABLE
-    assert result.lower_bound[0] > 0.0
-    np.testing.assert_allclose(result.error, result.lower_bound, atol=1e-12)
-    turns = _turns_about(forward_kinematics(chain, result.q).positions, solved.solver_normals)
-    assert np.all(turns * _preferred_senses(chain, preferred, solved.sphere.n0) >= -1e-12)
+    assert result.status[0] is Status.CONVERGED
+    assert result.lower_bound[0] == 0.0
+    assert result.error[0] <= 1e-9
+    turns = _turns_about(forward_kinematics(chain, result.q).positions, solved.solver_normals)[0]
+    reversed_sense = turns * _preferred_senses(chain, preferred, solved.sphere.n0) < 0.0
+    assert reversed_sense.any()
+    np.testing.assert_array_equal(solved.against_bend[0, 1:], reversed_sense)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

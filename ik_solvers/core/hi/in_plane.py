@@ -13,10 +13,16 @@ import numpy as np
 
 from ..analytic import elbow_cosine, planar_branch
 from ..array_ops import NUMPY_OPS, ArrayOps, Real
+from ..rotations import turned_quaternions
 from ..vectors import unit_stride
-from .in_plane_constants import InPlaneConstants
+from .in_plane_constants import InPlaneConstants, Lift
 from .plane_chain import plane_tip, segment_parameter, segment_parameters
 from .sphere import PreferredPose
+
+# Safeguarded Newton steps on the lifted chain's reach (:func:`lifted`): quadratic from the first
+# steps, a bisection where Newton leaves the bracket; a fixed count, so every row of a batch and one
+# target alone take the same steps.
+LIFT_STEPS = 40
 
 
 class Bent(NamedTuple):
@@ -26,7 +32,10 @@ class Bent(NamedTuple):
     ``bends``, each joint's turn about ``n0`` from its preferred angle (``n``, radians); ``xs, hs, ys``,
     the joints' and the tip's coordinates (``n + 1``, the start joint's ``0.0`` first) in the basis
     ``(a0, n0, n0 × a0)`` of the preferred plane. ``tip_turn``: the angle about ``n0`` from ``a0`` to
-    the bent chain's tip; ``iterations``: root-finding steps (1 for the closed form).
+    the bent chain's tip; ``iterations``: root-finding steps (1 for the closed form). ``lifts``: past the
+    in-plane reach of a non-planar chain (:func:`lifted`), each joint's turn about ``n0 × a0`` (in its
+    frame: ``Lift.axes``) from the straight in-plane pose (``n``, radians; zeros on other rows of a
+    batch); None where no target is lifted.
     """
 
     bends: Any
@@ -35,6 +44,7 @@ class Bent(NamedTuple):
     ys: Any
     tip_turn: Real
     iterations: Real
+    lifts: Any = None
 
 
 def two_bone_bent(xp: ArrayOps, k: InPlaneConstants, r: Real) -> Bent:
@@ -59,7 +69,8 @@ def chain_distance(xp: ArrayOps, k: InPlaneConstants, r: Real) -> tuple[Real, Re
 
 def chain_bent(xp: ArrayOps, k: InPlaneConstants, r: Real, bases: Any, directions: Any, t: Real, steps: Real) -> Bent:
     """The longer chain's pose at path parameter ``t`` (the root finder's): exactly straight beyond the
-    reach; every bent joint keeps its preferred sense."""
+    reach; every bent joint keeps its preferred sense down to the curled pose's distance, nearer
+    than that the path bends some against it (``reach.against_bend``)."""
     joints = xp.joints
     turns = joints.where(r >= k.distances[2], k.outer_bases, joints.lerp(bases, t, directions))
     _, _, along, across = plane_tip(xp, k.lengths, turns)
@@ -90,7 +101,15 @@ def in_plane(pref: PreferredPose, r: np.ndarray) -> Bent:
     bases, directions = vertices[segment], steps[segment]
     t, used = segment_parameters(pref.in_plane_lengths, bases, directions, wanted, distances[segment] - wanted,
                                  distances[segment + 1] - wanted)
-    return chain_bent(NUMPY_OPS, k, r, bases, directions, unit_stride(t), used)
+    bent = chain_bent(NUMPY_OPS, k, r, bases, directions, unit_stride(t), used)
+    if k.lift is None or not np.any(r > k.distances[2]):
+        return bent
+    rows = np.flatnonzero(r > k.distances[2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xs, hs, lifts = lifted(NUMPY_OPS, k.lift, r[rows])
+    all_xs, all_hs, all_lifts = bent.xs.copy(), np.broadcast_to(bent.hs, bent.xs.shape).copy(), np.zeros(bent.bends.shape)
+    all_xs[rows], all_hs[rows], all_lifts[rows] = xs, hs, lifts
+    return bent._replace(xs=all_xs, hs=all_hs, lifts=all_lifts)
 
 
 def row_bent(xp: ArrayOps, pref: PreferredPose, r: float) -> Bent:
@@ -108,4 +127,46 @@ def row_bent(xp: ArrayOps, pref: PreferredPose, r: float) -> Bent:
     bases, directions = k.vertices[segment], k.segment_steps[segment]
     t, steps = segment_parameter(xp, k.lengths, bases, directions, wanted, distances[segment] - wanted,
                                  distances[segment + 1] - wanted, k.distance_tolerance)
-    return chain_bent(xp, k, r, bases, directions, t, steps)
+    bent = chain_bent(xp, k, r, bases, directions, t, steps)
+    if k.lift is None or not r > k.distances[2]:
+        return bent
+    xs, hs, lifts = lifted(xp, k.lift, r)
+    return bent._replace(xs=xs, hs=hs, lifts=lifts)
+
+
+def lifted(xp: ArrayOps, lift: Lift, r: Real) -> tuple[Any, Any, Any]:
+    """Past the in-plane reach ``ΣL`` of a non-planar chain: the straight in-plane pose with every bone
+    height ``h`` shrunk to ``s·h`` so the tip reaches ``min(r, ΣB)`` along the EE axis (SPEC §5: out of
+    reach, the geometric bound). ``u = s²`` solves ``Σ √(B² − u·h²) = r`` (decreasing and concave in
+    ``u``, ``u = 1`` at ``ΣL``: continuous with the in-plane pose; ``u = 0`` from ``ΣB`` on: straight).
+
+    Returns the joints' ``xs`` and ``hs`` (``n + 1``, as ``Bent``'s) and each joint's turn about
+    ``n0 × a0`` (``n``, ``Bent.lifts``: the change of its bone's elevation less its parent's)."""
+    joints, divide = xp.joints, xp.divide
+    lo, hi = r * 0.0, r * 0.0 + 1.0
+    u = lo
+    pairs = list(zip(lift.squares, lift.height_squares))
+    for _ in range(LIFT_STEPS):
+        roots = [xp.sqrt(xp.maximum(b2 - u * h2, 0.0)) for b2, h2 in pairs]
+        f = joints.total(joints.pack(roots)) - r
+        slope = -0.5 * joints.total(joints.pack([divide(h2, root) for (_, h2), root in zip(pairs, roots)]))
+        lo, hi = xp.where(f > 0.0, u, lo), xp.where(f > 0.0, hi, u)
+        newton = u - divide(f, slope)
+        u = xp.where((newton > lo) & (newton < hi), newton, 0.5 * (lo + hi))
+    scale = xp.sqrt(u)
+    along = [xp.sqrt(xp.maximum(b2 - u * h2, 0.0)) for b2, h2 in pairs]
+    heights = [scale * h for h in lift.heights]
+    elevations = xp.atan2_all(heights, along)
+    turns = [e0 - e for e0, e in zip(lift.elevations, elevations)]
+    lifts = [turns[0], *(turn - before for before, turn in zip(turns, turns[1:]))]
+    return (joints.prepend(0.0, joints.cumsum(joints.pack(along))), joints.prepend(0.0, joints.cumsum(joints.pack(heights))),
+            joints.pack(lifts))
+
+
+def lifted_quaternions(xp: ArrayOps, lift: Lift, quats: list, lifts: Any) -> list:
+    """Joint rotations ``(w, x, y, z)`` per joint turned on by their lifts (``Bent.lifts``, ``n``) about
+    ``Lift.axes``: ``R_j · Rot(axis_j, lift_j)`` (``w ≥ 0``; components floats, or ``(M,)`` arrays)."""
+    # A batch's columns halved: fresh unit-stride arrays, as the cosine and sine need (vectors.unit_stride).
+    halves = [0.5 * lift_j for lift_j in (lifts if isinstance(lifts, list) else list(lifts.T))]
+    return turned_quaternions(quats, [xp.cos(h) for h in halves], [xp.sin(h) for h in halves], lift.axes,
+                              canonical=True)

@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 
 from ..array_ops import SCALAR_OPS as xp
 from ..chain import JointKind
-from ..iteration import status_of
 from ..result import SolveOptions, Status
 from ..rotations import quaternion_about_axis, quaternion_from_rotvec, quaternion_product
 from ..vectors import cross3, norm3, tmatvec3, unit3, vec3
@@ -29,10 +28,11 @@ from ..zero_plane import (
     PoleObjectZeroPlaneMap,
     pole_direction,
 )
-from .in_plane import row_bent
+from .in_plane import lifted_quaternions, row_bent
 from .parent_space import rotation_rows
 from .placement import bent_quaternions, bent_variables, placed_point, start_rotation
 from .planes import pole_angle, row_plane
+from .reach import HI_STATUSES, reach_status
 from .sphere import PreferredPose
 
 
@@ -48,7 +48,7 @@ class OneTargetHI(NamedTuple):
     error : float
         Tip-to-target distance (chain units).
     lower_bound : float
-        Least tip error of the HI pose at this distance (``result.lower_bound[0]``).
+        The geometric lower bound on the error at this distance (``result.lower_bound[0]``).
     status : Status
     iterations : int
         Root-finding steps of the in-plane solve (1 for two bones).
@@ -139,10 +139,14 @@ def solve_hi_one(
     tip = placed_point(axis, plane_normal, side, start, xp.cos(tip_turn), xp.sin(tip_turn),
                        bent.xs[-1], bent.hs[-1], bent.ys[-1])
     rows = start_rotation(xp, axis, plane_normal, side, pref.start_parent_rows, bent.bends[0] - tip_turn, pref.start_basis_rows)
-    q = bent_variables(xp, pref, bent_quaternions(xp, pref, rows, bent.bends), bent.bends)
+    quats = bent_quaternions(xp, pref, rows, bent.bends)
+    lift = pref.in_plane_constants.lift
+    if bent.lifts is not None and lift is not None:  # past the in-plane reach: the heights give way (in_plane.lifted)
+        quats = lifted_quaternions(xp, lift, quats, bent.lifts)
+    q = bent_variables(xp, pref, quats, bent.bends)
     error = norm3(xp, (tip[0] - target[0], tip[1] - target[1], tip[2] - target[2]))
-    lower = pref.lower_bound(xp, r)
-    status = status_of(xp, error, error, lower, False, tolerance)  # the start error is the error; nothing stalls
+    lower, _, index = reach_status(xp, pref, error, r, tolerance)
+    status = HI_STATUSES[index]
     return OneTargetHI(tuple(q), _local_quaternions(pref, q), error, lower, status, bent.iterations,
                        pole_angle(xp, axis_sphere, singular_direction))
 

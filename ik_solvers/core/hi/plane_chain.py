@@ -53,6 +53,8 @@ CURL_CORNER_JOINTS = 5
 CURL_RANDOM_STARTS = 64
 # Ends of the search this close (fraction of the reach) count as equally near the root.
 CURL_TIE = 1e-9
+# Gauss–Newton steps closing a free chain's tip onto its root (folded_onto_root).
+FOLD_STEPS = 30
 
 
 def plane_tip(xp: ArrayOps, lengths: Any, turns: Any) -> tuple[Real, Real, Any, Any]:
@@ -112,6 +114,30 @@ def curled_turns(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pref
     nearest = np.flatnonzero(distances <= distances.min() + CURL_TIE * lengths.sum())
     change = np.add.accumulate((turns[nearest] - preferred) ** 2, axis=1)[:, -1]
     return turns[nearest[int(np.argmin(change))]]
+
+
+def folded_onto_root(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """Turns ``(n − 1,)`` near ``turns`` putting the tip on the root, by Gauss–Newton steps on the tip
+    (each the least turn change, kept only while the tip comes nearer): where the free chain can close
+    (``2·max L ≤ ΣL``), :func:`curled_turns`' coordinate descent creeps toward that pose (measured:
+    4e-5 of the reach left after its sweeps on a near-flat triangle), Newton's steps then close it."""
+    scale = float(lengths.sum())
+    best = turns.copy()
+    headings = np.zeros(lengths.size)
+    for _ in range(FOLD_STEPS):
+        headings[1:] = np.add.accumulate(best)
+        points = np.concatenate([[[0.0, 0.0]], np.add.accumulate(lengths[:, None] * np.stack(
+            [np.cos(headings), np.sin(headings)], axis=1), axis=0)])
+        tip = points[-1]
+        if np.hypot(tip[0], tip[1]) <= CURL_SETTLED * scale:
+            break
+        arms = tip - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
+        jacobian = np.stack([-arms[:, 1], arms[:, 0]])
+        moved = best - np.linalg.lstsq(jacobian, tip, rcond=None)[0]
+        if plane_distances(lengths, moved[None])[0] >= np.hypot(tip[0], tip[1]):
+            break
+        best = moved
+    return best
 
 
 def _best_turn(lengths: np.ndarray, turns: np.ndarray, j: int, low: float, high: float) -> np.ndarray:

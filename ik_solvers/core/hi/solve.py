@@ -8,19 +8,21 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..array_ops import ROW_OPS
+from ..array_ops import NUMPY_OPS, ROW_OPS
 from ..chain import Chain
 from ..errors import IKInputError
-from ..iteration import classify
 from ..kinematics import Pose, bone_length_errors
 from ..result import Method, SolveOptions, SolveResult
 from ..solve import validated_targets
 from ..vectors import matvec, norm
 from ..zero_plane import ZERO_PLANE_MAPS, PoleObjectZeroPlaneMap, ZeroPlaneMapFactory, swivel_angles
-from .in_plane import in_plane, row_bent
+from .in_plane import in_plane, lifted_quaternions, row_bent
 from .placement import joint_quaternions, joint_variables, one_frame_pose, placed_pose
 from .planes import DEFAULT_WARNING_ANGLE, SolverPlanes, pole_angles, solver_planes
+from .reach import HI_STATUSES, against_bend, reach_status
 from .sphere import PreferredPose, SphereFrame, preferred_pose
+
+_HI_STATUS_ARRAY = np.array(HI_STATUSES, dtype=object)
 
 
 # ---------------------------------------------------------------- solve
@@ -67,6 +69,14 @@ class HISolveResult:
     singular_directions : ndarray, shape (N, 3), or None
         Per frame, the unit direction (sphere coordinates) whose ends are the map's
         singular points; None means the sphere's poles ``±n0``.
+    own_bounds : ndarray, shape (N,)
+        HI's own least error at each target's distance (``reach.own_bound``): the
+        geometric ``result.lower_bound`` for a planar chain; where it is more and the error
+        sits at it, the status is ``SOLVER_LIMIT``.
+    against_bend : ndarray of bool, shape (N, n)
+        Joints bent against their preferred sense (SPEC §5, reach honesty: a target nearer
+        the start joint than the chain reaches with every bend its preferred way); the start
+        joint never. ``against_bend_counts`` counts the joints per frame.
     """
 
     result: SolveResult
@@ -79,6 +89,8 @@ class HISolveResult:
     sphere: SphereFrame
     planes: SolverPlanes = field(repr=False)
     singular_directions: np.ndarray | None = None
+    own_bounds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    against_bend: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
 
     # Diagnostics a live solve does not read, computed on first use from the solver planes (the
     # same operations, so the same bits, whenever they run).
@@ -89,6 +101,11 @@ class HISolveResult:
     @cached_property
     def map_singular(self) -> np.ndarray:
         return self.planes.singular
+
+    @property
+    def against_bend_counts(self) -> np.ndarray:
+        """Joints bent against their preferred sense per frame ``(N,)`` (int)."""
+        return np.count_nonzero(self.against_bend, axis=1)
 
 
 def solve_hi(
@@ -156,11 +173,23 @@ def solve_hi(
         bent = in_plane(pref, plane.r)
         start_rows, positions = placed_pose(pref, plane, bent)
         quats = joint_quaternions(pref, start_rows, bent.bends)
-        q = joint_variables(pref, quats, bent.bends)
+        q = None
+    lift = pref.in_plane_constants.lift
+    if bent.lifts is not None and lift is not None:  # past the in-plane reach: the heights give way (in_plane.lifted)
+        rows = np.flatnonzero(plane.r > pref.in_plane_reach)  # in_plane's lifted rows (the others' lifts are 0)
+        lifts = np.asarray(bent.lifts, dtype=float).reshape(n_frames, -1)[rows]
+        turned = lifted_quaternions(NUMPY_OPS, lift, [tuple(quats[rows, j, k] for k in range(4))
+                                                      for j in range(quats.shape[1])], lifts)
+        for j, components in enumerate(turned):
+            for k, value in enumerate(components):
+                quats[rows, j, k] = value
+        q = None
+    if q is None:
+        q = joint_variables(pref, quats, np.asarray(bent.bends, dtype=float).reshape(n_frames, -1))
     pose = Pose(frames=np.empty((n_frames, 0, 3, 3)), positions=positions)  # only positions are read below
     error = norm(pose.tips - targets)
-    lower = pref.lower_bounds(plane.r)
-    status = classify(error, error, lower, np.zeros(n_frames, dtype=bool), options.tolerance)
+    lower, own, index = reach_status(NUMPY_OPS, pref, error, plane.r, options.tolerance)
+    status = _HI_STATUS_ARRAY[index]
     result = SolveResult(
         method=Method.HI,
         q=q,
@@ -187,6 +216,8 @@ def solve_hi(
         sphere=pref.sphere,
         singular_directions=plane.singular_directions,
         planes=plane,
+        own_bounds=own,
+        against_bend=against_bend(pref, np.asarray(bent.bends, dtype=float).reshape(n_frames, -1)),
     )
 
 

@@ -16,6 +16,7 @@ from ..vectors import Rows3, cross, dot, matvec, norm, ordered_sum, rows3, tmatv
 from .in_plane_constants import InPlaneConstants
 from .path import monotone_path
 from .plane_chain import curled_turns, plane_distances
+from .reach import bound_ends, folded_turns
 from .straight import straight_pose_normal, turn_box
 
 # A preferred pose whose joints all lie within this fraction of the reach from
@@ -111,7 +112,9 @@ class PreferredPose:
         Turns in that box bringing the tip nearest the start joint (see ``plane_chain``).
     preferred_distance, curled_distance : float
         Start joint to tip in the preferred and in the curled pose: the in-plane solve
-        reaches every distance from ``curled_distance`` to ``in_plane_reach``.
+        reaches every distance from ``curled_distance`` to ``in_plane_reach`` with every
+        bent joint keeping its sense, and on to the folded pose's distance
+        bending joints against it (``reach.least_distance``; flagged: ``HISolveResult.against_bend``).
     """
 
     chain: Chain
@@ -165,14 +168,17 @@ class PreferredPose:
 
     @cached_property
     def path(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """The in-plane solve's path (``plane_chain.monotone_path``): its vertices ``(K + 1, n − 1)`` (relative
-        turns, straight first, curled last), each segment's step ``(K, n − 1)`` to the next vertex, the
-        vertices' distances ``(K + 1,)`` and the preferred vertex's index (read-only)."""
+        """The in-plane solve's path (``path.monotone_path``): its vertices ``(K + 1, n − 1)`` (relative
+        turns, straight first, the curled pose, then folded last), each segment's step ``(K, n − 1)`` to
+        the next vertex, the vertices' distances ``(K + 1,)`` and the preferred vertex's index (read-only)."""
+        folded = folded_turns(self)
         vertices, preferred = monotone_path(self.in_plane_lengths, self.turn_lower, self.turn_upper,
-                                            self.relative_turns, self.curled_turns)
+                                            self.relative_turns, self.curled_turns, folded)
         distances = plane_distances(self.in_plane_lengths, vertices)
         # The path's ends and the preferred vertex have the distances every other test reads.
-        distances[preferred], distances[-1] = self.preferred_distance, self.curled_distance
+        distances[preferred] = self.preferred_distance
+        if folded is self.curled_turns:
+            distances[-1] = self.curled_distance
         return (_read_only(vertices), _read_only(np.ascontiguousarray(np.diff(vertices, axis=0))),
                 _read_only(distances), preferred)
 
@@ -182,10 +188,9 @@ class PreferredPose:
         return 1e-12 * self.chain.reach
 
     @cached_property
-    def _bound_ends(self) -> tuple[float, float]:
-        """``ΣL`` and the nearest distance ``inner`` of :meth:`lower_bounds` (as it computed them per call)."""
-        lengths = self.in_plane_lengths
-        return float(lengths.sum()), max(0.0, 2.0 * lengths.max() - lengths.sum(), self.curled_distance)
+    def _bound_ends(self) -> tuple[float, float, float, float]:
+        """The geometric bound's ends, then the HI pose's own (``reach.bound_ends``)."""
+        return bound_ends(self)
 
     @cached_property
     def start_parent(self) -> np.ndarray | None:
@@ -281,19 +286,12 @@ class PreferredPose:
         return (q[0], q[1], q[2], q[3]), (a[0], a[1], a[2])
 
     def lower_bounds(self, r: np.ndarray) -> np.ndarray:
-        """Least tip error ``(N,)`` of the HI pose for targets at distance ``r`` from the start joint.
-
-        The bones' in-plane parts turn about ``n0`` and their heights along it cancel
-        at the tip, and every bent joint keeps its preferred sense, so the tip reaches
-        exactly the distances ``[curled_distance, ΣL]`` of the in-plane lengths ``L``:
-        the core's free-joint bound (SPEC §3.3) when the chain is planar and may fold
-        freely, tighter when it is not (bones out of the plane, bend senses kept).
-        """
+        """The geometric lower bound ``(N,)`` on the tip error at distances ``r`` (SPEC §3.3, free joints)."""
         return self.lower_bound(NUMPY_OPS, r)
 
     def lower_bound(self, xp: ArrayOps, r: Real) -> Real:
         """:meth:`lower_bounds` in an array namespace (one distance, or ``(N,)``)."""
-        total, inner = self._bound_ends
+        total, inner, _, _ = self._bound_ends
         return xp.maximum(0.0, xp.maximum(r - total, inner - r))
 
     @property
