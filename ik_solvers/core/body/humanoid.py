@@ -60,7 +60,7 @@ def humanoid_body() -> Body:
     heads = {b[0]: np.array(b[2]) for b in _BONES}
     tails = {b[0]: np.array(b[3]) for b in _BONES}
     frames: dict[str, np.ndarray] = {}
-    for name, parent, _, _, kind in _BONES:
+    for name, _, _, _, kind in _BONES:
         normal = None
         child = next((b[0] for b in _BONES if b[1] == name and b[4] is HINGE), None)
         hinge_of = name if kind is HINGE else child

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import IKInputError
+from ..hi.orientation import solve_hi_oriented, without_last_joint
+from ..hi.solve import HISolveResult, solve_hi
+from ..hi.sphere import preferred_pose
 from ..kinematics import local_quaternions
 from ..result import SolveOptions
 from ..solve import checked_rotations, orientation_errors, validated_targets
 from ..vectors import matmul, matvec, norm, tmatvec
-from ..hi.orientation import solve_hi_oriented, without_last_joint
-from ..hi.solve import HISolveResult, solve_hi
-from ..hi.sphere import preferred_pose
 from .bounds import goal_bounds
 from .forward import BodyPose, body_pose, body_variables, variable_chain, variable_columns
 from .model import Body, BodyChain, ChainLayout, GoalStatus, lay_out
@@ -105,6 +105,7 @@ def solve_body(
     reference: np.ndarray | None = None,
     reference_root_location: np.ndarray | None = None,
     root_location_weight: float = 1.0,
+    pull_steps: int = 0,
     tolerance: float = DEFAULT_TOLERANCE,
     angle_tolerance: float = DEFAULT_ANGLE_TOLERANCE,
 ) -> BodyResult:
@@ -125,6 +126,10 @@ def solve_body(
         The body root's reference location (its rest frame); default zero.
     root_location_weight : float
         In ``(0, 1]``: how readily the root moves, against the joints' weights (``1 − stiffness``).
+    pull_steps : int
+        Trunk steps that also pull toward the reference in what the goals leave free, before the plain
+        minimum-norm steps (0: none; the minimum-norm steps alone already move only what the goals need,
+        and reach more goal sets, docs/body-solve.md).
     tolerance, angle_tolerance : float
         What counts as reached (chain units, radians).
     """
@@ -134,6 +139,8 @@ def solve_body(
     root = None if body_root is None else body.bone_index(body_root)
     if root is not None and body.kinds[root].value != 3:
         raise IKInputError("body_root", f"the body root {body.names[root]!r} must turn freely (a ball joint)")
+    if not isinstance(pull_steps, (int, np.integer)) or pull_steps < 0:
+        raise IKInputError("pull_steps", "must be a non-negative integer")
     if not 0.0 < root_location_weight <= 1.0:
         raise IKInputError("root_location_weight", "must lie in (0, 1]")
     goals = [_checked_goal(c) for c in chains]
@@ -158,7 +165,7 @@ def solve_body(
     if dofs.size:
         problem = _trunk_problem(body, layouts, goals, limbs, root, dofs, q_ref, scale, root_location_weight)
         x_ref = np.concatenate([loc_ref[:, :t], q_ref[:, dofs]], 1)
-        x, steps = solve_trunk(problem, x_ref)
+        x, steps = solve_trunk(problem, x_ref, pull_steps)
         q[:, dofs] = x[:, t:]
         root_location[:, :t] = x[:, :t]
     pose = body_pose(body, variables, q, root, root_location)
@@ -173,6 +180,7 @@ def solve_body(
 
 
 Goal = tuple[np.ndarray, np.ndarray | None, float, int]
+_STATUSES = np.array([GoalStatus.REACHED, GoalStatus.LIMITED, GoalStatus.OUT_OF_REACH], dtype=object)
 
 
 def _checked_goal(chain: BodyChain) -> Goal:
@@ -335,12 +343,12 @@ def _goal_results(body: Body, pose: BodyPose, layouts: tuple[ChainLayout, ...], 
         reached.append((error <= tolerance) & (True if turn is None else turn <= angle_tolerance))
     tips = [lay.bones[-1] for lay in layouts]
     priorities = [goals[lay.index][3] for lay in layouts]
-    positions = [goals[lay.index][0] for lay in layouts]
-    bounds = goal_bounds(body, tips, positions, priorities, reached, root, tolerance)
+    targets = [goals[lay.index][0] for lay in layouts]
+    bounds = goal_bounds(body, tips, targets, priorities, reached, root, tolerance)
     out = []
     for lay, error, turn, done, bound in zip(layouts, errors, turns, reached, bounds):
         at_bound = error <= bound + tolerance + 1e-12 * scale
-        status = np.where(done, GoalStatus.REACHED, np.where(at_bound, GoalStatus.OUT_OF_REACH, GoalStatus.LIMITED))
-        out.append(GoalResult(lay.chain.name, status.astype(object), error, turn, bound, lay.limb,
+        status = _STATUSES[np.where(done, 0, np.where(at_bound, 2, 1))]
+        out.append(GoalResult(lay.chain.name, status, error, turn, bound, lay.limb,
                               his.get(lay.index)))
     return tuple(out)

@@ -43,11 +43,13 @@ MAX_STEP = 0.25
 PULL_ITERATIONS = 20
 # A limb met within this fraction of its reach from the edge of it holds there while pulled over (Rows).
 HOLD = 0.1
-SETTLE_ITERATIONS = 30
+SETTLE_ITERATIONS = 60
 # A frame stops pulling when no variable moves by more than this in a step (radians / scales),
 # and stops settling when every residual is this small (fraction of the body scale) or it stalls.
 PULL_SETTLED = 1e-10
 SETTLED = 1e-14
+# A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
+SETTLED_ERROR = 5e-8
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,22 +103,67 @@ class TrunkProblem:
     body_scale: float
 
 
-def solve_trunk(problem: TrunkProblem, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Trunk variables ``(N, m)`` from ``reference (N, m)``, and the steps each frame took ``(N,)``."""
+def solve_trunk(problem: TrunkProblem, reference: np.ndarray, pull_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Trunk variables ``(N, m)`` from ``reference (N, m)``, and the steps each frame took ``(N,)``.
+
+    Minimum-norm Gauss-Newton steps (``pull_steps`` of them first also pulled toward the reference).
+    Frames that end with a goal unmet are solved once more the other way (with the pull if there was
+    none, else without), and keep whichever result is better by priority (:func:`_better`): a second,
+    fixed path out of a poor basin, decided per frame.
+    """
+    x, steps = _gauss_newton(problem, reference, pull_steps)
+    frames = np.arange(x.shape[0])
+    errors = level_errors(problem, x, frames)
+    unmet = np.flatnonzero(errors.max(axis=1, initial=0.0) > SETTLED_ERROR * problem.body_scale)
+    if unmet.size:
+        other, more = _gauss_newton(problem, reference[unmet], 0 if pull_steps else PULL_ITERATIONS, unmet)
+        take = _better(level_errors(problem, other, unmet), errors[unmet], SETTLED_ERROR * problem.body_scale)
+        x[unmet[take]] = other[take]
+        steps[unmet] += more
+    return x, steps
+
+
+def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
+                  frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``pull_steps`` pulled steps, then plain ones until each frame settles (or the budget ends)."""
+    frames = np.arange(reference.shape[0]) if frames is None else frames
     x = reference.copy()
     steps = np.zeros(x.shape[0], dtype=int)
-    for pull, budget in ((True, PULL_ITERATIONS), (False, SETTLE_ITERATIONS)):
+    for pull, budget in ((True, pull_steps), (False, SETTLE_ITERATIONS)):
         active = np.ones(x.shape[0], dtype=bool)
         for _ in range(budget):
             rows = np.flatnonzero(active)
             if rows.size == 0:
                 break
-            new, moved, largest_residual = _step(problem, x[rows], reference[rows], rows, pull)
+            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows], pull)
             x[rows] = new
             steps[rows] += 1
             done = moved <= PULL_SETTLED if pull else (largest_residual <= SETTLED * problem.body_scale) | (moved <= 1e-15)
             active[rows[done]] = False
     return x, steps
+
+
+def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """The residual norm ``(n, L)`` of each priority level at ``x`` (limbs: how far beyond their reach)."""
+    pose, columns = problem.pose(x, frames)
+    out = np.zeros((x.shape[0], len(problem.levels)))
+    for k, level in enumerate(problem.levels):
+        rows = _held([rows(pose, columns, frames) for rows in level], None)
+        if rows:
+            out[:, k] = norm(np.concatenate([r.residuals for r in rows], 1))
+    return out
+
+
+def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.ndarray:
+    """Where ``candidate (n, L)`` beats ``current (n, L)``: smaller on the first level where they differ by
+    more than ``tolerance`` (a lexicographic comparison, highest priority first)."""
+    decided = np.zeros(candidate.shape[0], dtype=bool)
+    wins = np.zeros(candidate.shape[0], dtype=bool)
+    for k in range(candidate.shape[1]):
+        differ = ~decided & (np.abs(candidate[:, k] - current[:, k]) > tolerance)
+        wins |= differ & (candidate[:, k] < current[:, k])
+        decided |= differ
+    return wins
 
 
 def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray,
@@ -149,7 +196,7 @@ def _held(level: list[Rows], back: np.ndarray | None) -> list[Rows]:
     edge (its Jacobian row points against the pull), dropped (zero) elsewhere and when not pulling."""
     out = []
     for rows in level:
-        if rows.holding is None:
+        if rows.holding is None or rows.outward is None:
             out.append(rows)
             continue
         over = np.zeros(rows.holding.shape, dtype=bool) if back is None else matvec(rows.outward, back) < 0.0
