@@ -29,7 +29,7 @@ import numpy as np
 from ..chain import Chain
 from ..kinematics import apply_increments, increments_toward
 from ..rotations import rotvecs_from_matrices
-from ..vectors import matmul, matvec, norm, tmatvec
+from ..vectors import dot, matmul, matvec, norm, tmatvec
 from .forward import BodyPose, VariableColumns
 
 # Squared singular values (chain units² per unit of a scaled variable) below this count as no
@@ -46,11 +46,11 @@ RESIDUAL_DAMPING = 1.0
 PULL = 1.0
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
-PULL_ITERATIONS = 30
+PULL_ITERATIONS = 16
 SETTLE_ITERATIONS = 60
 # A frame stops pulling when no variable moves by more than this in a step (radians / scales),
 # and stops settling when every residual is this small (fraction of the body scale) or it stalls.
-PULL_SETTLED = 1e-10
+PULL_SETTLED = 1e-8
 SETTLED = 1e-14
 # A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
 SETTLED_ERROR = 5e-8
@@ -286,24 +286,42 @@ def _prioritised_step(levels: list[tuple[np.ndarray, np.ndarray]], scales: np.nd
     dz = np.zeros((n, m))
     basis = np.zeros((n, 0, m))
     for residuals, jacobian in levels:
-        scaled = jacobian * scales[:, None, :]
-        free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
-        left = residuals - matvec(scaled, dz)
-        values, vectors = np.linalg.eigh(_products(free, free))
-        kept = values > SINGULAR_SQUARED
-        # Levenberg-Marquardt damping growing with the level's residual (Sugihara 2011): Newton steps as
-        # a goal is met, short ones while it cannot be (a hand out of reach stops pushing the body).
-        damping = DAMPING_SQUARED + RESIDUAL_DAMPING * np.sum(residuals * residuals, axis=1)
-        inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
-        exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
-        rows = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2))  # Uᵀ F: orthogonal rows
-        dz += tmatvec(rows, tmatvec(vectors, left) * inverse)
-        basis = np.concatenate([basis, rows * exact[:, :, None]], 1)
+        # Frames where the level asks nothing (limbs within reach) add exact zeros: leave them out.
+        on = np.flatnonzero(np.any(jacobian != 0.0, axis=(1, 2)))
+        if on.size == 0:
+            continue
+        if on.size == n:
+            step, rows = _level_step(residuals, jacobian, scales, dz, basis)
+            dz += step
+        else:
+            step, part = _level_step(residuals[on], jacobian[on], scales[on], dz[on], basis[on])
+            dz[on] += step
+            rows = np.zeros((n,) + part.shape[1:])
+            rows[on] = part
+        basis = np.concatenate([basis, rows], 1)
     if back is not None:
         safe = np.where(scales > 0.0, scales, 1.0)
         pulled = PULL * np.where(scales > 0.0, back / safe, 0.0)
         dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
     return dz * scales
+
+
+def _level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray, dz: np.ndarray,
+                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One level's step ``(n, m)`` (scaled variables) in the null space of ``basis (n, r, m)``, from the steps
+    of the levels above ``dz``, and the orthonormal rows ``(n, r_level, m)`` it adds to the basis."""
+    scaled = jacobian * scales[:, None, :]
+    free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
+    left = residuals - matvec(scaled, dz)
+    values, vectors = np.linalg.eigh(_products(free, free))
+    kept = values > SINGULAR_SQUARED
+    # Levenberg-Marquardt damping growing with the level's residual (Sugihara 2011): Newton steps as
+    # a goal is met, short ones while it cannot be (a hand out of reach stops pushing the body).
+    damping = DAMPING_SQUARED + RESIDUAL_DAMPING * dot(residuals, residuals)
+    inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
+    exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
+    rows = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2))  # Uᵀ F: orthogonal rows
+    return tmatvec(rows, tmatvec(vectors, left) * inverse), rows * exact[:, :, None]
 
 
 def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, inner: float, total: float, mask: np.ndarray,
