@@ -96,6 +96,20 @@ def test_fixed_root_hand_beyond_the_body_is_out_of_reach():
     assert np.all(result.root_location == 0.0)
 
 
+@pytest.mark.parametrize("beyond", [0.25, 0.3, 0.5])
+def test_feet_hold_when_a_hand_is_just_out_of_reach(beyond):
+    """Where a lower goal only just cannot be met its steps are largest: they must not push the feet off."""
+    goals = _rest_goals(1)
+    del goals["spine"]
+    start = body_pose(BODY, body_variables(BODY), np.zeros((1, BODY.n_dof))).heads[0, BODY.names.index("upper_arm.L")]
+    reach = float(np.linalg.norm(BODY.offsets[BODY.names.index("forearm.L")]) + BODY.tails[BODY.names.index("forearm.L")][1])
+    goals["arm.L"] = ((start + (reach + beyond) * np.array([0.6, -0.8, 0.0]))[None], None)
+    result = solve_body(BODY, humanoid_chains(goals), body_root="hips")
+    for name in ("leg.L", "leg.R"):
+        assert result.goal(name).error[0] <= POSITION, name
+    assert result.goal("arm.L").status[0] != GoalStatus.REACHED
+
+
 def test_root_moves_only_when_a_limb_cannot_reach():
     sets = random_goal_sets(BODY, 5, 50, trunk=False)  # hips, spine and head at rest: the limbs reach alone
     result = solve_body(BODY, humanoid_chains(sets.goals), body_root="hips")

@@ -41,7 +41,7 @@ SINGULAR_SQUARED = 1e-8
 # the threshold, and is small enough that a converging step is a Newton step.
 DAMPING_SQUARED = 1e-7
 # Damping per squared residual (chain units² per chain unit²) of a level (_prioritised_step).
-RESIDUAL_DAMPING = 1.0
+RESIDUAL_DAMPING = 100.0
 # Fraction of the way back to the reference pose taken per step, in the goals' null space.
 PULL = 1.0
 # No variable moves by more than this per step (radians, or body scales for the root location).
