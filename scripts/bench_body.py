@@ -34,16 +34,6 @@ TIME_GOAL_MS = 1.0
 PERCENTILES = (50, 90, 99, 99.9, 100)
 
 
-def reached_all(result: BodyResult) -> np.ndarray:
-    """Frames ``(N,)`` where every weight-1 goal is within 0.01 mm and 0.05°."""
-    ok = np.ones(result.q.shape[0], dtype=bool)
-    for goal in result.goals:
-        ok &= goal.error <= POSITION_GOAL
-        if goal.orientation_error is not None:
-            ok &= goal.orientation_error <= ANGLE_GOAL
-    return ok
-
-
 def benchmark_body(n_frames: int = 2000, repeats: int = 3, seed: int = 22) -> tuple[dict, list[dict], GoalSets,
                                                                                     BodyResult]:
     """The figures (printed and returned), the per-goal rows, the goal sets and the solve."""
@@ -62,7 +52,7 @@ def benchmark_body(n_frames: int = 2000, repeats: int = 3, seed: int = 22) -> tu
     part = np.arange(min(50, n_frames))[::-1]
     alone = solve_body(body, humanoid_chains({k: (v[0][part], None if v[1] is None else v[1][part])
                                               for k, v in sets.goals.items()}), body_root="hips")
-    ok = reached_all(result)
+    ok = result.all_within(POSITION_GOAL, ANGLE_GOAL)
     rows = []
     for goal in result.goals:
         row = {"goal": goal.name, "solved_by": "HI limb" if goal.limb else "trunk",

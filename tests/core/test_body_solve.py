@@ -40,12 +40,7 @@ def _rest_goals(n: int) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
 
 
 def _reached(result) -> np.ndarray:
-    ok = np.ones(result.q.shape[0], dtype=bool)
-    for goal in result.goals:
-        ok &= goal.error <= POSITION
-        if goal.orientation_error is not None:
-            ok &= goal.orientation_error <= ANGLE
-    return ok
+    return result.all_within(POSITION, ANGLE)
 
 
 def test_random_reachable_goal_sets_are_reached():

@@ -60,6 +60,12 @@ class GoalResult:
         """True ``(N,)`` where the goal was reached."""
         return self.status == GoalStatus.REACHED
 
+    def within(self, position: float, angle: float) -> np.ndarray:
+        """True ``(N,)`` where the error is at most ``position`` (chain units) and, for an orientation
+        goal, the orientation error at most ``angle`` (radians)."""
+        ok = self.error <= position
+        return ok if self.orientation_error is None else ok & (self.orientation_error <= angle)
+
 
 @dataclass(frozen=True, eq=False)
 class BodyResult:
@@ -88,6 +94,13 @@ class BodyResult:
     pose: BodyPose
     goals: tuple[GoalResult, ...]
     trunk_steps: np.ndarray
+
+    def all_within(self, position: float, angle: float) -> np.ndarray:
+        """True ``(N,)`` where every goal is :meth:`GoalResult.within` the tolerances."""
+        ok = np.ones(self.q.shape[0], dtype=bool)
+        for goal in self.goals:
+            ok &= goal.within(position, angle)
+        return ok
 
     def goal(self, name: str) -> GoalResult:
         """The goal of the chain called ``name``."""
