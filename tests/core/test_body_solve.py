@@ -7,6 +7,8 @@ and continuity on a smooth crouch.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -94,11 +96,8 @@ def test_fixed_root_hand_beyond_the_body_is_out_of_reach():
 @pytest.mark.parametrize("beyond", [0.25, 0.3, 0.5])
 def test_feet_hold_when_a_hand_is_just_out_of_reach(beyond):
     """Where a lower goal only just cannot be met its steps are largest: they must not push the feet off."""
-    goals = _rest_goals(1)
-    del goals["spine"]
-    start = body_pose(BODY, body_variables(BODY), np.zeros((1, BODY.n_dof))).heads[0, BODY.names.index("upper_arm.L")]
-    reach = float(np.linalg.norm(BODY.offsets[BODY.names.index("forearm.L")]) + BODY.tails[BODY.names.index("forearm.L")][1])
-    goals["arm.L"] = ((start + (reach + beyond) * np.array([0.6, -0.8, 0.0]))[None], None)
+    goals = _reach_beyond(beyond)
+    goals["arm.R"] = _rest_goals(1)["arm.R"]
     result = solve_body(BODY, humanoid_chains(goals), body_root="hips")
     for name in ("leg.L", "leg.R"):
         assert result.goal(name).error[0] <= POSITION, name
@@ -123,6 +122,46 @@ def test_root_moves_only_when_a_limb_cannot_reach():
     assert np.linalg.norm(result.root_location) > 1e-3 or np.abs(result.q[:, trunk]).max() > 1e-3
     arm_start = result.pose.heads[0, BODY.names.index("upper_arm.L")]
     assert np.linalg.norm(goals["arm.L"][0][0] - arm_start) == pytest.approx(reach, abs=1e-9)  # straight, no more
+
+
+def _reach_beyond(beyond: float) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    goals = _rest_goals(1)
+    del goals["spine"], goals["arm.R"]
+    start = body_pose(BODY, body_variables(BODY), np.zeros((1, BODY.n_dof))).heads[0, BODY.names.index("upper_arm.L")]
+    reach = float(np.linalg.norm(BODY.offsets[BODY.names.index("forearm.L")]) + BODY.tails[BODY.names.index("forearm.L")][1])
+    goals["arm.L"] = ((start + (reach + beyond) * np.array([0.6, -0.8, 0.0]))[None], None)
+    return goals
+
+
+def test_stiff_spine_bends_less_and_the_hips_carry_more():
+    goals = _reach_beyond(0.1)
+    goals["spine"] = _rest_goals(1)["spine"]  # a spine chain whose goal is ignored (weight 0): its joints free
+    spine = BODY.dofs([BODY.names.index(n) for n in ("spine", "chest")])
+    weights = BODY.weights.copy()
+    weights[spine] = 0.05  # ik_stiffness 0.95
+    stiff_body = replace(BODY, weights=weights)
+    chains = humanoid_chains(goals, weights={"spine": 0.0})
+    supple = solve_body(BODY, chains, body_root="hips")
+    stiff = solve_body(stiff_body, chains, body_root="hips")
+    for result in (supple, stiff):
+        assert all(result.goal(name).error[0] <= POSITION for name in ("leg.L", "leg.R", "arm.L"))
+    assert np.abs(stiff.q[0, spine]).max() < 0.5 * np.abs(supple.q[0, spine]).max()
+    hips = BODY.dofs([BODY.names.index("hips")])
+    assert np.linalg.norm(stiff.root_location[0]) + np.abs(stiff.q[0, hips]).max() > \
+        np.linalg.norm(supple.root_location[0]) + np.abs(supple.q[0, hips]).max()
+
+
+def test_bad_inputs_are_refused_naming_the_field():
+    goal = BodyGoal(np.zeros((2, 3)))
+    with pytest.raises(IKInputError, match="positions"):
+        solve_body(BODY, [BodyChain("a", "thigh.L", "foot.L", goal), BodyChain("b", "thigh.R", "foot.R",
+                                                                                 BodyGoal(np.zeros((3, 3))))])
+    with pytest.raises(IKInputError, match="weight"):
+        solve_body(BODY, [BodyChain("a", "thigh.L", "foot.L", BodyGoal(np.zeros((1, 3)), weight=2.0))])
+    with pytest.raises(IKInputError, match="does not hang below"):
+        solve_body(BODY, [BodyChain("a", "thigh.L", "foot.R", goal)])
+    with pytest.raises(IKInputError, match="ball joint"):
+        solve_body(BODY, [BodyChain("a", "thigh.L", "foot.L", goal)], body_root="shin.R")
 
 
 def test_history_independence_bit_equal_rows():

@@ -78,6 +78,8 @@ class Body:
         object.__setattr__(self, "kinds", tuple(self.kinds))
         if n == 0 or len(self.names) != n or len(self.parents) != n:
             raise IKInputError("parents", "a body needs one name, parent and kind per bone")
+        if len(set(self.names)) != n or not all(isinstance(k, JointKind) for k in self.kinds):
+            raise IKInputError("names", "bone names must be unique and every joint kind a JointKind")
         if any(not -1 <= p < i for i, p in enumerate(self.parents)):
             raise IKInputError("parents", "every parent must come before its child (-1: a tree root)")
         n_dof = sum(k.value for k in self.kinds)
