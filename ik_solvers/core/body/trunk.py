@@ -316,31 +316,39 @@ def _prioritised_step(levels: list[tuple[np.ndarray, np.ndarray]], scales: np.nd
     n, m = scales.shape
     dz = np.zeros((n, m))
     basis = np.zeros((n, 0, m))
-    for residuals, jacobian in levels:
-        # Frames where the level asks nothing (limbs within reach) add exact zeros: leave them out.
+    pulled = None
+    if back is not None:
+        pulled = PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
+    for k, (residuals, jacobian) in enumerate(levels):
+        # Frames where a level asks nothing (limbs within reach) add exact zeros: they are left out.
         on = np.flatnonzero(np.any(jacobian != 0.0, axis=(1, 2)))
         if on.size == 0:
             continue
-        if on.size == n:
-            step, rows = _level_step(residuals, jacobian, scales, dz, basis)
-            dz += step
-        else:
-            step, part = _level_step(residuals[on], jacobian[on], scales[on], dz[on], basis[on])
-            dz[on] += step
-            rows = np.zeros((n,) + part.shape[1:])
+        every = on.size == n
+        sub = slice(None) if every else on
+        step, free, vectors, exact = _level_step(residuals[sub], jacobian[sub], scales[sub], dz[sub], basis[sub])
+        dz[sub] += step
+        # The last level's rows serve only to project the pull (which level is last is the problem's
+        # structure, never the batch's: the two ways round differ in the last bit).
+        if k == len(levels) - 1:
+            if pulled is not None:
+                pulled[sub] -= tmatvec(free, matvec(vectors, exact * exact * tmatvec(vectors, matvec(free, pulled[sub]))))
+            break
+        part = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2)) * exact[:, :, None]  # Uᵀ F / σ
+        rows = part if every else np.zeros((n,) + part.shape[1:])
+        if not every:
             rows[on] = part
         basis = np.concatenate([basis, rows], 1)
-    if back is not None:
-        safe = np.where(scales > 0.0, scales, 1.0)
-        pulled = PULL * np.where(scales > 0.0, back / safe, 0.0)
+    if pulled is not None:
         dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
     return dz * scales
 
 
 def _level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray, dz: np.ndarray,
-                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One level's step ``(n, m)`` (scaled variables) in the null space of ``basis (n, r, m)``, from the steps
-    of the levels above ``dz``, and the orthonormal rows ``(n, r_level, m)`` it adds to the basis."""
+    of the levels above ``dz``; and its rows there ``F (n, r_level, m)`` with the eigenvectors ``U`` and
+    inverse singular values ``1/σ`` (0 for dropped directions) of ``F Fᵀ``: ``Uᵀ F / σ`` are orthonormal."""
     scaled = jacobian * scales[:, None, :]
     free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
     left = residuals - matvec(scaled, dz)
@@ -351,8 +359,7 @@ def _level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray,
     damping = DAMPING_SQUARED + RESIDUAL_DAMPING * dot(residuals, residuals)
     inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
     exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
-    rows = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2))  # Uᵀ F: orthogonal rows
-    return tmatvec(rows, tmatvec(vectors, left) * inverse), rows * exact[:, :, None]
+    return tmatvec(free, matvec(vectors, tmatvec(vectors, left) * inverse)), free, vectors, exact
 
 
 def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, inner: float, total: float, mask: np.ndarray,
