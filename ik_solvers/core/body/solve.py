@@ -18,7 +18,8 @@ from ..vectors import matmul, matvec, norm, tmatvec
 from .bounds import goal_bounds
 from .forward import BodyPose, body_pose, body_variables, variable_chain, variable_columns
 from .model import Body, BodyChain, ChainLayout, GoalStatus, lay_out
-from .trunk import PULL_ITERATIONS, TrunkProblem, limb_reach_rows, solve_trunk, tip_goal_rows
+from .rows import limb_reach_rows, tip_goal_rows
+from .trunk import PULL_ITERATIONS, TrunkProblem, solve_trunk
 
 DEFAULT_TOLERANCE = 1e-6
 """Position tolerance (chain units) for "reached": 1 µm on a metre-scale rig."""
