@@ -86,12 +86,21 @@ def test_feet_hold_when_a_hand_is_out_of_reach():
 
 
 def test_fixed_root_hand_beyond_the_body_is_out_of_reach():
-    goals = {"arm.L": (np.array([[5.0, 0.0, 1.4]]), None)}
+    """No body root, no spine chain: the arm hangs from fixed bones, so its bound is HI's own, and met."""
+    goals = {"arm.L": (np.array([[5.0, 0.0, 1.4], [0.9, -0.3, 1.5]]), None)}
     result = solve_body(BODY, humanoid_chains(goals))
     arm = result.goal("arm.L")
-    assert arm.status[0] == GoalStatus.LIMITED or arm.status[0] == GoalStatus.OUT_OF_REACH
-    assert arm.bound[0] > 3.0 and arm.error[0] >= arm.bound[0]
+    start = result.pose.heads[:, BODY.names.index("upper_arm.L")]
+    forearm = BODY.names.index("forearm.L")
+    reach = np.linalg.norm(BODY.offsets[forearm]) + np.linalg.norm(BODY.tails[forearm])
+    assert np.all(arm.status == GoalStatus.OUT_OF_REACH)
+    assert np.allclose(arm.bound, np.linalg.norm(goals["arm.L"][0] - start, axis=1) - reach, atol=1e-12)
+    assert np.all(np.abs(arm.error - arm.bound) <= 1e-9)  # at the bound, to rounding
     assert np.all(result.root_location == 0.0)
+    # With the spine a chain (its goal ignored) the arm's fixed point is the spine's head: a looser bound.
+    goals["spine"] = (np.zeros((2, 3)), None)
+    loose = solve_body(BODY, humanoid_chains(goals, weights={"spine": 0.0}))
+    assert np.all(loose.goal("arm.L").bound < arm.bound)
 
 
 @pytest.mark.parametrize("beyond", [0.25, 0.3, 0.5])

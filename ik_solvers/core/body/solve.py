@@ -359,7 +359,8 @@ def _goal_results(body: Body, pose: BodyPose, layouts: tuple[ChainLayout, ...], 
     tips = [lay.bones[-1] for lay in layouts]
     priorities = [goals[lay.index][3] for lay in layouts]
     targets = [goals[lay.index][0] for lay in layouts]
-    bounds = goal_bounds(body, tips, targets, priorities, reached, root, tolerance)
+    moving = {b for lay in layouts for b in lay.bones} | ({root} if root is not None else set())
+    bounds = goal_bounds(body, tips, targets, priorities, reached, root, moving, pose.heads, tolerance)
     out = []
     for lay, error, turn, done, bound in zip(layouts, errors, turns, reached, bounds):
         at_bound = error <= bound + tolerance + 1e-12 * scale
