@@ -132,6 +132,11 @@ def test_root_moves_only_when_a_limb_cannot_reach():
     assert np.linalg.norm(result.root_location) > 1e-3 or np.abs(result.q[:, trunk]).max() > 1e-3
     arm_start = result.pose.heads[0, BODY.names.index("upper_arm.L")]
     assert np.linalg.norm(goals["arm.L"][0][0] - arm_start) == pytest.approx(reach, abs=1e-9)  # straight, no more
+    # With a reach margin the trunk carries the arm's start 1 % nearer: the elbow stays bent, the hand still reached.
+    bent = solve_body(BODY, humanoid_chains(goals), body_root="hips", reach_margin=0.01)
+    assert _reached(bent).all()
+    bent_start = bent.pose.heads[0, BODY.names.index("upper_arm.L")]
+    assert np.linalg.norm(goals["arm.L"][0][0] - bent_start) == pytest.approx(0.99 * reach, abs=1e-9)
 
 
 def _reach_beyond(beyond: float) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
