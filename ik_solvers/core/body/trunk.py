@@ -54,8 +54,8 @@ PULL_SETTLED = 1e-8
 SETTLED = 1e-14
 # A frame also stops when no variable moves by more than this in a step (radians / units): stationary.
 STALLED = 1e-10
-# After the second path, levels unmet by more than this (fraction of the body scale: 0.2 mm on 2 m)
-# are left out of up to POLISH_ITERATIONS more steps, which meet the others exactly.
+# After the second path, the goal farthest off in each level, where it is unmet by more than this
+# (fraction of the body scale: 0.2 mm on 2 m), is left out of up to POLISH_ITERATIONS more steps.
 POLISH_DROP = 1e-4
 POLISH_ITERATIONS = 10
 # A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
@@ -108,15 +108,17 @@ def solve_trunk(problem: TrunkProblem, reference: np.ndarray, pull_steps: int = 
         x[unmet[take]] = other[take]
         steps[unmet] += more
         # A goal that cannot be met still steps (damped) every iteration, and each of its steps costs the
-        # goals above it a little (second order): polish those with the grossly unmet levels left out.
-        errors = level_errors(problem, x[unmet], unmet)
-        keep = errors <= POLISH_DROP * problem.body_scale
-        gross = np.flatnonzero(~keep.all(axis=1))
-        if gross.size:
-            polished, more = _gauss_newton(problem, reference[unmet[gross]], 0, unmet[gross], start=x[unmet[gross]],
-                                           keep=keep[gross], budget=POLISH_ITERATIONS)
-            x[unmet[gross]] = polished
-            steps[unmet[gross]] += more
+        # goals above and beside it a little. Polish twice: without the worst goal of each level (those it
+        # dragged along are met if they can be), then without every goal still grossly unmet.
+        for everyone in (False, True):
+            errors = goal_errors(problem, x[unmet], unmet)
+            keep = errors <= POLISH_DROP * problem.body_scale if everyone else _polished_goals(problem, errors)
+            gross = np.flatnonzero(~keep.all(axis=1))
+            if gross.size:
+                rows = unmet[gross]
+                x[rows], more = _gauss_newton(problem, reference[rows], 0, rows, start=x[rows], keep=keep[gross],
+                                              budget=POLISH_ITERATIONS)
+                steps[rows] += more
     return x, steps
 
 
@@ -124,7 +126,7 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
                   start: np.ndarray | None = None, keep: np.ndarray | None = None,
                   budget: int = SETTLE_ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
     """``pull_steps`` pulled steps, then plain ones until each frame settles (or ``budget`` ends), from
-    ``start`` (default the reference), on the levels ``keep (n, L)`` marks (default all)."""
+    ``start`` (default the reference), on the goals ``keep (n, G)`` marks (default all)."""
     frames = np.arange(reference.shape[0]) if frames is None else frames
     x = (reference if start is None else start).copy()
     steps = np.zeros(x.shape[0], dtype=int)
@@ -143,14 +145,33 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
     return x, steps
 
 
-def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
-    """The residual norm ``(n, L)`` of each priority level at ``x`` (limbs: how far beyond their reach)."""
+def goal_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """The residual norm ``(n, G)`` of each goal at ``x``, goals in level order (limbs: how far beyond their
+    reach)."""
     pose, columns = problem.pose(x, frames)
-    out = np.zeros((x.shape[0], len(problem.levels)))
+    return np.stack([norm(rows(pose, columns, frames).residuals) for level in problem.levels for rows in level], 1)
+
+
+def _polished_goals(problem: TrunkProblem, errors: np.ndarray) -> np.ndarray:
+    """Which goals ``(n, G)`` the polish keeps: all but, per level, the one farthest off where it is unmet
+    by more than ``POLISH_DROP`` (a goal of the same level it dragged along is then met, if it can be)."""
+    keep = np.ones(errors.shape, dtype=bool)
+    first = 0
+    for level in problem.levels:
+        part = errors[:, first:first + len(level)]
+        worst = np.argmax(part, axis=1)
+        gross = part[np.arange(part.shape[0]), worst] > POLISH_DROP * problem.body_scale
+        keep[np.flatnonzero(gross), first + worst[gross]] = False
+        first += len(level)
+    return keep
+
+
+def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """The residual norm ``(n, L)`` of each priority level at ``x``."""
+    errors, out, first = goal_errors(problem, x, frames), np.zeros((x.shape[0], len(problem.levels))), 0
     for k, level in enumerate(problem.levels):
-        rows = [rows(pose, columns, frames) for rows in level]
-        if rows:
-            out[:, k] = norm(np.concatenate([r.residuals for r in rows], 1))
+        out[:, k] = norm(errors[:, first:first + len(level)])
+        first += len(level)
     return out
 
 
@@ -169,11 +190,12 @@ def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.
 def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, pull: bool,
           keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
-    levels ``keep (n, L)`` marks, all by default)."""
+    goals ``keep (n, G)`` marks, in level order; all by default)."""
     pose, columns = problem.pose(x, frames)
     levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
     if keep is not None:
-        levels = [[_masked(rows, keep[:, k]) for rows in level] for k, level in enumerate(levels)]
+        goal = iter(range(keep.shape[1]))
+        levels = [[_masked(rows, keep[:, next(goal)]) for rows in level] for level in levels]
     back = _toward(problem, x, reference) if pull else None
     stacked = [(np.concatenate([r.residuals for r in level], 1), np.concatenate([r.jacobian for r in level], 1))
                for level in levels if level]
