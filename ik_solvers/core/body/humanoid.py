@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..chain import JointKind
-from ..rotations import matrices_from_rotvecs
 from ..vectors import cross, unit
 from .forward import body_pose, body_variables
 from .model import Body, BodyChain, BodyGoal
@@ -160,9 +159,3 @@ def random_goal_sets(body: Body, seed: int, n: int, trunk: bool = True) -> GoalS
     """Goals made by forward kinematics from random poses and a random hips offset: a solution exists."""
     q, location = random_poses(body, np.random.default_rng(seed), n, trunk=trunk)
     return GoalSets(q, location, goals_of_poses(body, q, location))
-
-
-def hips_turn(q: np.ndarray, body: Body) -> np.ndarray:
-    """The hips' rotation matrices ``(N, 3, 3)`` from poses ``q``."""
-    start = body.dof_start[body.names.index("hips")]
-    return matrices_from_rotvecs(q[:, start:start + 3])
