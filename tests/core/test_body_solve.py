@@ -16,11 +16,13 @@ from ik_solvers.core.body import GoalStatus, solve_body
 from ik_solvers.core.body.forward import body_pose, body_variables
 from ik_solvers.core.body.humanoid import (
     CHAIN_BONES,
+    goals_of_poses,
     humanoid_body,
     humanoid_chains,
     random_goal_sets,
+    random_poses,
 )
-from ik_solvers.core.body.model import BodyChain, BodyGoal
+from ik_solvers.core.body.model import BodyChain, BodyGoal, chain_bones
 from ik_solvers.core.errors import IKInputError
 from ik_solvers.core.hi import solve_hi
 
@@ -309,3 +311,18 @@ def test_history_independence_with_goals_out_of_reach():
         part = solve_body(BODY, humanoid_chains({k: (v[0][rows], None if v[1] is None else v[1][rows])
                                                   for k, v in goals.items()}), body_root="hips")
         assert np.array_equal(part.q, whole.q[rows]) and np.array_equal(part.root_location, whole.root_location[rows])
+
+
+def test_bones_in_no_chain_keep_the_reference_pose():
+    """Fixed links (the shoulders) keep the reference's local pose, per frame; the goals are still met."""
+    q, location = random_poses(BODY, np.random.default_rng(8), 30)
+    shoulders = BODY.dofs([BODY.names.index("shoulder.L"), BODY.names.index("shoulder.R")])
+    q[:, shoulders] = np.random.default_rng(9).uniform(-0.2, 0.2, (30, shoulders.size))
+    reference = np.zeros_like(q)
+    reference[:, shoulders] = q[:, shoulders]
+    # A reference that changes per frame needs each limb's preferred pose given (here the rest pose).
+    chains = tuple(replace(c, preferred=np.zeros(BODY.dofs(list(chain_bones(BODY, c))).size))
+                   for c in humanoid_chains(goals_of_poses(BODY, q, location)))
+    result = solve_body(BODY, chains, body_root="hips", reference=reference)
+    assert np.array_equal(result.q[:, shoulders], reference[:, shoulders])
+    assert _reached(result).all()
