@@ -1,0 +1,363 @@
+"""The trunk solve: root and spine variables by task-priority Gauss-Newton from the reference pose (SPEC §8).
+
+The variables ``x`` are the body root's location (3, when it is free) and the joint variables of
+the root bone and of every chain other chains hang from. Each goal contributes residual rows: a
+trunk chain its own tip error (position, and orientation scaled to length), a limb its *reach*
+residual — how far its goal lies outside the shell of distances the HI solve reaches from the limb's
+start joint (``PreferredPose.lower_bound``: zero whenever HI reaches exactly), signed, along the
+start-to-goal direction. Rows are grouped by priority; each step solves the groups in turn, each in
+the null space of the ones above (exact projections from a truncated eigen-decomposition: a lower
+goal never leaks into a higher one), with Levenberg-Marquardt damping that grows with a level's
+residual (so a goal out of reach stops pushing), and then pull all the way to the reference pose in
+what is left: the iteration's fixed point is the pose nearest the reference (weighted by ``1 −
+stiffness``) that meets the goals by priority, unique and continuous in the goals. A second phase
+repeats the steps without the pull, so limbs at the edge of their reach (an inequality the pull and
+the goal take turns at) settle exactly there.
+
+Every operation is per frame (elementwise, or numpy's stacked small-matrix routines, which work
+matrix by matrix), and each frame stops on its own test: a frame's result is independent of the
+batch it is solved in, and since every frame starts from its reference, of every other frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chain import Chain
+from ..kinematics import apply_increments, increments_toward
+from ..vectors import dot, matvec, norm, tmatvec
+from .forward import BodyPose, VariableColumns
+from .rows import Rows, RowsFunction
+
+# Squared singular values (chain units² per unit of a scaled variable) below this count as no
+# freedom at all: the direction is left out of the step and of the projection. Above it the
+# projection is exact, so a lower goal cannot pull a higher one off (a damped projection leaks
+# ~λ²/σ² of every lower step into the higher goals: 0.02 mm on a body, measured).
+SINGULAR_SQUARED = 1e-8
+# Damping (chain units²) added to every kept squared singular value: keeps steps bounded next to
+# the threshold, and is small enough that a converging step is a Newton step.
+DAMPING_SQUARED = 1e-7
+# Damping per squared residual (chain units² per chain unit²) of a level (_prioritised_step).
+RESIDUAL_DAMPING = 100.0
+# Fraction of the way back to the reference pose taken per step, in the goals' null space.
+PULL = 1.0
+# No variable moves by more than this per step (radians, or body scales for the root location).
+MAX_STEP = 0.25
+PULL_ITERATIONS = 16
+SETTLE_ITERATIONS = 60
+# A frame stops pulling when no variable moves by more than this in a step (radians / scales),
+# and stops settling when every residual is this small (fraction of the body scale) or it stalls.
+PULL_SETTLED = 1e-8
+SETTLED = 1e-14
+# A frame also stops when no variable moves by more than this in a step (radians / units): stationary.
+STALLED = 1e-10
+# After the second path, the goal farthest off in each level, where it is unmet by more than this
+# (fraction of the body scale: 0.2 mm on 2 m), is left out of up to POLISH_ITERATIONS more steps.
+POLISH_DROP = 1e-4
+POLISH_ITERATIONS = 10
+# A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
+SETTLED_ERROR = 5e-8
+
+
+@dataclass(frozen=True, eq=False)
+class TrunkProblem:
+    """What the trunk solve needs beyond the variables.
+
+    Attributes
+    ----------
+    levels : tuple of tuple of RowsFunction
+        Goals' rows by priority, highest first.
+    pose : callable
+        ``pose(x (n, m), frames (n,)) -> (BodyPose, VariableColumns)``.
+    rotations : Chain
+        The rotational variables (``x[:, translations:]``) as a :func:`~.forward.variable_chain`.
+    translations : int
+        3 when the root location is free (the first three variables), else 0.
+    scales : ndarray, shape (m,)
+        ``sqrt(weight)`` per variable: the solve minimises ``Σ Δx² / weight``.
+    body_scale : float
+        The body's size (chain units): the root location's step bound and the settle tolerance.
+    """
+
+    levels: tuple[tuple[RowsFunction, ...], ...]
+    pose: Callable[[np.ndarray, np.ndarray], tuple[BodyPose, VariableColumns]]
+    rotations: Chain
+    translations: int
+    scales: np.ndarray
+    body_scale: float
+
+
+def solve_trunk(problem: TrunkProblem, reference: np.ndarray, pull_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Trunk variables ``(N, m)`` from ``reference (N, m)``, and the steps each frame took ``(N,)``.
+
+    Minimum-norm Gauss-Newton steps (``pull_steps`` of them first also pulled toward the reference).
+    Frames that end with a goal unmet are solved once more the other way (with the pull if there was
+    none, else without), and keep whichever result is better by priority (:func:`_better`): a second,
+    fixed path out of a poor basin, decided per frame.
+    """
+    x, steps = _gauss_newton(problem, reference, pull_steps)
+    frames = np.arange(x.shape[0])
+    errors = level_errors(problem, x, frames)
+    unmet = np.flatnonzero(errors.max(axis=1, initial=0.0) > SETTLED_ERROR * problem.body_scale)
+    if unmet.size:
+        other, more = _gauss_newton(problem, reference[unmet], 0 if pull_steps else PULL_ITERATIONS, unmet)
+        take = _better(level_errors(problem, other, unmet), errors[unmet], SETTLED_ERROR * problem.body_scale)
+        x[unmet[take]] = other[take]
+        steps[unmet] += more
+        # A goal that cannot be met still steps (damped) every iteration, and each of its steps costs the
+        # goals above and beside it a little. Polish twice: without the worst goal of each level (those it
+        # dragged along are met if they can be), then without every goal still grossly unmet.
+        for everyone in (False, True):
+            errors = goal_errors(problem, x[unmet], unmet)
+            keep = errors <= POLISH_DROP * problem.body_scale if everyone else _polished_goals(problem, errors)
+            gross = np.flatnonzero(~keep.all(axis=1))
+            if gross.size:
+                rows = unmet[gross]
+                x[rows], more = _gauss_newton(problem, reference[rows], 0, rows, start=x[rows], keep=keep[gross],
+                                              budget=POLISH_ITERATIONS)
+                steps[rows] += more
+    return x, steps
+
+
+def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int, frames: np.ndarray | None = None,
+                  start: np.ndarray | None = None, keep: np.ndarray | None = None,
+                  budget: int = SETTLE_ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
+    """``pull_steps`` pulled steps, then plain ones until each frame settles (or ``budget`` ends), from
+    ``start`` (default the reference), on the goals ``keep (n, G)`` marks (default all)."""
+    frames = np.arange(reference.shape[0]) if frames is None else frames
+    x = (reference if start is None else start).copy()
+    steps = np.zeros(x.shape[0], dtype=int)
+    for pull, count in ((True, pull_steps), (False, budget)):
+        active = np.ones(x.shape[0], dtype=bool)
+        for _ in range(count):
+            rows = np.flatnonzero(active)
+            if rows.size == 0:
+                break
+            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows], pull,
+                                                 None if keep is None else keep[rows])
+            x[rows] = new
+            steps[rows] += 1
+            done = moved <= PULL_SETTLED if pull else (largest_residual <= SETTLED * problem.body_scale) | (moved <= STALLED)
+            active[rows[done]] = False
+    return x, steps
+
+
+def goal_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """The residual norm ``(n, G)`` of each goal at ``x``, goals in level order (limbs: how far beyond their
+    reach)."""
+    pose, columns = problem.pose(x, frames)
+    return np.stack([norm(rows(pose, columns, frames).residuals) for level in problem.levels for rows in level], 1)
+
+
+def _polished_goals(problem: TrunkProblem, errors: np.ndarray) -> np.ndarray:
+    """Which goals ``(n, G)`` the polish keeps: all but, per level, the one farthest off where it is unmet
+    by more than ``POLISH_DROP`` (a goal of the same level it dragged along is then met, if it can be)."""
+    keep = np.ones(errors.shape, dtype=bool)
+    first = 0
+    for level in problem.levels:
+        part = errors[:, first:first + len(level)]
+        worst = np.argmax(part, axis=1)
+        gross = part[np.arange(part.shape[0]), worst] > POLISH_DROP * problem.body_scale
+        keep[np.flatnonzero(gross), first + worst[gross]] = False
+        first += len(level)
+    return keep
+
+
+def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """The residual norm ``(n, L)`` of each priority level at ``x``."""
+    errors, out, first = goal_errors(problem, x, frames), np.zeros((x.shape[0], len(problem.levels))), 0
+    for k, level in enumerate(problem.levels):
+        out[:, k] = norm(errors[:, first:first + len(level)])
+        first += len(level)
+    return out
+
+
+def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.ndarray:
+    """Where ``candidate (n, L)`` beats ``current (n, L)``: smaller on the first level where they differ by
+    more than ``tolerance`` (a lexicographic comparison, highest priority first)."""
+    decided = np.zeros(candidate.shape[0], dtype=bool)
+    wins = np.zeros(candidate.shape[0], dtype=bool)
+    for k in range(candidate.shape[1]):
+        differ = ~decided & (np.abs(candidate[:, k] - current[:, k]) > tolerance)
+        wins |= differ & (candidate[:, k] < current[:, k])
+        decided |= differ
+    return wins
+
+
+def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, pull: bool,
+          keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One step: the new variables, the largest variable move and the largest residual per frame (on the
+    goals ``keep (n, G)`` marks, in level order; all by default)."""
+    pose, columns = problem.pose(x, frames)
+    levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
+    if keep is not None:
+        goal = iter(range(keep.shape[1]))
+        levels = [[_masked(rows, keep[:, next(goal)]) for rows in level] for level in levels]
+    back = _toward(problem, x, reference) if pull else None
+    stacked = [(np.concatenate([r.residuals for r in level], 1), np.concatenate([r.jacobian for r in level], 1))
+               for level in levels if level]
+    largest = np.zeros(x.shape[0])
+    for residuals, _ in stacked:
+        largest = np.maximum(largest, np.abs(residuals).max(axis=1))
+    scales = np.broadcast_to(problem.scales, x.shape).copy()
+    dx = _prioritised_step(stacked, scales, back)
+    stacked, crossing = _guarded(levels, dx)
+    if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone)
+        part = [(residuals[crossing], jacobian[crossing]) for residuals, jacobian in stacked]
+        dx[crossing] = _prioritised_step(part, scales[crossing], None if back is None else back[crossing])
+    new, clipped = _apply(problem, x, dx)
+    again = np.flatnonzero(clipped.any(axis=1))
+    if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
+        scales = scales[again]
+        scales[clipped[again]] = 0.0
+        part = [(residuals[again], jacobian[again]) for residuals, jacobian in stacked]
+        dx[again] = _prioritised_step(part, scales, None if back is None else back[again])
+        new[again], _ = _apply(problem, x[again], dx[again])
+    moved = np.abs(dx).max(axis=1)
+    return new, moved, largest
+
+
+def _masked(rows: Rows, keep: np.ndarray) -> Rows:
+    """``rows`` on the frames ``keep (n,)`` marks, exact zeros (asking nothing) on the others."""
+    on = keep[:, None]
+    edge = None if rows.edge_jacobian is None else np.where(on[:, :, None], rows.edge_jacobian, 0.0)
+    residual = None if rows.edge_residual is None else np.where(on, rows.edge_residual, 0.0)
+    return Rows(np.where(on, rows.residuals, 0.0), np.where(on[:, :, None], rows.jacobian, 0.0), edge, residual,
+                rows.edge_sign)
+
+
+def _guarded(levels: list[list[Rows]], dx: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """The levels' stacked rows with every inequality row the step ``dx (n, m)`` would carry over its edge
+    made an equality on that edge (an active set grown by one prediction), and the frames where one was."""
+    stacked, crossing = [], np.zeros(dx.shape[0], dtype=bool)
+    for level in levels:
+        residuals, jacobians = [], []
+        for rows in level:
+            if rows.edge_jacobian is None or rows.edge_residual is None or rows.edge_sign is None:
+                residuals.append(rows.residuals)
+                jacobians.append(rows.jacobian)
+                continue
+            sign = rows.edge_sign
+            over = (rows.residuals == 0.0) & (sign * matvec(rows.edge_jacobian, dx) < sign * rows.edge_residual)
+            crossing |= over.any(axis=1)
+            residuals.append(np.where(over, rows.edge_residual, rows.residuals))
+            jacobians.append(np.where(over[:, :, None], rows.edge_jacobian, rows.jacobian))
+        if residuals:
+            stacked.append((np.concatenate(residuals, 1), np.concatenate(jacobians, 1)))
+    return stacked, np.flatnonzero(crossing)
+
+
+def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Increments ``(n, m)`` from ``x`` to the reference (ball joints the shorter way round)."""
+    t = problem.translations
+    out = np.empty_like(x)
+    out[:, :t] = reference[:, :t] - x[:, :t]
+    out[:, t:] = increments_toward(problem.rotations, np.ascontiguousarray(x[:, t:]),
+                                   np.ascontiguousarray(reference[:, t:]))
+    return out
+
+
+def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` after the step ``dx`` bounded to :data:`MAX_STEP`, and where a limit clipped it ``(n, m)``."""
+    t = problem.translations
+    bound = np.full(dx.shape[1], MAX_STEP)
+    bound[:t] *= problem.body_scale
+    largest = (np.abs(dx) / bound).max(axis=1)
+    dx = dx * np.minimum(1.0, 1.0 / np.maximum(largest, 1e-300))[:, None]
+    new = np.empty_like(x)
+    new[:, :t] = x[:, :t] + dx[:, :t]
+    rot = problem.rotations
+    free = apply_increments(_unlimited(rot), np.ascontiguousarray(x[:, t:]), np.ascontiguousarray(dx[:, t:]))
+    new[:, t:] = np.clip(free, rot.lower, rot.upper)
+    clipped = np.zeros(x.shape, dtype=bool)
+    clipped[:, t:] = (free < rot.lower) | (free > rot.upper)
+    return new, clipped
+
+
+_UNLIMITED: dict[int, tuple[Chain, Chain]] = {}
+
+
+def _unlimited(chain: Chain) -> Chain:
+    """``chain`` without limits (the step is composed first, then clipped where the limits say)."""
+    kept = _UNLIMITED.get(id(chain))
+    if kept is not None and kept[0] is chain:
+        return kept[1]
+    free = Chain(kinds=chain.kinds, offsets=chain.offsets, rest_rotations=chain.rest_rotations, axes=chain.axes,
+                 lower=np.full(chain.n_dof, -np.inf), upper=np.full(chain.n_dof, np.inf), weights=chain.weights,
+                 tip_offset=chain.tip_offset)
+    if len(_UNLIMITED) > 32:
+        _UNLIMITED.clear()
+    _UNLIMITED[id(chain)] = (chain, free)
+    return free
+
+
+def _products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ bᵀ`` for stacks ``a (n, i, k)``, ``b (n, j, k)`` → ``(n, i, j)``, summed term by term in index
+    order (elementwise: the same bits in any batch, and cheaper than one BLAS call per small matrix)."""
+    a_t = np.ascontiguousarray(np.moveaxis(a, 2, 0))[:, :, :, None]
+    b_t = np.ascontiguousarray(np.moveaxis(b, 2, 0))[:, :, None, :]
+    total = a_t[0] * b_t[0]
+    for k in range(1, a_t.shape[0]):
+        total += a_t[k] * b_t[k]
+    return total
+
+
+def _prioritised_step(levels: list[tuple[np.ndarray, np.ndarray]], scales: np.ndarray,
+                      back: np.ndarray | None) -> np.ndarray:
+    """The lexicographic Gauss-Newton step ``(n, m)``: each level's least-squares step in the null space of
+    the levels above, then ``PULL · back`` projected on what is left. Variables are scaled by
+    ``scales (n, m)`` (``sqrt(weight)``, 0 for a variable held at a limit).
+
+    The levels above are kept as an orthonormal basis of their rows (``basis (n, r, m)``, zero rows for
+    directions dropped as singular), so a projection is two small products, never an ``m × m`` matrix.
+    """
+    n, m = scales.shape
+    dz = np.zeros((n, m))
+    basis = np.zeros((n, 0, m))
+    pulled = None
+    if back is not None:
+        pulled = PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
+    for k, (residuals, jacobian) in enumerate(levels):
+        # Frames where a level asks nothing (limbs within reach) add exact zeros: they are left out.
+        on = np.flatnonzero(np.any(jacobian != 0.0, axis=(1, 2)))
+        if on.size == 0:
+            continue
+        every = on.size == n
+        sub = slice(None) if every else on
+        step, free, vectors, exact = _level_step(residuals[sub], jacobian[sub], scales[sub], dz[sub], basis[sub])
+        dz[sub] += step
+        # The last level's rows serve only to project the pull (which level is last is the problem's
+        # structure, never the batch's: the two ways round differ in the last bit).
+        if k == len(levels) - 1:
+            if pulled is not None:
+                pulled[sub] -= tmatvec(free, matvec(vectors, exact * exact * tmatvec(vectors, matvec(free, pulled[sub]))))
+            break
+        part = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2)) * exact[:, :, None]  # Uᵀ F / σ
+        rows = part if every else np.zeros((n,) + part.shape[1:])
+        if not every:
+            rows[on] = part
+        basis = np.concatenate([basis, rows], 1)
+    if pulled is not None:
+        dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
+    return dz * scales
+
+
+def _level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray, dz: np.ndarray,
+                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One level's step ``(n, m)`` (scaled variables) in the null space of ``basis (n, r, m)``, from the steps
+    of the levels above ``dz``; and its rows there ``F (n, r_level, m)`` with the eigenvectors ``U`` and
+    inverse singular values ``1/σ`` (0 for dropped directions) of ``F Fᵀ``: ``Uᵀ F / σ`` are orthonormal."""
+    scaled = jacobian * scales[:, None, :]
+    free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
+    left = residuals - matvec(scaled, dz)
+    values, vectors = np.linalg.eigh(_products(free, free))
+    kept = values > SINGULAR_SQUARED
+    # Levenberg-Marquardt damping growing with the level's residual (Sugihara 2011): Newton steps as
+    # a goal is met, short ones while it cannot be (a hand out of reach stops pushing the body).
+    damping = DAMPING_SQUARED + RESIDUAL_DAMPING * dot(residuals, residuals)
+    inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
+    exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
+    return tmatvec(free, matvec(vectors, tmatvec(vectors, left) * inverse)), free, vectors, exact
