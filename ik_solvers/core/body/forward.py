@@ -1,0 +1,144 @@
+"""Batched forward kinematics of a bone tree and the geometric Jacobian columns of its variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chain import Chain, JointKind
+from ..kinematics import joint_local_matrices
+from ..vectors import cross, matmul, matvec
+from .model import Body
+
+
+def variable_chain(kinds: tuple[JointKind, ...], rest_rotations: np.ndarray, axes: np.ndarray, lower: np.ndarray,
+                   upper: np.ndarray, weights: np.ndarray) -> Chain:
+    """A core Chain holding bones' joint variables alone (unit segments stand in for the tree's offsets).
+
+    The tree's bones are no serial chain, but their variables behave as a chain's: this one lends
+    the kinematics module's local matrices, increments and limit clamps to the tree, unchanged.
+    """
+    n = len(kinds)
+    offsets = np.zeros((n, 3))
+    offsets[1:, 0] = 1.0
+    return Chain(kinds=kinds, offsets=offsets, rest_rotations=rest_rotations, axes=axes, lower=lower, upper=upper,
+                 weights=weights, tip_offset=np.array([1.0, 0.0, 0.0]))
+
+
+def body_variables(body: Body) -> Chain:
+    """Every bone's variables as one :func:`variable_chain` (rest rotations included)."""
+    return variable_chain(body.kinds, body.rest_rotations, body.axes, body.lower, body.upper, body.weights)
+
+
+@dataclass(frozen=True, eq=False)
+class BodyPose:
+    """World frames and heads of a batch of body poses.
+
+    Attributes
+    ----------
+    frames : ndarray, shape (N, B, 3, 3)
+        Each bone's world frame ``Q_i``.
+    heads : ndarray, shape (N, B, 3)
+        Each bone's head ``p_i`` (world, chain units).
+    """
+
+    frames: np.ndarray
+    heads: np.ndarray
+
+    def tails(self, body: Body, bones: np.ndarray | list[int]) -> np.ndarray:
+        """Tails ``(N, len(bones), 3)`` of ``bones``."""
+        return self.heads[:, bones] + matvec(self.frames[:, bones], body.tails[bones])
+
+    def parent_frame(self, body: Body, bone: int) -> tuple[np.ndarray, np.ndarray]:
+        """The frame ``bone`` hangs from: its parent's rotation ``(N, 3, 3)`` and head ``(N, 3)`` (the
+        body's root frame for a tree root)."""
+        parent = body.parents[bone]
+        n = self.frames.shape[0]
+        if parent < 0:
+            return (np.broadcast_to(body.root_rotation, (n, 3, 3)).copy(),
+                    np.broadcast_to(body.root_position, (n, 3)).copy())
+        return np.ascontiguousarray(self.frames[:, parent]), np.ascontiguousarray(self.heads[:, parent])
+
+
+def body_pose(body: Body, variables: Chain, q: np.ndarray, root_bone: int | None = None,
+              root_location: np.ndarray | None = None) -> BodyPose:
+    """Forward kinematics for joint variables ``q (N, n_dof)``.
+
+    ``root_location (N, 3)``: the body root's displacement in its own rest frame (Blender's pose-bone
+    location), added to its head's offset as ``rest_rotations[root] @ root_location``.
+    """
+    q = np.ascontiguousarray(q, dtype=float)
+    n_batch, n = q.shape[0], body.n_bones
+    local = joint_local_matrices(variables, q)
+    frames = np.empty((n_batch, n, 3, 3))
+    heads = np.empty((n_batch, n, 3))
+    for i, parent in enumerate(body.parents):
+        offset = body.offsets[i]
+        if i == root_bone and root_location is not None:
+            offset = offset + matvec(body.rest_rotations[i], root_location)
+        if parent < 0:
+            frames[:, i] = matmul(body.root_rotation, local[:, i])
+            heads[:, i] = body.root_position + matvec(body.root_rotation, offset)
+        else:
+            np.matmul(frames[:, parent], local[:, i], out=frames[:, i])  # row-major blocks (vectors.matmul)
+            heads[:, i] = heads[:, parent] + matvec(frames[:, parent], offset)
+    return BodyPose(frames, heads)
+
+
+@dataclass(frozen=True, eq=False)
+class VariableColumns:
+    """Geometric Jacobian data of a set of variables in one pose.
+
+    Attributes
+    ----------
+    axes : ndarray, shape (N, m, 3)
+        World rotation axis of each rotational variable (zero for translations).
+    pivots : ndarray, shape (N, m, 3)
+        The point each turns about (its bone's head).
+    moves : ndarray, shape (N, m, 3)
+        World displacement per unit of each translational variable (zero for rotations).
+    """
+
+    axes: np.ndarray
+    pivots: np.ndarray
+    moves: np.ndarray
+
+    def position_rows(self, points: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Jacobian ``(N, 3, m)`` of ``points (N, 3)`` moved by the variables where ``mask (m,)`` is set."""
+        columns = (cross(self.axes, points[:, None, :] - self.pivots) + self.moves) * mask[None, :, None]
+        return np.ascontiguousarray(np.swapaxes(columns, 1, 2))
+
+    def angle_rows(self, mask: np.ndarray) -> np.ndarray:
+        """Angular Jacobian ``(N, 3, m)`` of a frame turned by the variables where ``mask (m,)`` is set."""
+        return np.ascontiguousarray(np.swapaxes(self.axes * mask[None, :, None], 1, 2))
+
+
+def variable_columns(body: Body, pose: BodyPose, dofs: np.ndarray, root_bone: int | None,
+                     translations: bool) -> VariableColumns:
+    """:class:`VariableColumns` of ``[root location (3) if translations] + the variables dofs``.
+
+    Axes as :func:`~..kinematics.world_axes` reads them: a hinge (or a universal joint's first angle)
+    about ``Q_parent @ rest @ axis``; a universal joint's second angle and a ball joint's three about
+    the bone's own frame (ball increments turn it in that frame).
+    """
+    n_batch = pose.frames.shape[0]
+    bone_of = np.searchsorted(body.dof_start, dofs, side="right") - 1
+    m = dofs.size + (3 if translations else 0)
+    axes = np.zeros((n_batch, m, 3))
+    pivots = np.zeros((n_batch, m, 3))
+    moves = np.zeros((n_batch, m, 3))
+    first = 3 if translations else 0
+    if translations:
+        assert root_bone is not None
+        parent, _ = pose.parent_frame(body, root_bone)
+        moves[:, :3] = np.swapaxes(matmul(parent, body.rest_rotations[root_bone]), 1, 2)  # columns as rows
+    for k, (dof, bone) in enumerate(zip(dofs, bone_of)):
+        kind, local = body.kinds[bone], int(dof - body.dof_start[bone])
+        if kind is JointKind.BALL or local == 1:
+            frame, axis = pose.frames[:, bone], body.axes[dof]
+        else:
+            frame, axis = pose.parent_frame(body, bone)[0], body.rest_rotations[bone] @ body.axes[dof]
+        axes[:, first + k] = matvec(frame, axis)
+        pivots[:, first + k] = pose.heads[:, bone]
+    return VariableColumns(axes, pivots, moves)

@@ -1,0 +1,333 @@
+"""The trunk solve: root and spine variables by task-priority Gauss-Newton from the reference pose (SPEC §8).
+
+The variables ``x`` are the body root's location (3, when it is free) and the joint variables of
+the root bone and of every chain other chains hang from. Each goal contributes residual rows: a
+trunk chain its own tip error (position, and orientation scaled to length), a limb its *reach*
+residual — how far its goal lies outside the shell of distances the HI solve reaches from the limb's
+start joint (``PreferredPose.lower_bound``: zero whenever HI reaches exactly), signed, along the
+start-to-goal direction. Rows are grouped by priority; each step solves the groups in turn, each in
+the null space of the ones above (exact projections from a truncated eigen-decomposition: a lower
+goal never leaks into a higher one), and then pulls toward the reference pose in what is left.
+A second phase repeats the steps without the pull, so rows at the edge of their reach settle exactly.
+
+Every operation is per frame (elementwise, or numpy's stacked small-matrix routines, which work
+matrix by matrix), and each frame stops on its own test: a frame's result is independent of the
+batch it is solved in, and since every frame starts from its reference, of every other frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chain import Chain
+from ..kinematics import apply_increments, increments_toward
+from ..rotations import rotvecs_from_matrices
+from ..vectors import matmul, matvec, norm, tmatvec
+from .forward import BodyPose, VariableColumns
+
+# Squared singular values (chain units² per unit of a scaled variable) below this count as no
+# freedom at all: the direction is left out of the step and of the projection. Above it the
+# projection is exact, so a lower goal cannot pull a higher one off (a damped projection leaks
+# ~λ²/σ² of every lower step into the higher goals: 0.02 mm on a body, measured).
+SINGULAR_SQUARED = 1e-8
+# Damping (chain units²) added to every kept squared singular value: keeps steps bounded next to
+# the threshold, and is small enough that a converging step is a Newton step.
+DAMPING_SQUARED = 1e-7
+# Fraction of the way back to the reference pose taken per step, in the goals' null space.
+PULL = 1.0
+# No variable moves by more than this per step (radians, or body scales for the root location).
+MAX_STEP = 0.25
+PULL_ITERATIONS = 20
+# A limb met within this fraction of its reach from the edge of it holds there while pulled over (Rows).
+HOLD = 0.1
+SETTLE_ITERATIONS = 60
+# A frame stops pulling when no variable moves by more than this in a step (radians / scales),
+# and stops settling when every residual is this small (fraction of the body scale) or it stalls.
+PULL_SETTLED = 1e-10
+SETTLED = 1e-14
+# A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
+SETTLED_ERROR = 5e-8
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """A goal's residual rows in one pose: ``residuals (n, r)`` and Jacobian ``(n, r, m)``.
+
+    ``holding (n, r)``, optional: rows met, but at the edge of an inequality (a limb at full reach);
+    while the pull toward the reference would carry them over it they hold it as an equality (their
+    residual is the distance to the edge), else they are left out. Without this the pull and the
+    row would take turns and the frame never settle.
+    """
+
+    residuals: np.ndarray
+    jacobian: np.ndarray
+    holding: np.ndarray | None = None
+    outward: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    """``(n, r)``: the weight the holding rows' residuals are scaled by."""
+    """``(n, r, m)``: a holding row's Jacobian signed so that a step with a negative product crosses its edge."""
+
+
+RowsFunction = Callable[[BodyPose, VariableColumns, np.ndarray], Rows]
+"""``rows(pose, columns, frames)``: a goal's rows at the pose of the batch rows ``frames (n,)``."""
+
+
+@dataclass(frozen=True, eq=False)
+class TrunkProblem:
+    """What the trunk solve needs beyond the variables.
+
+    Attributes
+    ----------
+    levels : tuple of tuple of RowsFunction
+        Goals' rows by priority, highest first.
+    pose : callable
+        ``pose(x (n, m), frames (n,)) -> (BodyPose, VariableColumns)``.
+    rotations : Chain
+        The rotational variables (``x[:, translations:]``) as a :func:`~.forward.variable_chain`.
+    translations : int
+        3 when the root location is free (the first three variables), else 0.
+    scales : ndarray, shape (m,)
+        ``sqrt(weight)`` per variable: the solve minimises ``Σ Δx² / weight``.
+    body_scale : float
+        The body's size (chain units): the root location's step bound and the settle tolerance.
+    """
+
+    levels: tuple[tuple[RowsFunction, ...], ...]
+    pose: Callable[[np.ndarray, np.ndarray], tuple[BodyPose, VariableColumns]]
+    rotations: Chain
+    translations: int
+    scales: np.ndarray
+    body_scale: float
+
+
+def solve_trunk(problem: TrunkProblem, reference: np.ndarray, pull_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Trunk variables ``(N, m)`` from ``reference (N, m)``, and the steps each frame took ``(N,)``.
+
+    Minimum-norm Gauss-Newton steps (``pull_steps`` of them first also pulled toward the reference).
+    Frames that end with a goal unmet are solved once more the other way (with the pull if there was
+    none, else without), and keep whichever result is better by priority (:func:`_better`): a second,
+    fixed path out of a poor basin, decided per frame.
+    """
+    x, steps = _gauss_newton(problem, reference, pull_steps)
+    frames = np.arange(x.shape[0])
+    errors = level_errors(problem, x, frames)
+    unmet = np.flatnonzero(errors.max(axis=1, initial=0.0) > SETTLED_ERROR * problem.body_scale)
+    if unmet.size:
+        other, more = _gauss_newton(problem, reference[unmet], 0 if pull_steps else PULL_ITERATIONS, unmet)
+        take = _better(level_errors(problem, other, unmet), errors[unmet], SETTLED_ERROR * problem.body_scale)
+        x[unmet[take]] = other[take]
+        steps[unmet] += more
+    return x, steps
+
+
+def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
+                  frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``pull_steps`` pulled steps, then plain ones until each frame settles (or the budget ends)."""
+    frames = np.arange(reference.shape[0]) if frames is None else frames
+    x = reference.copy()
+    steps = np.zeros(x.shape[0], dtype=int)
+    for pull, budget in ((True, pull_steps), (False, SETTLE_ITERATIONS)):
+        active = np.ones(x.shape[0], dtype=bool)
+        for _ in range(budget):
+            rows = np.flatnonzero(active)
+            if rows.size == 0:
+                break
+            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows], pull)
+            x[rows] = new
+            steps[rows] += 1
+            done = moved <= PULL_SETTLED if pull else (largest_residual <= SETTLED * problem.body_scale) | (moved <= 1e-15)
+            active[rows[done]] = False
+    return x, steps
+
+
+def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """The residual norm ``(n, L)`` of each priority level at ``x`` (limbs: how far beyond their reach)."""
+    pose, columns = problem.pose(x, frames)
+    out = np.zeros((x.shape[0], len(problem.levels)))
+    for k, level in enumerate(problem.levels):
+        rows = _held([rows(pose, columns, frames) for rows in level], None)
+        if rows:
+            out[:, k] = norm(np.concatenate([r.residuals for r in rows], 1))
+    return out
+
+
+def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.ndarray:
+    """Where ``candidate (n, L)`` beats ``current (n, L)``: smaller on the first level where they differ by
+    more than ``tolerance`` (a lexicographic comparison, highest priority first)."""
+    decided = np.zeros(candidate.shape[0], dtype=bool)
+    wins = np.zeros(candidate.shape[0], dtype=bool)
+    for k in range(candidate.shape[1]):
+        differ = ~decided & (np.abs(candidate[:, k] - current[:, k]) > tolerance)
+        wins |= differ & (candidate[:, k] < current[:, k])
+        decided |= differ
+    return wins
+
+
+def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray,
+          pull: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One step: the new variables, the largest variable move and the largest residual per frame."""
+    pose, columns = problem.pose(x, frames)
+    levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
+    back = _toward(problem, x, reference) if pull else None
+    stacked = [(np.concatenate([r.residuals for r in level], 1), np.concatenate([r.jacobian for r in level], 1))
+               for level in (_held(level, back) for level in levels) if level]
+    largest = np.zeros(x.shape[0])
+    for residuals, _ in stacked:
+        largest = np.maximum(largest, np.abs(residuals).max(axis=1))
+    scales = np.broadcast_to(problem.scales, x.shape).copy()
+    dx = _prioritised_step(stacked, scales, back)
+    new, clipped = _apply(problem, x, dx)
+    again = np.flatnonzero(clipped.any(axis=1))
+    if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
+        scales = scales[again]
+        scales[clipped[again]] = 0.0
+        part = [(residuals[again], jacobian[again]) for residuals, jacobian in stacked]
+        dx[again] = _prioritised_step(part, scales, None if back is None else back[again])
+        new[again], _ = _apply(problem, x[again], dx[again])
+    moved = np.abs(dx).max(axis=1)
+    return new, moved, largest
+
+
+def _held(level: list[Rows], back: np.ndarray | None) -> list[Rows]:
+    """The level's rows with each holding row kept where the pull ``back (n, m)`` would carry it over its
+    edge (its Jacobian row points against the pull), dropped (zero) elsewhere and when not pulling."""
+    out = []
+    for rows in level:
+        if rows.holding is None or rows.outward is None:
+            out.append(rows)
+            continue
+        over = np.zeros(rows.holding.shape, dtype=bool) if back is None else matvec(rows.outward, back) < 0.0
+        drop = rows.holding & ~over
+        out.append(Rows(np.where(drop, 0.0, rows.residuals), np.where(drop[:, :, None], 0.0, rows.jacobian)))
+    return out
+
+
+def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Increments ``(n, m)`` from ``x`` to the reference (ball joints the shorter way round)."""
+    t = problem.translations
+    out = np.empty_like(x)
+    out[:, :t] = reference[:, :t] - x[:, :t]
+    out[:, t:] = increments_toward(problem.rotations, np.ascontiguousarray(x[:, t:]),
+                                   np.ascontiguousarray(reference[:, t:]))
+    return out
+
+
+def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` after the step ``dx`` bounded to :data:`MAX_STEP`, and where a limit clipped it ``(n, m)``."""
+    t = problem.translations
+    bound = np.full(dx.shape[1], MAX_STEP)
+    bound[:t] *= problem.body_scale
+    largest = (np.abs(dx) / bound).max(axis=1)
+    dx = dx * np.minimum(1.0, 1.0 / np.maximum(largest, 1e-300))[:, None]
+    new = np.empty_like(x)
+    new[:, :t] = x[:, :t] + dx[:, :t]
+    rot = problem.rotations
+    free = apply_increments(_unlimited(rot), np.ascontiguousarray(x[:, t:]), np.ascontiguousarray(dx[:, t:]))
+    new[:, t:] = np.clip(free, rot.lower, rot.upper)
+    clipped = np.zeros(x.shape, dtype=bool)
+    clipped[:, t:] = (free < rot.lower) | (free > rot.upper)
+    return new, clipped
+
+
+_UNLIMITED: dict[int, tuple[Chain, Chain]] = {}
+
+
+def _unlimited(chain: Chain) -> Chain:
+    """``chain`` without limits (the step is composed first, then clipped where the limits say)."""
+    kept = _UNLIMITED.get(id(chain))
+    if kept is not None and kept[0] is chain:
+        return kept[1]
+    free = Chain(kinds=chain.kinds, offsets=chain.offsets, rest_rotations=chain.rest_rotations, axes=chain.axes,
+                 lower=np.full(chain.n_dof, -np.inf), upper=np.full(chain.n_dof, np.inf), weights=chain.weights,
+                 tip_offset=chain.tip_offset)
+    if len(_UNLIMITED) > 32:
+        _UNLIMITED.clear()
+    _UNLIMITED[id(chain)] = (chain, free)
+    return free
+
+
+def _products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ bᵀ`` for stacks ``a (n, i, k)``, ``b (n, j, k)`` → ``(n, i, j)``, summed term by term in index
+    order (elementwise: the same bits in any batch, and cheaper than one BLAS call per small matrix)."""
+    a_t = np.ascontiguousarray(np.moveaxis(a, 2, 0))[:, :, :, None]
+    b_t = np.ascontiguousarray(np.moveaxis(b, 2, 0))[:, :, None, :]
+    total = a_t[0] * b_t[0]
+    for k in range(1, a_t.shape[0]):
+        total += a_t[k] * b_t[k]
+    return total
+
+
+def _prioritised_step(levels: list[tuple[np.ndarray, np.ndarray]], scales: np.ndarray,
+                      back: np.ndarray | None) -> np.ndarray:
+    """The lexicographic Gauss-Newton step ``(n, m)``: each level's least-squares step in the null space of
+    the levels above, then ``PULL · back`` projected on what is left. Variables are scaled by
+    ``scales (n, m)`` (``sqrt(weight)``, 0 for a variable held at a limit).
+
+    The levels above are kept as an orthonormal basis of their rows (``basis (n, r, m)``, zero rows for
+    directions dropped as singular), so a projection is two small products, never an ``m × m`` matrix.
+    """
+    n, m = scales.shape
+    dz = np.zeros((n, m))
+    basis = np.zeros((n, 0, m))
+    for residuals, jacobian in levels:
+        scaled = jacobian * scales[:, None, :]
+        free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
+        left = residuals - matvec(scaled, dz)
+        values, vectors = np.linalg.eigh(_products(free, free))
+        kept = values > SINGULAR_SQUARED
+        inverse = np.where(kept, 1.0 / np.where(kept, values + DAMPING_SQUARED, 1.0), 0.0)
+        exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
+        rows = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2))  # Uᵀ F: orthogonal rows
+        dz += tmatvec(rows, tmatvec(vectors, left) * inverse)
+        basis = np.concatenate([basis, rows * exact[:, :, None]], 1)
+    if back is not None:
+        safe = np.where(scales > 0.0, scales, 1.0)
+        pulled = PULL * np.where(scales > 0.0, back / safe, 0.0)
+        dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
+    return dz * scales
+
+
+def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, inner: float, total: float, mask: np.ndarray,
+                    weight: float) -> RowsFunction:
+    """A limb's reach row: its goal's head ``heads (N, 3)`` (world) against the distances ``[inner, total]``
+    the HI solve reaches from the limb's start joint (``start(pose) -> (n, 3)``, world), moved by the
+    variables where ``mask (m,)`` is set."""
+
+    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
+        s = start(pose)
+        d = heads[frames] - s
+        r = norm(d)
+        outside = r - np.clip(r, inner, total)
+        direction = d / np.maximum(r, 1e-300)[:, None]
+        jacobian = tmatvec(columns.position_rows(s, mask), direction)
+        edge = np.where(r > 0.5 * (inner + total), total, inner)
+        holding = (outside == 0.0) & (np.abs(r - edge) <= HOLD * total)
+        residual = np.where(holding, r - edge, outside)
+        # Over the outer edge r grows (the row's product with the step negative), over the inner one it shrinks.
+        signed = np.where(edge == total, 1.0, -1.0)[:, None] * jacobian
+        on = ((outside != 0.0) | holding)[:, None]
+        return Rows((weight * residual)[:, None], np.where(on, weight * jacobian, 0.0)[:, None, :],
+                    holding[:, None], np.where(on, signed, 0.0)[:, None, :], np.full((r.size, 1), weight))
+
+    return rows
+
+
+def tip_goal_rows(tip: int, tail: np.ndarray, positions: np.ndarray, rotations: np.ndarray | None, length: float,
+                  mask: np.ndarray, weight: float) -> RowsFunction:
+    """A trunk chain's rows: the tail ``tail (3,)`` of bone ``tip`` toward ``positions (N, 3)`` and, with
+    ``rotations (N, 3, 3)``, its frame toward them (angles × ``length``, chain units)."""
+    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
+        frame = np.ascontiguousarray(pose.frames[:, tip])
+        point = pose.heads[:, tip] + matvec(frame, tail)
+        residuals = [positions[frames] - point]
+        jacobians = [columns.position_rows(point, mask)]
+        if rotations is not None:
+            turn = rotvecs_from_matrices(matmul(rotations[frames], np.swapaxes(frame, 1, 2)))
+            residuals.append(length * turn)
+            jacobians.append(length * columns.angle_rows(mask))
+        return Rows(weight * np.concatenate(residuals, 1), weight * np.concatenate(jacobians, 1))
+
+    return rows
