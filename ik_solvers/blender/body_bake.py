@@ -11,8 +11,6 @@ an error leaves it exactly as it was.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -21,17 +19,16 @@ import numpy as np
 from ..core import Status
 from ..core.body import GoalStatus
 from . import interrupts, live_state
+from .bake_state import BakeState
 from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs
 from .checks import check_action_keyable
 from .errors import IKSolversError
 from .frames import SolvedFrames
-from .identity import remember
 from .keyframes import action_frames, key_locations, key_rotations
-from .report import BakeReport, bake_report, goals_section, store_report
+from .report import BakeReport, bake_report, goals_section
 from .rig import rotation_channel_values
 from .root_space import uniform_scale
 from .sampling import geometry_key
-from .snapshots import ActionSnapshot, PoseSnapshot
 from .verify import BakedCheck
 
 if TYPE_CHECKING:
@@ -95,13 +92,12 @@ class BodyChainBake:
         return self.spec.name
 
 
-class BodyBakeJob:
+class BodyBakeJob(BakeState):
     """A body bake in progress: sample every frame → solve the batch → key → check, resumable."""
 
     def __init__(self, context: bpy.types.Context, obj: bpy.types.Object, options: BakeOptions) -> None:
-        scene, view_layer = context.scene, context.view_layer
-        assert scene is not None and view_layer is not None  # a bake runs in a scene's context
-        self.scene, self.view_layer, self.obj, self.options = scene, view_layer, obj, options
+        super().__init__(context, obj)
+        self.options = options
         self.frames = options.frames
         self.spec: BodySpec = read_body(obj)
         self._chains = [BodyChainBake(spec, dofs) for spec, dofs in zip(self.spec.specs, self.spec.chain_dofs)]
@@ -110,14 +106,11 @@ class BodyBakeJob:
         self.scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
         self.reports: list[BakeReport] = []
         self._depsgraph = context.evaluated_depsgraph_get()
-        self._frame = (scene.frame_current, scene.frame_subframe)
-        self._pose = PoseSnapshot(obj)
-        self.action = ActionSnapshot(obj)
+        self._snapshot()
         self._inputs: list[BodyInputs] = []
         self._solved: BodySolved | None = None
         self._write_started = 0.0
         self._checking = 0
-        self._finished = False
 
     @property
     def chains(self) -> tuple[BodyChainBake, ...]:
@@ -242,47 +235,10 @@ class BodyBakeJob:
         return True
 
     # ------------------------------------------------------------------ ending
-    @contextmanager
-    def _interruptible(self) -> Iterator[None]:
-        try:
-            with interrupts.honoured():
-                yield
-        except KeyboardInterrupt:
-            self.cancel()
-            raise
-
-    def _restore_frame(self) -> None:
-        frame, subframe = self._frame
-        if (self.scene.frame_current, self.scene.frame_subframe) != (frame, subframe):
-            self.scene.frame_set(frame, subframe=subframe)
-            interrupts.raise_pending()
-
     def finish(self) -> list[BakeReport]:
         """Store the reports on the chains, restore the frame and the unbaked pose (the keyed bones show
-        their keys)."""
-        self._restore_frame()
-        self.view_layer.update()
-        root = self.spec.root
-        assert self.obj.pose is not None  # the body was read from this armature's pose
-        root_location = None if root is None else self.obj.pose.bones[root].location.copy()
-        self._pose.restore(keep_rotation_of=self.spec.keyed_bones)
-        if root is not None and root_location is not None:
-            self.obj.pose.bones[root].location = root_location
-        settings = {chain.name: chain for chain in self.obj.ik_solvers.chains}  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
-        for chain in self._chains:
-            if chain.report is not None and chain.name in settings:
-                store_report(settings[chain.name], chain.report)
-                remember(self.obj, settings[chain.name], chain.spec.bone_names)
-        self._finished = True
-        self.action.release()
+        their keys: the chains' rotations, the root's location too)."""
+        root = {self.spec.root} if self.spec.root is not None else set()
+        self._end([(chain.name, chain.report, chain.spec.bone_names) for chain in self._chains],
+                  keep_rotation_of=self.spec.keyed_bones, keep_location_of=root)
         return self.reports
-
-    def cancel(self) -> None:
-        """Put the action, the frame and the pose back exactly as they were."""
-        if self._finished:
-            return
-        self.action.restore()
-        self._restore_frame()
-        self._pose.restore()
-        self.view_layer.update()
-        self._finished = True
