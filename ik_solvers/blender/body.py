@@ -362,6 +362,12 @@ def solve_body_pose(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> t
         view_layer.update()
         raise
     view_layer.update()
+    store_goal_outcomes(obj, spec, result)
+    return spec, result
+
+
+def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResult) -> None:
+    """Each chain keeps its goal's status, error and bound (scene units) of the solve just written."""
     scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
     by_name = {chain.name: chain for chain in body_chain_settings(obj)}
     for chain, goal in zip(spec.specs, result.goals):
@@ -373,7 +379,6 @@ def solve_body_pose(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> t
         if settings.last_goal_status != status:
             settings.last_goal_status = status
         remember(obj, settings, chain.bone_names)
-    return spec, result
 
 
 def goals_sentence(obj: bpy.types.Object, result: BodyResult, frame: int = 0) -> str:

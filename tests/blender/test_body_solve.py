@@ -18,6 +18,7 @@ from conftest import evaluated_head, evaluated_tip, pose_snapshot
 from ik_solvers.blender.bake import BakeOptions
 from ik_solvers.blender.body_bake import BodyBakeJob
 from ik_solvers.blender.keyframes import assigned_fcurves
+from ik_solvers.blender.snapshots import PoseSnapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import _rigify_rigs as rr
@@ -219,3 +220,29 @@ def test_chains_sharing_bones_stay_refused_without_solve_together(body):
     body.ik_solvers.chains["leg.L"].tip_bone, body.ik_solvers.chains["leg.L"].chain_length = "foot.L", 4
     with pytest.raises(RuntimeError, match="moves bone 'spine' too"):
         bpy.ops.ik_solvers.solve(all_chains=True)
+
+
+def test_live_body_follows_a_goal_once_per_move_and_matches_the_solve(body, monkeypatch):
+    from ik_solvers.blender import body_live
+
+    solves = []
+    solve = body_live.solve_body_inputs
+    monkeypatch.setattr(body_live, "solve_body_inputs", lambda *args: solves.append(1) or solve(*args))
+    body.ik_solvers.active_chain_index = list(CHAINS).index("leg.L")
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    at_rest = PoseSnapshot(body)
+    _target(body, "chest").location.z -= 0.2
+    for name in ("arm.L", "arm.R"):
+        _target(body, name).location.z -= 0.2
+    bpy.context.view_layer.update()  # depsgraph_update_post → one body solve → pose written
+    count = len(solves)
+    for _ in range(3):  # our own write and status are updates too: no further solve
+        bpy.context.view_layer.update()
+    assert len(solves) == count
+    for name in CHAINS:
+        assert _tip_error(body, name) <= REACHED, name
+    live_pose = pose_snapshot(body)
+    body.ik_solvers.chains["leg.L"].use_live = False
+    at_rest.restore()
+    _solve(body)
+    assert pose_snapshot(body) == live_pose  # the operator's solve of the same goals from the same pose: the same bits
