@@ -9,26 +9,14 @@ import numpy as np
 from ..chain import Chain, JointKind
 from ..kinematics import joint_local_matrices
 from ..vectors import cross, matmul, matvec
-from .model import Body
+from .model import Body, variable_chain
 
-
-def variable_chain(kinds: tuple[JointKind, ...], rest_rotations: np.ndarray, axes: np.ndarray, lower: np.ndarray,
-                   upper: np.ndarray, weights: np.ndarray) -> Chain:
-    """A core Chain holding bones' joint variables alone (unit segments stand in for the tree's offsets).
-
-    The tree's bones are no serial chain, but their variables behave as a chain's: this one lends
-    the kinematics module's local matrices, increments and limit clamps to the tree, unchanged.
-    """
-    n = len(kinds)
-    offsets = np.zeros((n, 3))
-    offsets[1:, 0] = 1.0
-    return Chain(kinds=kinds, offsets=offsets, rest_rotations=rest_rotations, axes=axes, lower=lower, upper=upper,
-                 weights=weights, tip_offset=np.array([1.0, 0.0, 0.0]))
+__all__ = ["BodyPose", "VariableColumns", "body_pose", "body_variables", "variable_chain", "variable_columns"]
 
 
 def body_variables(body: Body) -> Chain:
-    """Every bone's variables as one :func:`variable_chain` (rest rotations included)."""
-    return variable_chain(body.kinds, body.rest_rotations, body.axes, body.lower, body.upper, body.weights)
+    """Every bone's variables as one :func:`~.model.variable_chain` (rest rotations included)."""
+    return body.variables
 
 
 @dataclass(frozen=True, eq=False)

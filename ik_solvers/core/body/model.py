@@ -13,6 +13,20 @@ from ..errors import IKInputError
 from ..zero_plane import ZeroPlaneMapFactory
 
 
+def variable_chain(kinds: tuple[JointKind, ...], rest_rotations: np.ndarray, axes: np.ndarray, lower: np.ndarray,
+                   upper: np.ndarray, weights: np.ndarray) -> Chain:
+    """A core Chain holding bones' joint variables alone (unit segments stand in for the tree's offsets).
+
+    The tree's bones are no serial chain, but their variables behave as a chain's: this one lends
+    the kinematics module's local matrices, increments and limit clamps to the tree, unchanged.
+    """
+    n = len(kinds)
+    offsets = np.zeros((n, 3))
+    offsets[1:, 0] = 1.0
+    return Chain(kinds=kinds, offsets=offsets, rest_rotations=rest_rotations, axes=axes, lower=lower, upper=upper,
+                 weights=weights, tip_offset=np.array([1.0, 0.0, 0.0]))
+
+
 @dataclass(frozen=True, eq=False)
 class Body:
     """A tree of ``B`` bones, each a joint as a core :class:`~..chain.Chain` models it.
@@ -64,6 +78,8 @@ class Body:
         object.__setattr__(self, "kinds", tuple(self.kinds))
         if n == 0 or len(self.names) != n or len(self.parents) != n:
             raise IKInputError("parents", "a body needs one name, parent and kind per bone")
+        if len(set(self.names)) != n or not all(isinstance(k, JointKind) for k in self.kinds):
+            raise IKInputError("names", "bone names must be unique and every joint kind a JointKind")
         if any(not -1 <= p < i for i, p in enumerate(self.parents)):
             raise IKInputError("parents", "every parent must come before its child (-1: a tree root)")
         n_dof = sum(k.value for k in self.kinds)
@@ -83,13 +99,18 @@ class Body:
         return len(self.kinds)
 
     @cached_property
-    def n_dof(self) -> int:
-        return sum(k.value for k in self.kinds)
+    def variables(self) -> Chain:
+        """Every bone's joint variables as one :func:`variable_chain` (rest rotations included)."""
+        return variable_chain(self.kinds, self.rest_rotations, self.axes, self.lower, self.upper, self.weights)
 
-    @cached_property
+    @property
+    def n_dof(self) -> int:
+        return self.variables.n_dof
+
+    @property
     def dof_start(self) -> np.ndarray:
         """Index ``(B,)`` of each bone's first variable."""
-        return np.concatenate([[0], np.cumsum([k.value for k in self.kinds])[:-1]]).astype(int)
+        return self.variables.dof_start
 
     def dofs(self, bones: list[int] | tuple[int, ...]) -> np.ndarray:
         """The variable indices of ``bones``, in order."""

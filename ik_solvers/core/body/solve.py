@@ -18,7 +18,7 @@ from ..vectors import matmul, matvec, norm, tmatvec
 from .bounds import goal_bounds
 from .forward import BodyPose, body_pose, body_variables, variable_chain, variable_columns
 from .model import Body, BodyChain, ChainLayout, GoalStatus, lay_out
-from .trunk import TrunkProblem, limb_reach_rows, solve_trunk, tip_goal_rows
+from .trunk import PULL_ITERATIONS, TrunkProblem, limb_reach_rows, solve_trunk, tip_goal_rows
 
 DEFAULT_TOLERANCE = 1e-6
 """Position tolerance (chain units) for "reached": 1 µm on a metre-scale rig."""
@@ -60,6 +60,12 @@ class GoalResult:
         """True ``(N,)`` where the goal was reached."""
         return self.status == GoalStatus.REACHED
 
+    def within(self, position: float, angle: float) -> np.ndarray:
+        """True ``(N,)`` where the error is at most ``position`` (chain units) and, for an orientation
+        goal, the orientation error at most ``angle`` (radians)."""
+        ok = self.error <= position
+        return ok if self.orientation_error is None else ok & (self.orientation_error <= angle)
+
 
 @dataclass(frozen=True, eq=False)
 class BodyResult:
@@ -89,6 +95,13 @@ class BodyResult:
     goals: tuple[GoalResult, ...]
     trunk_steps: np.ndarray
 
+    def all_within(self, position: float, angle: float) -> np.ndarray:
+        """True ``(N,)`` where every goal is :meth:`GoalResult.within` the tolerances."""
+        ok = np.ones(self.q.shape[0], dtype=bool)
+        for goal in self.goals:
+            ok &= goal.within(position, angle)
+        return ok
+
     def goal(self, name: str) -> GoalResult:
         """The goal of the chain called ``name``."""
         for goal in self.goals:
@@ -105,7 +118,7 @@ def solve_body(
     reference: np.ndarray | None = None,
     reference_root_location: np.ndarray | None = None,
     root_location_weight: float = 1.0,
-    pull_steps: int = 0,
+    pull_steps: int = PULL_ITERATIONS,
     tolerance: float = DEFAULT_TOLERANCE,
     angle_tolerance: float = DEFAULT_ANGLE_TOLERANCE,
 ) -> BodyResult:
@@ -128,8 +141,9 @@ def solve_body(
         In ``(0, 1]``: how readily the root moves, against the joints' weights (``1 − stiffness``).
     pull_steps : int
         Trunk steps that also pull toward the reference in what the goals leave free, before the plain
-        minimum-norm steps (0: none; the minimum-norm steps alone already move only what the goals need,
-        and reach more goal sets, docs/body-solve.md).
+        minimum-norm steps. The pull makes the result the pose nearest the reference, continuous along
+        smooth goal paths; 0 skips it (fewer steps, but where the goals leave freedom the result depends
+        on the steps' path: pops on smooth paths, docs/body-solve.md).
     tolerance, angle_tolerance : float
         What counts as reached (chain units, radians).
     """

@@ -7,8 +7,12 @@ residual — how far its goal lies outside the shell of distances the HI solve r
 start joint (``PreferredPose.lower_bound``: zero whenever HI reaches exactly), signed, along the
 start-to-goal direction. Rows are grouped by priority; each step solves the groups in turn, each in
 the null space of the ones above (exact projections from a truncated eigen-decomposition: a lower
-goal never leaks into a higher one), and then pulls toward the reference pose in what is left.
-A second phase repeats the steps without the pull, so rows at the edge of their reach settle exactly.
+goal never leaks into a higher one), with Levenberg-Marquardt damping that grows with a level's
+residual (so a goal out of reach stops pushing), and then pull all the way to the reference pose in
+what is left: the iteration's fixed point is the pose nearest the reference (weighted by ``1 −
+stiffness``) that meets the goals by priority, unique and continuous in the goals. A second phase
+repeats the steps without the pull, so limbs at the edge of their reach (an inequality the pull and
+the goal take turns at) settle exactly there.
 
 Every operation is per frame (elementwise, or numpy's stacked small-matrix routines, which work
 matrix by matrix), and each frame stops on its own test: a frame's result is independent of the
@@ -25,7 +29,7 @@ import numpy as np
 from ..chain import Chain
 from ..kinematics import apply_increments, increments_toward
 from ..rotations import rotvecs_from_matrices
-from ..vectors import matmul, matvec, norm, tmatvec
+from ..vectors import dot, matmul, matvec, norm, tmatvec
 from .forward import BodyPose, VariableColumns
 
 # Squared singular values (chain units² per unit of a scaled variable) below this count as no
@@ -36,17 +40,17 @@ SINGULAR_SQUARED = 1e-8
 # Damping (chain units²) added to every kept squared singular value: keeps steps bounded next to
 # the threshold, and is small enough that a converging step is a Newton step.
 DAMPING_SQUARED = 1e-7
+# Damping per squared residual (chain units² per chain unit²) of a level (_prioritised_step).
+RESIDUAL_DAMPING = 100.0
 # Fraction of the way back to the reference pose taken per step, in the goals' null space.
 PULL = 1.0
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
-PULL_ITERATIONS = 20
-# A limb met within this fraction of its reach from the edge of it holds there while pulled over (Rows).
-HOLD = 0.1
+PULL_ITERATIONS = 16
 SETTLE_ITERATIONS = 60
 # A frame stops pulling when no variable moves by more than this in a step (radians / scales),
 # and stops settling when every residual is this small (fraction of the body scale) or it stalls.
-PULL_SETTLED = 1e-10
+PULL_SETTLED = 1e-8
 SETTLED = 1e-14
 # A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
 SETTLED_ERROR = 5e-8
@@ -56,19 +60,17 @@ SETTLED_ERROR = 5e-8
 class Rows:
     """A goal's residual rows in one pose: ``residuals (n, r)`` and Jacobian ``(n, r, m)``.
 
-    ``holding (n, r)``, optional: rows met, but at the edge of an inequality (a limb at full reach);
-    while the pull toward the reference would carry them over it they hold it as an equality (their
-    residual is the distance to the edge), else they are left out. Without this the pull and the
-    row would take turns and the frame never settle.
+    Inequality rows (a limb's reach) also carry what a step needs to see whether it would cross the
+    edge from inside: ``edge_jacobian (n, r, m)`` (the row whether met or not), ``edge_residual (n, r)``
+    (the residual that puts the row exactly on its nearer edge) and ``edge_sign (n, r)`` (+1 outer edge,
+    −1 inner): a step ``dx`` crosses where ``sign · (J dx) < sign · residual``.
     """
 
     residuals: np.ndarray
     jacobian: np.ndarray
-    holding: np.ndarray | None = None
-    outward: np.ndarray | None = None
-    weights: np.ndarray | None = None
-    """``(n, r)``: the weight the holding rows' residuals are scaled by."""
-    """``(n, r, m)``: a holding row's Jacobian signed so that a step with a negative product crosses its edge."""
+    edge_jacobian: np.ndarray | None = None
+    edge_residual: np.ndarray | None = None
+    edge_sign: np.ndarray | None = None
 
 
 RowsFunction = Callable[[BodyPose, VariableColumns, np.ndarray], Rows]
@@ -148,7 +150,7 @@ def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np
     pose, columns = problem.pose(x, frames)
     out = np.zeros((x.shape[0], len(problem.levels)))
     for k, level in enumerate(problem.levels):
-        rows = _held([rows(pose, columns, frames) for rows in level], None)
+        rows = [rows(pose, columns, frames) for rows in level]
         if rows:
             out[:, k] = norm(np.concatenate([r.residuals for r in rows], 1))
     return out
@@ -173,12 +175,16 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
     back = _toward(problem, x, reference) if pull else None
     stacked = [(np.concatenate([r.residuals for r in level], 1), np.concatenate([r.jacobian for r in level], 1))
-               for level in (_held(level, back) for level in levels) if level]
+               for level in levels if level]
     largest = np.zeros(x.shape[0])
     for residuals, _ in stacked:
         largest = np.maximum(largest, np.abs(residuals).max(axis=1))
     scales = np.broadcast_to(problem.scales, x.shape).copy()
     dx = _prioritised_step(stacked, scales, back)
+    stacked, crossing = _guarded(levels, dx)
+    if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone)
+        part = [(residuals[crossing], jacobian[crossing]) for residuals, jacobian in stacked]
+        dx[crossing] = _prioritised_step(part, scales[crossing], None if back is None else back[crossing])
     new, clipped = _apply(problem, x, dx)
     again = np.flatnonzero(clipped.any(axis=1))
     if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
@@ -191,18 +197,25 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     return new, moved, largest
 
 
-def _held(level: list[Rows], back: np.ndarray | None) -> list[Rows]:
-    """The level's rows with each holding row kept where the pull ``back (n, m)`` would carry it over its
-    edge (its Jacobian row points against the pull), dropped (zero) elsewhere and when not pulling."""
-    out = []
-    for rows in level:
-        if rows.holding is None or rows.outward is None:
-            out.append(rows)
-            continue
-        over = np.zeros(rows.holding.shape, dtype=bool) if back is None else matvec(rows.outward, back) < 0.0
-        drop = rows.holding & ~over
-        out.append(Rows(np.where(drop, 0.0, rows.residuals), np.where(drop[:, :, None], 0.0, rows.jacobian)))
-    return out
+def _guarded(levels: list[list[Rows]], dx: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """The levels' stacked rows with every inequality row the step ``dx (n, m)`` would carry over its edge
+    made an equality on that edge (an active set grown by one prediction), and the frames where one was."""
+    stacked, crossing = [], np.zeros(dx.shape[0], dtype=bool)
+    for level in levels:
+        residuals, jacobians = [], []
+        for rows in level:
+            if rows.edge_jacobian is None or rows.edge_residual is None or rows.edge_sign is None:
+                residuals.append(rows.residuals)
+                jacobians.append(rows.jacobian)
+                continue
+            sign = rows.edge_sign
+            over = (rows.residuals == 0.0) & (sign * matvec(rows.edge_jacobian, dx) < sign * rows.edge_residual)
+            crossing |= over.any(axis=1)
+            residuals.append(np.where(over, rows.edge_residual, rows.residuals))
+            jacobians.append(np.where(over[:, :, None], rows.edge_jacobian, rows.jacobian))
+        if residuals:
+            stacked.append((np.concatenate(residuals, 1), np.concatenate(jacobians, 1)))
+    return stacked, np.flatnonzero(crossing)
 
 
 def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -273,21 +286,42 @@ def _prioritised_step(levels: list[tuple[np.ndarray, np.ndarray]], scales: np.nd
     dz = np.zeros((n, m))
     basis = np.zeros((n, 0, m))
     for residuals, jacobian in levels:
-        scaled = jacobian * scales[:, None, :]
-        free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
-        left = residuals - matvec(scaled, dz)
-        values, vectors = np.linalg.eigh(_products(free, free))
-        kept = values > SINGULAR_SQUARED
-        inverse = np.where(kept, 1.0 / np.where(kept, values + DAMPING_SQUARED, 1.0), 0.0)
-        exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
-        rows = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2))  # Uᵀ F: orthogonal rows
-        dz += tmatvec(rows, tmatvec(vectors, left) * inverse)
-        basis = np.concatenate([basis, rows * exact[:, :, None]], 1)
+        # Frames where the level asks nothing (limbs within reach) add exact zeros: leave them out.
+        on = np.flatnonzero(np.any(jacobian != 0.0, axis=(1, 2)))
+        if on.size == 0:
+            continue
+        if on.size == n:
+            step, rows = _level_step(residuals, jacobian, scales, dz, basis)
+            dz += step
+        else:
+            step, part = _level_step(residuals[on], jacobian[on], scales[on], dz[on], basis[on])
+            dz[on] += step
+            rows = np.zeros((n,) + part.shape[1:])
+            rows[on] = part
+        basis = np.concatenate([basis, rows], 1)
     if back is not None:
         safe = np.where(scales > 0.0, scales, 1.0)
         pulled = PULL * np.where(scales > 0.0, back / safe, 0.0)
         dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
     return dz * scales
+
+
+def _level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray, dz: np.ndarray,
+                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One level's step ``(n, m)`` (scaled variables) in the null space of ``basis (n, r, m)``, from the steps
+    of the levels above ``dz``, and the orthonormal rows ``(n, r_level, m)`` it adds to the basis."""
+    scaled = jacobian * scales[:, None, :]
+    free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
+    left = residuals - matvec(scaled, dz)
+    values, vectors = np.linalg.eigh(_products(free, free))
+    kept = values > SINGULAR_SQUARED
+    # Levenberg-Marquardt damping growing with the level's residual (Sugihara 2011): Newton steps as
+    # a goal is met, short ones while it cannot be (a hand out of reach stops pushing the body).
+    damping = DAMPING_SQUARED + RESIDUAL_DAMPING * dot(residuals, residuals)
+    inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
+    exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
+    rows = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2))  # Uᵀ F: orthogonal rows
+    return tmatvec(rows, tmatvec(vectors, left) * inverse), rows * exact[:, :, None]
 
 
 def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, inner: float, total: float, mask: np.ndarray,
@@ -303,14 +337,11 @@ def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, 
         outside = r - np.clip(r, inner, total)
         direction = d / np.maximum(r, 1e-300)[:, None]
         jacobian = tmatvec(columns.position_rows(s, mask), direction)
+        on = (outside != 0.0)[:, None]
         edge = np.where(r > 0.5 * (inner + total), total, inner)
-        holding = (outside == 0.0) & (np.abs(r - edge) <= HOLD * total)
-        residual = np.where(holding, r - edge, outside)
-        # Over the outer edge r grows (the row's product with the step negative), over the inner one it shrinks.
-        signed = np.where(edge == total, 1.0, -1.0)[:, None] * jacobian
-        on = ((outside != 0.0) | holding)[:, None]
-        return Rows((weight * residual)[:, None], np.where(on, weight * jacobian, 0.0)[:, None, :],
-                    holding[:, None], np.where(on, signed, 0.0)[:, None, :], np.full((r.size, 1), weight))
+        return Rows((weight * outside)[:, None], np.where(on, weight * jacobian, 0.0)[:, None, :],
+                    (weight * jacobian)[:, None, :], (weight * (r - edge))[:, None],
+                    np.where(edge == total, 1.0, -1.0)[:, None])
 
     return rows
 
