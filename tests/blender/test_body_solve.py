@@ -110,8 +110,7 @@ def test_crouch_with_feet_planted_moves_the_hips_and_bends_the_knees_forward(bod
 
 def test_hand_beyond_the_arm_carries_chest_and_hips_while_the_feet_hold(body):
     chains = body.ik_solvers.chains
-    chains["chest"].weight = 0.0  # the chest goes wherever the hand needs it
-    chains["arm.R"].weight = 0.0
+    chains["arm.R"].priority = 0  # feet over the left hand over the chest and the right hand
     shoulder, hand = evaluated_head(body, "upper_arm.L"), evaluated_tip(body, "hand.L")
     reach = np.linalg.norm(hand - shoulder)
     _target(body, "arm.L").location = shoulder + (hand - shoulder) / reach * (reach + 0.15)
@@ -246,3 +245,22 @@ def test_live_body_follows_a_goal_once_per_move_and_matches_the_solve(body, monk
     at_rest.restore()
     _solve(body)
     assert pose_snapshot(body) == live_pose  # the operator's solve of the same goals from the same pose: the same bits
+
+
+def test_the_body_panel_draws_root_weights_priorities_and_each_goal_status(body):
+    from types import SimpleNamespace
+
+    from test_panel import Recording, RecordingLayout, assert_everything_resolves
+
+    from ik_solvers.blender import panel
+
+    _target(body, "arm.L").location.x += 1.0  # out of reach
+    _solve(body)
+    recording = Recording()
+    assert panel.VIEW3D_PT_ik_solvers_body.poll(bpy.context)
+    panel.VIEW3D_PT_ik_solvers_body.draw(SimpleNamespace(layout=RecordingLayout(recording)), bpy.context)
+    assert_everything_resolves(recording)
+    drawn = {name for _, name in recording.props}
+    assert {"solve_together", "body_root", "weight", "priority"} <= drawn
+    labels = [text for text, _ in recording.labels]
+    assert labels.count("Reached") >= 2 and any(text in ("Limited", "Out Of Reach") for text in labels)
