@@ -73,6 +73,9 @@ class BodySpec:
         Every frame's start: each chain's reference, the root at rest, the fixed links as read.
     tolerance : float
         What counts as reached (armature units): the smallest of the chains' tolerances.
+    geometry : bytes
+        The pose values the body is built from and the solve does not set (:func:`body_geometry`):
+        a frame where they differ is refused, not solved on the wrong bones.
     """
 
     body: Body
@@ -84,6 +87,7 @@ class BodySpec:
     fixed_bones: tuple[str, ...]
     reference: np.ndarray
     tolerance: float
+    geometry: bytes = b""
 
     def dofs_of(self, bones: tuple[str, ...] | list[str]) -> np.ndarray:
         """The body's variable indices of ``bones`` (names), in order."""
@@ -166,7 +170,21 @@ def read_body(obj: bpy.types.Object) -> BodySpec:
     fixed = tuple(n for n in names if n not in owner and n != root)
     return BodySpec(body=body, specs=specs, weights=tuple(float(c.weight) for c in chains),
                     priorities=tuple(int(c.priority) for c in chains), root=root, root_rig=root_rig,
-                    fixed_bones=fixed, reference=reference, tolerance=min(s.options.tolerance for s in specs))
+                    fixed_bones=fixed, reference=reference, tolerance=min(s.options.tolerance for s in specs),
+                    geometry=body_geometry(obj, names, root))
+
+
+def body_geometry(obj: bpy.types.Object, names: tuple[str, ...] | list[str], root: str | None) -> bytes:
+    """The locations and scales of the body's bones ``names`` (but the root's location, which the
+    solve sets), as stored: the body's shape besides its rotations."""
+    assert obj.pose is not None  # a body's armature
+    values: list[float] = []
+    for name in names:
+        pose_bone = obj.pose.bones[name]
+        if name != root:
+            values.extend(pose_bone.location[:])
+        values.extend(pose_bone.scale[:])
+    return np.array(values, dtype=np.float32).tobytes()
 
 
 def _body_bones(obj: bpy.types.Object, specs: tuple[ChainSpec, ...]) -> list[str]:
@@ -310,6 +328,9 @@ def sample_body(obj: bpy.types.Object, spec: BodySpec, depsgraph: bpy.types.Deps
             pole = (inverse[:3, :3] @ pole_world + inverse[:3, 3])[None]
         poles.append(pole)
         swivels.append([float(chain.per_frame_value(obj, "swivel_angle"))])
+    if body_geometry(obj, spec.body.names, spec.root) != spec.geometry:
+        raise IKSolversError("a bone of the body has another location or scale here than when the body was read; "
+                             "a body solve keeps the bones' locations (but the root's) and scales as they are.")
     assert obj.pose is not None  # read_body read the body from this armature's pose
     fixed = [rotvecs_from_quaternions(basis_quaternion(obj.pose.bones[name])) for name in spec.fixed_bones]
     return BodyInputs(tuple(positions), tuple(rotations), tuple(poles), np.array(swivels, dtype=float),

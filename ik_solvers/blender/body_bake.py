@@ -204,8 +204,9 @@ class BodyBakeJob(BakeState):
         for index, chain in enumerate(self._chains):
             chain_solved = solved.chain_frames(index, chain.dofs)
             rigs = {geometry_key(self.obj, chain.spec.rig): chain.spec.rig}
+            # Checked densely: the body's surroundings (targets, fixed links) are evaluated per frame anyway.
             chain.check = BakedCheck(self.scene, self.obj, chain.spec, rigs, chain_solved,
-                                     solved.status[index] != GoalStatus.REACHED, keys_alone=True)
+                                     solved.status[index] != GoalStatus.REACHED)
 
     def _continue_checks(self, deadline: float | None) -> bool:
         """Blender's evaluation of the keys, chain after chain; the reports once all are checked."""

@@ -264,3 +264,15 @@ def test_the_body_panel_draws_root_weights_priorities_and_each_goal_status(body)
     assert {"solve_together", "body_root", "weight", "priority"} <= drawn
     labels = [text for text, _ in recording.labels]
     assert labels.count("Reached") >= 2 and any(text in ("Limited", "Out Of Reach") for text in labels)
+
+
+def test_a_bake_over_frames_where_a_body_bone_moves_is_refused_and_leaves_the_action(body):
+    shoulder = body.pose.bones["shoulder.L"]  # a fixed link: its location shapes the arm's start
+    for frame, x in ((1, 0.0), (3, 0.05)):
+        shoulder.location.x = x
+        shoulder.keyframe_insert("location", frame=frame)
+    bpy.context.scene.frame_set(1)
+    keys = _keys(body)
+    with pytest.raises(RuntimeError, match="another location or scale"):
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3, all_chains=True)
+    assert _keys(body) == keys and bpy.context.scene.frame_current == 1
