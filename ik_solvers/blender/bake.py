@@ -17,6 +17,7 @@ import numpy as np
 
 from . import interrupts, live_state
 from .bake_state import BakeState
+from .body import solves_together
 from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
@@ -145,6 +146,9 @@ class BakeJob(BakeState):
 
     def __init__(self, context: bpy.types.Context, obj: bpy.types.Object, options: BakeOptions) -> None:
         super().__init__(context, obj)
+        if solves_together(obj):  # its chains are one body: baked one by one, each would ignore the others
+            raise IKSolversError(f"Armature '{obj.name}' solves its chains together: bake all of them at once "
+                                 "(All Chains), or turn Solve Together off.", field="solve_together")
         self.options = options
         self.frames = options.frames
         self.reports: list[BakeReport] = []

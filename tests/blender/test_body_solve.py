@@ -276,3 +276,9 @@ def test_a_bake_over_frames_where_a_body_bone_moves_is_refused_and_leaves_the_ac
     with pytest.raises(RuntimeError, match="another location or scale"):
         bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3, all_chains=True)
     assert _keys(body) == keys and bpy.context.scene.frame_current == 1
+
+
+def test_one_chain_of_a_body_is_not_baked_alone(body):
+    with pytest.raises(RuntimeError, match="solves its chains together"):
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3, chain="arm.L")
+    assert body.animation_data is None
