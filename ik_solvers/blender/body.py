@@ -396,7 +396,8 @@ def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResul
         status = goal.status[0].value
         turn = None if goal.orientation_error is None else float(goal.orientation_error[0])
         store_outcome(settings, status, "", float(goal.error[0]) * scale, float(goal.bound[0]) * scale,
-                      int(result.trunk_steps[0]), orientation_error=turn)
+                      int(result.trunk_steps[0]), None if goal.hi is None else float(goal.hi.pole_angles[0]),
+                      orientation_error=turn)
         if settings.last_goal_status != status:
             settings.last_goal_status = status
         remember(obj, settings, chain.bone_names)

@@ -23,7 +23,7 @@ from .bake_state import BakeState
 from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs
 from .checks import check_action_keyable
 from .errors import IKSolversError
-from .frames import SolvedFrames
+from .frames import HIFrames, SolvedFrames
 from .keyframes import action_frames, key_locations, key_rotations
 from .report import BakeReport, bake_report, goals_section
 from .rig import rotation_channel_values
@@ -61,19 +61,22 @@ class BodySolved:
     bound: np.ndarray
     orientation_error: tuple[np.ndarray | None, ...]
     seconds: float
+    hi: tuple[HIFrames | None, ...] = ()
+    """Per chain, a limb's HI diagnostics (plane flips, pole warnings); None for a trunk chain."""
 
     def in_order(self) -> BodySolved:
         """The same frames sorted (a solve of frames in any order, keyed as one bake)."""
         rows = np.argsort(self.frames, kind="stable")
         return BodySolved(self.frames[rows], self.q[rows], self.root_location[rows], self.status[:, rows],
                           self.error[:, rows], self.bound[:, rows],
-                          tuple(None if o is None else o[rows] for o in self.orientation_error), self.seconds)
+                          tuple(None if o is None else o[rows] for o in self.orientation_error), self.seconds,
+                          tuple(None if h is None else h.select(rows) for h in self.hi))
 
     def chain_frames(self, index: int, dofs: np.ndarray) -> SolvedFrames:
         """Chain ``index``'s record as a single-chain bake keeps it (its variables ``dofs``)."""
         status = np.array([STATUS_OF_GOAL[s] for s in self.status[index]], dtype=object)
         return SolvedFrames(frames=self.frames, q=self.q[:, dofs], status=status, error=self.error[index],
-                            bound=self.bound[index], hi=None, seconds=self.seconds,
+                            bound=self.bound[index], hi=self.hi[index] if self.hi else None, seconds=self.seconds,
                             orientation_error=self.orientation_error[index])
 
 
@@ -172,7 +175,8 @@ class BodyBakeJob(BakeState):
                           status=np.array([g.status for g in result.goals], dtype=object),
                           error=np.array([g.error for g in result.goals]) * self.scale,
                           bound=np.array([g.bound for g in result.goals]) * self.scale,
-                          orientation_error=orientation, seconds=time.perf_counter() - started)
+                          orientation_error=orientation, seconds=time.perf_counter() - started,
+                          hi=tuple(None if g.hi is None else HIFrames.of(g.hi) for g in result.goals))
 
     def write_solved(self, solved: BodySolved) -> list[BakeReport]:
         """Key ``solved`` (the bake's frames, any order) and check the keys; the chains' reports."""

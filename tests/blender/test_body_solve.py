@@ -175,6 +175,8 @@ def test_bake_in_one_go_in_chunks_and_in_reverse_gives_the_same_keys(body):
     report = json.loads(body.ik_solvers.chains["leg.L"].last_bake_report)
     assert report["goals"]["status_counts"]["REACHED"] == 8 and report["method"] == "BODY"
     assert report["evaluated_mismatch_frames"] == []
+    assert report["pole_warning_frames"] == 0 and report["flip_frames"] == []  # a limb's HI planes, no flip
+    assert json.loads(body.ik_solvers.chains["chest"].last_bake_report)["pole_warning_frames"] is None  # the trunk
     assert ('pose.bones["spine"].location', 2) in one_go  # the root's location is keyed
     assert ('pose.bones["forearm.L"].rotation_euler', 0) in one_go
     assert not any("shoulder" in path for path, _ in one_go)  # fixed links keep their pose
