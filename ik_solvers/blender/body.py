@@ -139,8 +139,7 @@ def read_body(obj: bpy.types.Object) -> BodySpec:
     if root is not None and root not in names:
         raise IKSolversError(f"No chain hangs from the body root '{root}'; pick one of the chains' parents.",
                              field="body_root")
-    if root is not None:
-        _check_targets_apart(obj, specs, root)
+    _check_targets_apart(obj, specs, [root] if root is not None else [spec.bone_names[0] for spec in specs])
     owner = {bone: (k, joint) for k, spec in enumerate(specs) for joint, bone in enumerate(spec.rig.joint_bones)}
     root_rig = None if root is None else _root_rig(obj, root)
     columns: dict[str, list] = {key: [] for key in ("kinds", "offsets", "rests", "tails", "axes", "lower", "upper",
@@ -200,17 +199,19 @@ def _body_bones(obj: bpy.types.Object, specs: tuple[ChainSpec, ...]) -> list[str
     return sorted(depth, key=lambda name: (depth[name], order[name]))
 
 
-def _check_targets_apart(obj: bpy.types.Object, specs: tuple[ChainSpec, ...], root: str) -> None:
-    """IKSolversError when a target or pole moves with the body root (the whole body moves it)."""
+def _check_targets_apart(obj: bpy.types.Object, specs: tuple[ChainSpec, ...], movers: list[str]) -> None:
+    """IKSolversError when a target or pole moves with a bone the body solve moves (the root, else any
+    chain's start: a hand's goal on the chest moves when the chest is solved)."""
     for spec in specs:
-        if spec.goal_bone:
-            check_target_bone_independent(obj, root, spec.target, spec.goal_bone, "the target")
-        for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
-            try:
-                check_target_independent(obj, root, point, what)
-            except IKSolversError as error:
-                error.name_where(spec.name)
-                raise
+        try:
+            for mover in movers:
+                if spec.goal_bone:
+                    check_target_bone_independent(obj, mover, spec.target, spec.goal_bone, "the target")
+                for what, point in (("the target", spec.target), ("the pole target", spec.pole)):
+                    check_target_independent(obj, mover, point, what)
+        except IKSolversError as error:
+            error.name_where(spec.name)
+            raise
 
 
 def _root_rig(obj: bpy.types.Object, root: str) -> RigChain:

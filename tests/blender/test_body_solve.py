@@ -284,3 +284,26 @@ def test_one_chain_of_a_body_is_not_baked_alone(body):
     with pytest.raises(RuntimeError, match="solves its chains together"):
         bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3, chain="arm.L")
     assert body.animation_data is None
+
+
+def test_without_a_body_root_the_hips_stay_put(body):
+    body.ik_solvers.body_root = ""
+    hips = pose_snapshot(body)["spine"]
+    _target(body, "chest").location.z -= 0.05
+    _target(body, "arm.L").location.x += 0.05
+    _solve(body)
+    assert pose_snapshot(body)["spine"] == hips
+    assert _tip_error(body, "arm.L") <= REACHED and _tip_error(body, "leg.L") <= REACHED
+
+
+def test_a_goal_that_rides_on_a_solved_bone_is_refused(body):
+    target = _target(body, "arm.L")
+    target.parent, target.parent_type, target.parent_bone = body, "BONE", "spine.003"  # the chest's tip bone
+    bpy.context.view_layer.update()
+    before = pose_snapshot(body)
+    with pytest.raises(RuntimeError, match="arm.L.*depends on the chain"):
+        bpy.ops.ik_solvers.solve(all_chains=True)
+    body.ik_solvers.body_root = ""
+    with pytest.raises(RuntimeError, match="arm.L.*depends on the chain"):
+        bpy.ops.ik_solvers.solve(all_chains=True)
+    assert pose_snapshot(body) == before
