@@ -307,3 +307,23 @@ def test_a_goal_that_rides_on_a_solved_bone_is_refused(body):
     with pytest.raises(RuntimeError, match="arm.L.*depends on the chain"):
         bpy.ops.ik_solvers.solve(all_chains=True)
     assert pose_snapshot(body) == before
+
+
+def test_goals_on_bones_of_another_armature(body):
+    """A control rig's bones as goals (as on Rigify's generated rig): each frame's evaluated bone head."""
+    data = bpy.data.armatures.new("Controls")
+    controls = bpy.data.objects.new("Controls", data)
+    bpy.context.scene.collection.objects.link(controls)
+    bpy.context.view_layer.objects.active = controls
+    bpy.ops.object.mode_set(mode="EDIT")
+    hand = data.edit_bones.new("hand_ik.L")
+    head = np.array(_target(body, "arm.L").location) + np.array([0.05, -0.1, -0.1])
+    hand.head, hand.tail = head, head + np.array([0.0, 0.1, 0.0])
+    bpy.ops.object.mode_set(mode="OBJECT")
+    chain = body.ik_solvers.chains["arm.L"]
+    chain.target, chain.target_bone = controls, "hand_ik.L"
+    bpy.context.view_layer.objects.active = body
+    _solve(body)
+    goal = np.array(controls.matrix_world @ controls.pose.bones["hand_ik.L"].head)
+    assert np.linalg.norm(evaluated_tip(body, "hand.L") - goal) <= REACHED
+    assert _tip_error(body, "leg.L") <= REACHED and chain.last_goal_status == "REACHED"
