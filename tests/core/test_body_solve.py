@@ -22,6 +22,7 @@ from ik_solvers.core.body.humanoid import (
 )
 from ik_solvers.core.body.model import BodyChain, BodyGoal
 from ik_solvers.core.errors import IKInputError
+from ik_solvers.core.hi import solve_hi
 
 POSITION = 1e-5  # 0.01 mm
 ANGLE = np.radians(0.05)
@@ -85,12 +86,21 @@ def test_feet_hold_when_a_hand_is_out_of_reach():
 
 
 def test_fixed_root_hand_beyond_the_body_is_out_of_reach():
-    goals = {"arm.L": (np.array([[5.0, 0.0, 1.4]]), None)}
+    """No body root, no spine chain: the arm hangs from fixed bones, so its bound is HI's own, and met."""
+    goals = {"arm.L": (np.array([[5.0, 0.0, 1.4], [0.9, -0.3, 1.5]]), None)}
     result = solve_body(BODY, humanoid_chains(goals))
     arm = result.goal("arm.L")
-    assert arm.status[0] == GoalStatus.LIMITED or arm.status[0] == GoalStatus.OUT_OF_REACH
-    assert arm.bound[0] > 3.0 and arm.error[0] >= arm.bound[0]
+    start = result.pose.heads[:, BODY.names.index("upper_arm.L")]
+    forearm = BODY.names.index("forearm.L")
+    reach = np.linalg.norm(BODY.offsets[forearm]) + np.linalg.norm(BODY.tails[forearm])
+    assert np.all(arm.status == GoalStatus.OUT_OF_REACH)
+    assert np.allclose(arm.bound, np.linalg.norm(goals["arm.L"][0] - start, axis=1) - reach, atol=1e-12)
+    assert np.all(np.abs(arm.error - arm.bound) <= 1e-9)  # at the bound, to rounding
     assert np.all(result.root_location == 0.0)
+    # With the spine a chain (its goal ignored) the arm's fixed point is the spine's head: a looser bound.
+    goals["spine"] = (np.zeros((2, 3)), None)
+    loose = solve_body(BODY, humanoid_chains(goals, weights={"spine": 0.0}))
+    assert np.all(loose.goal("arm.L").bound < arm.bound)
 
 
 @pytest.mark.parametrize("beyond", [0.25, 0.3, 0.5])
@@ -122,6 +132,11 @@ def test_root_moves_only_when_a_limb_cannot_reach():
     assert np.linalg.norm(result.root_location) > 1e-3 or np.abs(result.q[:, trunk]).max() > 1e-3
     arm_start = result.pose.heads[0, BODY.names.index("upper_arm.L")]
     assert np.linalg.norm(goals["arm.L"][0][0] - arm_start) == pytest.approx(reach, abs=1e-9)  # straight, no more
+    # With a reach margin the trunk carries the arm's start 1 % nearer: the elbow stays bent, the hand still reached.
+    bent = solve_body(BODY, humanoid_chains(goals), body_root="hips", reach_margin=0.01)
+    assert _reached(bent).all()
+    bent_start = bent.pose.heads[0, BODY.names.index("upper_arm.L")]
+    assert np.linalg.norm(goals["arm.L"][0][0] - bent_start) == pytest.approx(0.99 * reach, abs=1e-9)
 
 
 def _reach_beyond(beyond: float) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
@@ -237,3 +252,40 @@ def test_weight_zero_goal_is_ignored_and_lower_priority_gives_way():
     ignored = solve_body(BODY, humanoid_chains(goals, weights={"arm.L": 0.0}), body_root="hips")
     assert np.all(ignored.root_location == 0.0)
     assert ignored.goal("arm.L").status[0] != GoalStatus.REACHED
+
+
+def test_limbs_are_hi_chains_with_their_swivel_and_pole():
+    """Inside the body a limb is exactly the HI solve of its chain in its start bone's parent frame."""
+    sets = random_goal_sets(BODY, 4, 20)
+    swivel = np.linspace(-1.0, 1.0, 20)
+    pole = np.array([0.6, 0.5, 1.2])
+    chains = tuple(replace(c, swivel=swivel) if c.name == "arm.L" else replace(c, poles=pole, zero_plane_map="POLE_OBJECT")
+                   if c.name == "arm.R" else c for c in humanoid_chains(sets.goals))
+    result = solve_body(BODY, chains, body_root="hips")
+    assert _reached(result).all()
+    layouts = {c.name: [BODY.bone_index(b) for b in (c.start, c.tip)] for c in chains}
+    for name, keywords in (("arm.L", {"swivel": swivel}), ("arm.R", {"poles": pole, "zero_plane_map": "POLE_OBJECT"})):
+        start, tip = layouts[name]
+        bones = list(range(start, tip + 1))
+        parent = BODY.parents[start]
+        frame, origin = result.pose.frames[:, parent], result.pose.heads[:, parent]
+        local = np.einsum("nji,nj->ni", frame, sets.goals[name][0] - origin)
+        if "poles" in keywords:
+            keywords = {**keywords, "poles": np.einsum("nji,nj->ni", frame, pole - origin)}
+        chain = BODY.chain_of(bones)
+        alone = solve_hi(chain, local, np.zeros(chain.n_dof), **keywords)
+        assert np.allclose(result.q[:, BODY.dofs(bones)], alone.result.q, atol=1e-12)
+        assert np.allclose(result.goal(name).hi.solver_normals, alone.solver_normals, atol=1e-12)
+
+
+def test_a_hand_out_of_reach_leaves_the_higher_goals_met():
+    """Random bodies whose left hand goal is thrown far off: the feet and head (higher priorities) still hold."""
+    sets = random_goal_sets(BODY, 3, 200)
+    goals = dict(sets.goals)
+    goals["arm.L"] = (goals["arm.L"][0] + np.random.default_rng(0).normal(size=(200, 3)) * 0.8, None)
+    result = solve_body(BODY, humanoid_chains(goals), body_root="hips")
+    for name in ("leg.L", "leg.R"):
+        assert np.all(result.goal(name).status == GoalStatus.REACHED), name
+    assert np.mean(result.goal("spine").status == GoalStatus.REACHED) >= 0.99
+    hand = result.goal("arm.L")
+    assert np.all(hand.error[hand.status != GoalStatus.REACHED] >= hand.bound[hand.status != GoalStatus.REACHED])

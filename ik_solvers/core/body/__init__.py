@@ -19,7 +19,8 @@ how far its goal lies beyond the HI reach. Every frame is computed from its own 
 reference alone, with per-frame operations only: any batch, order or chunking gives the same bits.
 
 Modules: ``model`` (the dataclasses and the chains' layout), ``forward`` (tree kinematics and
-Jacobian columns), ``trunk`` (the prioritised solve), ``bounds`` (lower bounds per goal),
+Jacobian columns), ``rows`` (the goals' residual rows), ``trunk`` (the prioritised solve), ``bounds``
+(lower bounds per goal),
 ``solve`` (the entry), ``humanoid`` (a synthetic metarig-like body for tests and benchmarks).
 """
 

@@ -2,8 +2,9 @@
 
 Two points of one rigid body of bones are never farther apart than the bones between them allow:
 the tip of a chain is within ``D`` (the lengths along the tree from it to a point) of that point.
-The points that pin a goal down are the fixed root (when no body root moves) and the tips of the
-higher-priority goals reached on the frame. ``bound = max(0, |goal − point| − D)`` over them.
+The points that pin a goal down are the nearest fixed point up the tree (the head of the highest
+bone above the goal that moves, when no body root moves it) and the tips of the higher-priority
+goals reached on the frame. ``bound = max(0, |goal − point| − D)`` over them.
 """
 
 from __future__ import annotations
@@ -35,26 +36,35 @@ def reach_along(body: Body, tip: int, other: int, root: int | None) -> float:
     return total + float(norm(anchors[0] - anchors[1]))
 
 
-def reach_from_root(body: Body, tip: int) -> tuple[np.ndarray, float]:
-    """The fixed head of ``tip``'s tree root (world, when no body root moves) and the longest distance
-    from it to ``tip``'s tail."""
+def reach_from_fixed(body: Body, tip: int, moving: set[int], root: int | None) -> tuple[int, float] | None:
+    """The bone whose head is the fixed point nearest ``tip`` up the tree (the highest bone that moves:
+    its head rides on bones that never do), and the longest distance from that head to ``tip``'s tail;
+    None where the body root's free location lies above ``tip``."""
     up = body.ancestors(tip)
-    top = up[-1]
-    anchor = body.root_position + body.root_rotation @ body.offsets[top]
-    return anchor, float(norm(body.tails[tip])) + sum(float(norm(body.offsets[b])) for b in up[:-1])
+    if root is not None and root in up:
+        return None
+    fixed = 0
+    for bone in reversed(up):  # from the tree's root down, while nothing moves
+        if bone in moving:
+            break
+        fixed += 1
+    index = len(up) - fixed - 1
+    return up[index], float(norm(body.tails[tip])) + sum(float(norm(body.offsets[b])) for b in up[:index])
 
 
 def goal_bounds(body: Body, tips: list[int], positions: list[np.ndarray], priorities: list[int],
-                reached: list[np.ndarray], root: int | None, tolerance: float) -> list[np.ndarray]:
-    """Per goal ``(N,)``: the least error any pose allows given the fixed root (``root`` None) and the
+                reached: list[np.ndarray], root: int | None, moving: set[int], heads: np.ndarray,
+                tolerance: float) -> list[np.ndarray]:
+    """Per goal ``(N,)``: the least error any pose allows given the fixed bones (those in no chain above
+    it, with ``heads (N, B, 3)`` the pose's heads; ``moving``: the chains' bones and the body root) and the
     strictly higher-priority goals ``reached (N,)`` on the frame (their tips taken at their goals, less
     ``tolerance``)."""
     out = []
     for i, (tip, goal) in enumerate(zip(tips, positions)):
         bound = np.zeros(goal.shape[0])
-        if root is None:
-            anchor, length = reach_from_root(body, tip)
-            bound = np.maximum(bound, norm(goal - anchor) - length)
+        fixed = reach_from_fixed(body, tip, moving, root)
+        if fixed is not None:
+            bound = np.maximum(bound, norm(goal - heads[:, fixed[0]]) - fixed[1])
         for j, (other, pinned) in enumerate(zip(tips, positions)):
             if priorities[j] <= priorities[i] or j == i:
                 continue

@@ -18,7 +18,8 @@ from ..vectors import matmul, matvec, norm, tmatvec
 from .bounds import goal_bounds
 from .forward import BodyPose, body_pose, body_variables, variable_chain, variable_columns
 from .model import Body, BodyChain, ChainLayout, GoalStatus, lay_out
-from .trunk import PULL_ITERATIONS, TrunkProblem, limb_reach_rows, solve_trunk, tip_goal_rows
+from .rows import limb_reach_rows, tip_goal_rows
+from .trunk import PULL_ITERATIONS, TrunkProblem, solve_trunk
 
 DEFAULT_TOLERANCE = 1e-6
 """Position tolerance (chain units) for "reached": 1 µm on a metre-scale rig."""
@@ -119,6 +120,7 @@ def solve_body(
     reference_root_location: np.ndarray | None = None,
     root_location_weight: float = 1.0,
     pull_steps: int = PULL_ITERATIONS,
+    reach_margin: float = 0.0,
     tolerance: float = DEFAULT_TOLERANCE,
     angle_tolerance: float = DEFAULT_ANGLE_TOLERANCE,
 ) -> BodyResult:
@@ -144,6 +146,10 @@ def solve_body(
         minimum-norm steps. The pull makes the result the pose nearest the reference, continuous along
         smooth goal paths; 0 skips it (fewer steps, but where the goals leave freedom the result depends
         on the steps' path: pops on smooth paths, docs/body-solve.md).
+    reach_margin : float
+        In ``[0, 0.5)``: the fraction of a limb's reach the trunk keeps it short of when it has to carry
+        the limb's goal (0: to the full reach, the limb straight; 0.01: a knee or elbow stays a little
+        bent). The limb itself, solved by HI, still reaches to its full length.
     tolerance, angle_tolerance : float
         What counts as reached (chain units, radians).
     """
@@ -157,6 +163,11 @@ def solve_body(
         raise IKInputError("pull_steps", "must be a non-negative integer")
     if not 0.0 < root_location_weight <= 1.0:
         raise IKInputError("root_location_weight", "must lie in (0, 1]")
+    if not 0.0 <= reach_margin < 0.5:
+        raise IKInputError("reach_margin", "must lie in [0, 0.5)")
+    for name, value in (("tolerance", tolerance), ("angle_tolerance", angle_tolerance)):
+        if not np.isfinite(value) or value <= 0.0:
+            raise IKInputError(name, f"must be positive and finite, got {value!r}")
     goals = [_checked_goal(c) for c in chains]
     n = goals[0][0].shape[0]
     if any(g[0].shape[0] != n for g in goals):
@@ -168,7 +179,7 @@ def solve_body(
     rest = body_pose(body, variables, np.zeros((1, body.n_dof)))
     points = np.concatenate([rest.heads[0], rest.tails(body, list(range(body.n_bones)))[0]])
     scale = float(norm(points.max(axis=0) - points.min(axis=0)))
-    limbs = {lay.index: _limb_setup(lay, goals[lay.index], reference) for lay in layouts if lay.limb}
+    limbs = {lay.index: _limb_setup(lay, goals[lay.index], reference, reach_margin) for lay in layouts if lay.limb}
 
     trunk_bones = sorted(([root] if root is not None else []) + [b for lay in layouts if not lay.limb for b in lay.bones])
     dofs = body.dofs(trunk_bones)
@@ -225,8 +236,9 @@ class _Limb:
     heads: np.ndarray  # (N, 3) world: where the HI part's tip must be (the goal, or the last bone's head)
 
 
-def _limb_setup(lay: ChainLayout, goal: Goal, reference: np.ndarray | None) -> _Limb:
-    """The limb's preferred pose and its HI reach ``[inner, total]`` from its start joint."""
+def _limb_setup(lay: ChainLayout, goal: Goal, reference: np.ndarray | None, margin: float) -> _Limb:
+    """The limb's preferred pose and the distances ``[inner, total]`` from its start joint the trunk keeps
+    its goal within: HI's reach, less ``margin`` of it at the far end."""
     assert lay.core is not None
     chain = lay.chain
     if chain.preferred is not None:
@@ -246,7 +258,8 @@ def _limb_setup(lay: ChainLayout, goal: Goal, reference: np.ndarray | None) -> _
         preferred_head = preferred
     pref = preferred_pose(core, preferred_head)
     inner = float(pref.lower_bounds(np.zeros(1))[0])  # max(0, −ΣL, inner): the nearest distance reached
-    return _Limb(preferred, inner, pref.in_plane_reach, heads)
+    total = pref.in_plane_reach
+    return _Limb(preferred, inner, max(inner, total - margin * total), heads)
 
 
 def _mask(body: Body, moved: set[int], dofs: np.ndarray, root: int | None) -> np.ndarray:
@@ -358,7 +371,8 @@ def _goal_results(body: Body, pose: BodyPose, layouts: tuple[ChainLayout, ...], 
     tips = [lay.bones[-1] for lay in layouts]
     priorities = [goals[lay.index][3] for lay in layouts]
     targets = [goals[lay.index][0] for lay in layouts]
-    bounds = goal_bounds(body, tips, targets, priorities, reached, root, tolerance)
+    moving = {b for lay in layouts for b in lay.bones} | ({root} if root is not None else set())
+    bounds = goal_bounds(body, tips, targets, priorities, reached, root, moving, pose.heads, tolerance)
     out = []
     for lay, error, turn, done, bound in zip(layouts, errors, turns, reached, bounds):
         at_bound = error <= bound + tolerance + 1e-12 * scale

@@ -28,9 +28,9 @@ import numpy as np
 
 from ..chain import Chain
 from ..kinematics import apply_increments, increments_toward
-from ..rotations import rotvecs_from_matrices
-from ..vectors import dot, matmul, matvec, norm, tmatvec
+from ..vectors import dot, matvec, norm, tmatvec
 from .forward import BodyPose, VariableColumns
+from .rows import Rows, RowsFunction
 
 # Squared singular values (chain units² per unit of a scaled variable) below this count as no
 # freedom at all: the direction is left out of the step and of the projection. Above it the
@@ -52,29 +52,14 @@ SETTLE_ITERATIONS = 60
 # and stops settling when every residual is this small (fraction of the body scale) or it stalls.
 PULL_SETTLED = 1e-8
 SETTLED = 1e-14
+# A frame also stops when no variable moves by more than this in a step (radians / units): stationary.
+STALLED = 1e-10
+# After the second path, levels unmet by more than this (fraction of the body scale: 0.2 mm on 2 m)
+# are left out of up to POLISH_ITERATIONS more steps, which meet the others exactly.
+POLISH_DROP = 1e-4
+POLISH_ITERATIONS = 10
 # A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
 SETTLED_ERROR = 5e-8
-
-
-@dataclass(frozen=True, eq=False)
-class Rows:
-    """A goal's residual rows in one pose: ``residuals (n, r)`` and Jacobian ``(n, r, m)``.
-
-    Inequality rows (a limb's reach) also carry what a step needs to see whether it would cross the
-    edge from inside: ``edge_jacobian (n, r, m)`` (the row whether met or not), ``edge_residual (n, r)``
-    (the residual that puts the row exactly on its nearer edge) and ``edge_sign (n, r)`` (+1 outer edge,
-    −1 inner): a step ``dx`` crosses where ``sign · (J dx) < sign · residual``.
-    """
-
-    residuals: np.ndarray
-    jacobian: np.ndarray
-    edge_jacobian: np.ndarray | None = None
-    edge_residual: np.ndarray | None = None
-    edge_sign: np.ndarray | None = None
-
-
-RowsFunction = Callable[[BodyPose, VariableColumns, np.ndarray], Rows]
-"""``rows(pose, columns, frames)``: a goal's rows at the pose of the batch rows ``frames (n,)``."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,25 +107,38 @@ def solve_trunk(problem: TrunkProblem, reference: np.ndarray, pull_steps: int = 
         take = _better(level_errors(problem, other, unmet), errors[unmet], SETTLED_ERROR * problem.body_scale)
         x[unmet[take]] = other[take]
         steps[unmet] += more
+        # A goal that cannot be met still steps (damped) every iteration, and each of its steps costs the
+        # goals above it a little (second order): polish those with the grossly unmet levels left out.
+        errors = level_errors(problem, x[unmet], unmet)
+        keep = errors <= POLISH_DROP * problem.body_scale
+        gross = np.flatnonzero(~keep.all(axis=1))
+        if gross.size:
+            polished, more = _gauss_newton(problem, reference[unmet[gross]], 0, unmet[gross], start=x[unmet[gross]],
+                                           keep=keep[gross], budget=POLISH_ITERATIONS)
+            x[unmet[gross]] = polished
+            steps[unmet[gross]] += more
     return x, steps
 
 
-def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
-                  frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``pull_steps`` pulled steps, then plain ones until each frame settles (or the budget ends)."""
+def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int, frames: np.ndarray | None = None,
+                  start: np.ndarray | None = None, keep: np.ndarray | None = None,
+                  budget: int = SETTLE_ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
+    """``pull_steps`` pulled steps, then plain ones until each frame settles (or ``budget`` ends), from
+    ``start`` (default the reference), on the levels ``keep (n, L)`` marks (default all)."""
     frames = np.arange(reference.shape[0]) if frames is None else frames
-    x = reference.copy()
+    x = (reference if start is None else start).copy()
     steps = np.zeros(x.shape[0], dtype=int)
-    for pull, budget in ((True, pull_steps), (False, SETTLE_ITERATIONS)):
+    for pull, count in ((True, pull_steps), (False, budget)):
         active = np.ones(x.shape[0], dtype=bool)
-        for _ in range(budget):
+        for _ in range(count):
             rows = np.flatnonzero(active)
             if rows.size == 0:
                 break
-            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows], pull)
+            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows], pull,
+                                                 None if keep is None else keep[rows])
             x[rows] = new
             steps[rows] += 1
-            done = moved <= PULL_SETTLED if pull else (largest_residual <= SETTLED * problem.body_scale) | (moved <= 1e-15)
+            done = moved <= PULL_SETTLED if pull else (largest_residual <= SETTLED * problem.body_scale) | (moved <= STALLED)
             active[rows[done]] = False
     return x, steps
 
@@ -168,11 +166,14 @@ def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.
     return wins
 
 
-def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray,
-          pull: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One step: the new variables, the largest variable move and the largest residual per frame."""
+def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, pull: bool,
+          keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One step: the new variables, the largest variable move and the largest residual per frame (on the
+    levels ``keep (n, L)`` marks, all by default)."""
     pose, columns = problem.pose(x, frames)
     levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
+    if keep is not None:
+        levels = [[_masked(rows, keep[:, k]) for rows in level] for k, level in enumerate(levels)]
     back = _toward(problem, x, reference) if pull else None
     stacked = [(np.concatenate([r.residuals for r in level], 1), np.concatenate([r.jacobian for r in level], 1))
                for level in levels if level]
@@ -195,6 +196,15 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
         new[again], _ = _apply(problem, x[again], dx[again])
     moved = np.abs(dx).max(axis=1)
     return new, moved, largest
+
+
+def _masked(rows: Rows, keep: np.ndarray) -> Rows:
+    """``rows`` on the frames ``keep (n,)`` marks, exact zeros (asking nothing) on the others."""
+    on = keep[:, None]
+    edge = None if rows.edge_jacobian is None else np.where(on[:, :, None], rows.edge_jacobian, 0.0)
+    residual = None if rows.edge_residual is None else np.where(on, rows.edge_residual, 0.0)
+    return Rows(np.where(on, rows.residuals, 0.0), np.where(on[:, :, None], rows.jacobian, 0.0), edge, residual,
+                rows.edge_sign)
 
 
 def _guarded(levels: list[list[Rows]], dx: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
@@ -285,31 +295,39 @@ def _prioritised_step(levels: list[tuple[np.ndarray, np.ndarray]], scales: np.nd
     n, m = scales.shape
     dz = np.zeros((n, m))
     basis = np.zeros((n, 0, m))
-    for residuals, jacobian in levels:
-        # Frames where the level asks nothing (limbs within reach) add exact zeros: leave them out.
+    pulled = None
+    if back is not None:
+        pulled = PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
+    for k, (residuals, jacobian) in enumerate(levels):
+        # Frames where a level asks nothing (limbs within reach) add exact zeros: they are left out.
         on = np.flatnonzero(np.any(jacobian != 0.0, axis=(1, 2)))
         if on.size == 0:
             continue
-        if on.size == n:
-            step, rows = _level_step(residuals, jacobian, scales, dz, basis)
-            dz += step
-        else:
-            step, part = _level_step(residuals[on], jacobian[on], scales[on], dz[on], basis[on])
-            dz[on] += step
-            rows = np.zeros((n,) + part.shape[1:])
+        every = on.size == n
+        sub = slice(None) if every else on
+        step, free, vectors, exact = _level_step(residuals[sub], jacobian[sub], scales[sub], dz[sub], basis[sub])
+        dz[sub] += step
+        # The last level's rows serve only to project the pull (which level is last is the problem's
+        # structure, never the batch's: the two ways round differ in the last bit).
+        if k == len(levels) - 1:
+            if pulled is not None:
+                pulled[sub] -= tmatvec(free, matvec(vectors, exact * exact * tmatvec(vectors, matvec(free, pulled[sub]))))
+            break
+        part = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2)) * exact[:, :, None]  # Uᵀ F / σ
+        rows = part if every else np.zeros((n,) + part.shape[1:])
+        if not every:
             rows[on] = part
         basis = np.concatenate([basis, rows], 1)
-    if back is not None:
-        safe = np.where(scales > 0.0, scales, 1.0)
-        pulled = PULL * np.where(scales > 0.0, back / safe, 0.0)
+    if pulled is not None:
         dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
     return dz * scales
 
 
 def _level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray, dz: np.ndarray,
-                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One level's step ``(n, m)`` (scaled variables) in the null space of ``basis (n, r, m)``, from the steps
-    of the levels above ``dz``, and the orthonormal rows ``(n, r_level, m)`` it adds to the basis."""
+    of the levels above ``dz``; and its rows there ``F (n, r_level, m)`` with the eigenvectors ``U`` and
+    inverse singular values ``1/σ`` (0 for dropped directions) of ``F Fᵀ``: ``Uᵀ F / σ`` are orthonormal."""
     scaled = jacobian * scales[:, None, :]
     free = scaled - _products(_products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
     left = residuals - matvec(scaled, dz)
@@ -320,45 +338,4 @@ def _level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray,
     damping = DAMPING_SQUARED + RESIDUAL_DAMPING * dot(residuals, residuals)
     inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
     exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
-    rows = _products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2))  # Uᵀ F: orthogonal rows
-    return tmatvec(rows, tmatvec(vectors, left) * inverse), rows * exact[:, :, None]
-
-
-def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, inner: float, total: float, mask: np.ndarray,
-                    weight: float) -> RowsFunction:
-    """A limb's reach row: its goal's head ``heads (N, 3)`` (world) against the distances ``[inner, total]``
-    the HI solve reaches from the limb's start joint (``start(pose) -> (n, 3)``, world), moved by the
-    variables where ``mask (m,)`` is set."""
-
-    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
-        s = start(pose)
-        d = heads[frames] - s
-        r = norm(d)
-        outside = r - np.clip(r, inner, total)
-        direction = d / np.maximum(r, 1e-300)[:, None]
-        jacobian = tmatvec(columns.position_rows(s, mask), direction)
-        on = (outside != 0.0)[:, None]
-        edge = np.where(r > 0.5 * (inner + total), total, inner)
-        return Rows((weight * outside)[:, None], np.where(on, weight * jacobian, 0.0)[:, None, :],
-                    (weight * jacobian)[:, None, :], (weight * (r - edge))[:, None],
-                    np.where(edge == total, 1.0, -1.0)[:, None])
-
-    return rows
-
-
-def tip_goal_rows(tip: int, tail: np.ndarray, positions: np.ndarray, rotations: np.ndarray | None, length: float,
-                  mask: np.ndarray, weight: float) -> RowsFunction:
-    """A trunk chain's rows: the tail ``tail (3,)`` of bone ``tip`` toward ``positions (N, 3)`` and, with
-    ``rotations (N, 3, 3)``, its frame toward them (angles × ``length``, chain units)."""
-    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
-        frame = np.ascontiguousarray(pose.frames[:, tip])
-        point = pose.heads[:, tip] + matvec(frame, tail)
-        residuals = [positions[frames] - point]
-        jacobians = [columns.position_rows(point, mask)]
-        if rotations is not None:
-            turn = rotvecs_from_matrices(matmul(rotations[frames], np.swapaxes(frame, 1, 2)))
-            residuals.append(length * turn)
-            jacobians.append(length * columns.angle_rows(mask))
-        return Rows(weight * np.concatenate(residuals, 1), weight * np.concatenate(jacobians, 1))
-
-    return rows
+    return tmatvec(free, matvec(vectors, tmatvec(vectors, left) * inverse)), free, vectors, exact
