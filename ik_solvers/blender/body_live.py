@@ -44,7 +44,8 @@ def _inputs_key(obj: bpy.types.Object, spec: BodySpec, inputs: BodyInputs) -> tu
     arrays = [*inputs.positions, *(r for r in inputs.rotations if r is not None),
               *(p for p in inputs.poles if p is not None), inputs.swivels, inputs.fixed_q,
               np.array(obj.matrix_world, dtype=float)]
-    return (settings.body_root, spec.weights, spec.priorities, tuple(settings_key(c) for c in settings.chains),
+    return (settings.body_root, tuple(chain.name for chain in spec.specs), spec.weights, spec.priorities,
+            tuple(settings_key(c) for c in settings.chains),
             b"".join(np.ascontiguousarray(a).tobytes() for a in arrays))
 
 
