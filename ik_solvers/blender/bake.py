@@ -10,24 +10,22 @@ The operator that drives a job lives in :mod:`.operators`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import interrupts, live_state
+from .bake_state import BakeState
+from .body import solves_together
 from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
-from .identity import remember
 from .key_reduction import reduce_rotation_keys
 from .keyframes import action_frames, key_rotations
-from .report import BakeReport, bake_report, reached, store_report
+from .report import BakeReport, bake_report, reached
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
-from .snapshots import ActionSnapshot, PoseSnapshot
 from .solving import prepare_solve, run_solve, world_errors
 from .spec import ChainSpec, chain_spec
 from .verify import BakedCheck, keys_alone_move_the_chain
@@ -132,7 +130,7 @@ class _Sampling:
     sampled: SampledFrames | None = None
 
 
-class BakeJob:
+class BakeJob(BakeState):
     """A bake in progress: sample → solve → write, chain after chain, resumable in chunks.
 
     ``advance()`` does a bounded amount of work (a modal operator calls it per timer tick, a
@@ -147,11 +145,10 @@ class BakeJob:
     """
 
     def __init__(self, context: bpy.types.Context, obj: bpy.types.Object, options: BakeOptions) -> None:
-        scene, view_layer = context.scene, context.view_layer
-        assert scene is not None and view_layer is not None  # a bake runs in a scene's context
-        self.scene = scene
-        self.view_layer = view_layer
-        self.obj = obj
+        super().__init__(context, obj)
+        if solves_together(obj):  # its chains are one body: baked one by one, each would ignore the others
+            raise IKSolversError(f"Armature '{obj.name}' solves its chains together: bake all of them at once "
+                                 "(All Chains), or turn Solve Together off.", field="solve_together")
         self.options = options
         self.frames = options.frames
         self.reports: list[BakeReport] = []
@@ -171,11 +168,8 @@ class BakeJob:
         check_chains_apart([(chain.name, chain.rig.bone_names) for chain in self._chains],
                            enabled_chain_bones(obj, options.chain_names))
         self._depsgraph = context.evaluated_depsgraph_get()
-        self._frame = (self.scene.frame_current, self.scene.frame_subframe)
-        self._pose = PoseSnapshot(obj)
-        self.action = ActionSnapshot(obj)
+        self._snapshot()
         self._index = 0
-        self._finished = False
 
     @property
     def chains(self) -> tuple[ChainBake, ...]:
@@ -367,45 +361,8 @@ class BakeJob:
         return True
 
     # ------------------------------------------------------------------ ending
-    @contextmanager
-    def _interruptible(self) -> Iterator[None]:
-        """Bake work that a Ctrl-C stops: also one landing in a handler Blender calls while it
-        evaluates a frame (``interrupts``); the job then puts everything back and the
-        KeyboardInterrupt propagates."""
-        try:
-            with interrupts.honoured():
-                yield
-        except KeyboardInterrupt:
-            self.cancel()
-            raise
-
-    def _restore_frame(self) -> None:
-        frame, subframe = self._frame
-        if (self.scene.frame_current, self.scene.frame_subframe) != (frame, subframe):
-            self.scene.frame_set(frame, subframe=subframe)
-            interrupts.raise_pending()
-
     def finish(self) -> list[BakeReport]:
         """Store the reports on the chains, restore the current frame and the unbaked pose."""
-        self._restore_frame()
-        self.view_layer.update()
-        baked = {bone for chain in self._chains for bone in chain.rig.joint_bones}
-        self._pose.restore(keep_rotation_of=baked)
-        settings = {chain.name: chain for chain in self.obj.ik_solvers.chains}  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
-        for chain in self._chains:
-            if chain.report is not None and chain.name in settings:
-                store_report(settings[chain.name], chain.report)
-                remember(self.obj, settings[chain.name], chain.spec.bone_names)
-        self._finished = True
-        self.action.release()
+        self._end([(chain.name, chain.report, chain.spec.bone_names) for chain in self._chains],
+                  keep_rotation_of={bone for chain in self._chains for bone in chain.rig.joint_bones})
         return self.reports
-
-    def cancel(self) -> None:
-        """Put the action, the frame and the pose back exactly as they were."""
-        if self._finished:
-            return
-        self.action.restore()
-        self._restore_frame()
-        self._pose.restore()
-        self.view_layer.update()
-        self._finished = True

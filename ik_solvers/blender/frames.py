@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core import SolveResult, Status
 from .sampling import FrameInputs
+
+if TYPE_CHECKING:
+    from ..core.result import PlaneDiagnostics
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +67,18 @@ class HIFrames:
     poles: np.ndarray
     singular_directions: np.ndarray
     against_bend: np.ndarray
+
+    @classmethod
+    def of(cls, h: PlaneDiagnostics) -> HIFrames:
+        """The records of an HI solve's diagnostics (a chain's ``result.hi``, a body limb's ``GoalResult.hi``)."""
+        assert h.singular_directions is not None  # solve_hi always sets it
+        return cls(solver_normals=h.solver_normals, ee_axes_sphere=h.ee_axes_sphere, pole_angles=h.pole_angles,
+                   pole_warnings=h.pole_warnings, poles=np.broadcast_to(h.sphere.n0, h.solver_normals.shape).copy(),
+                   singular_directions=h.singular_directions, against_bend=np.asarray(h.against_bend))
+
+    def select(self, rows: np.ndarray) -> HIFrames:
+        """The records at ``rows``."""
+        return HIFrames(**{f.name: getattr(self, f.name)[rows] for f in fields(HIFrames)})
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,14 +139,7 @@ class SolvedFrames:
     def from_result(cls, frames: np.ndarray, result: SolveResult, error: np.ndarray, bound: np.ndarray,
                     seconds: float) -> SolvedFrames:
         """The records of one core solve of ``frames`` (errors already in scene units)."""
-        hi = None
-        if result.hi is not None:
-            h = result.hi
-            assert h.singular_directions is not None  # solve_hi always sets it
-            hi = HIFrames(solver_normals=h.solver_normals, ee_axes_sphere=h.ee_axes_sphere,
-                          pole_angles=h.pole_angles, pole_warnings=h.pole_warnings,
-                          poles=np.broadcast_to(h.sphere.n0, h.solver_normals.shape).copy(),
-                          singular_directions=h.singular_directions, against_bend=np.asarray(h.against_bend))
+        hi = None if result.hi is None else HIFrames.of(result.hi)
         return cls(frames=np.asarray(frames), q=result.q, status=result.status, error=error, bound=bound,
                    hi=hi, seconds=seconds, orientation_error=result.orientation_error)
 

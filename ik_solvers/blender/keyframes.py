@@ -222,14 +222,34 @@ def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict
     assert obj.pose is not None  # the values are of the bones of this armature's chain
     for bone, channel in values.items():
         pose_bone = obj.pose.bones[bone]
-        path = rotation_data_path(pose_bone)
-        width = channel.shape[1]
-        for index in range(width):
-            action.remember(channelbag, path, index, bone)
-        fcurves = [channelbag.fcurves.find(path, index=index) for index in range(width)]
-        coordinates = [None if fcurve is None else key_coordinates(fcurve) for fcurve in fcurves]
-        channel = continue_from_previous_key(coordinates, channel, pose_bone.rotation_mode, start)
-        for index, fcurve in enumerate(fcurves):
-            if fcurve is None:
-                fcurve = compat.new_fcurve(channelbag, path, index, bone)
-            replace_keys_in_range(fcurve, frames, channel[:, index], start, end, coordinates[index])
+        _key_channel(action, channelbag, bone, rotation_data_path(pose_bone), pose_bone.rotation_mode, channel,
+                     frames, start, end)
+
+
+def key_locations(action: RememberingAction, obj: bpy.types.Object, values: dict[str, np.ndarray],
+                  frames: np.ndarray, start: float, end: float) -> None:
+    """:func:`key_rotations` for location channels (bone → ``(N, 3)``), as keyed in the bone's
+    ``location`` (a body root's)."""
+    channelbag = action.channelbag()
+    frames = np.asarray(frames, dtype=np.float64)
+    assert obj.pose is not None  # the values are of the bones of this armature
+    for bone, channel in values.items():
+        _key_channel(action, channelbag, bone, obj.pose.bones[bone].path_from_id("location"), "LOCATION", channel,
+                     frames, start, end)
+
+
+def _key_channel(action: RememberingAction, channelbag: bpy.types.ActionChannelbag, bone: str, path: str, mode: str,
+                 channel: np.ndarray, frames: np.ndarray, start: float, end: float) -> None:
+    """Key one bone's channel ``(N, k)`` at ``path``, remembered first, continuing the key before ``start``
+    (a rotation in ``mode``; a location, ``'LOCATION'``, as it is)."""
+    width = channel.shape[1]
+    for index in range(width):
+        action.remember(channelbag, path, index, bone)
+    fcurves = [channelbag.fcurves.find(path, index=index) for index in range(width)]
+    coordinates = [None if fcurve is None else key_coordinates(fcurve) for fcurve in fcurves]
+    if mode != "LOCATION":
+        channel = continue_from_previous_key(coordinates, channel, mode, start)
+    for index, fcurve in enumerate(fcurves):
+        if fcurve is None:
+            fcurve = compat.new_fcurve(channelbag, path, index, bone)
+        replace_keys_in_range(fcurve, frames, channel[:, index], start, end, coordinates[index])

@@ -28,6 +28,8 @@ import bpy
 from bpy.app.handlers import persistent
 
 from . import interrupts, properties
+from .body import solves_together
+from .body_live import forget_bodies, update_live_body
 from .chains import store_solve_outcome
 from .checks import ChainBones, check_chains_apart
 from .errors import chain_context, failure_sentence
@@ -85,6 +87,10 @@ def update_live_chains(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph | 
     updated: set[ChainKey] = set()
     try:
         for obj, chains in live_chains(scene):
+            if solves_together(obj):  # one body: re-solved in full at every move (no quick path)
+                solved += update_live_body(obj, chains, depsgraph, force)
+                every_chain_quick = False
+                continue
             checked: list[tuple[ChainKey, ChainSpec, FrameInputs]] = []
             for chain in chains:
                 key = (obj.session_uid, chain.name)
@@ -192,6 +198,7 @@ def _on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph)
 @persistent
 def on_load_pre(*_args: object) -> None:
     state.reset()
+    forget_bodies()
     state.loading = True
 
 

@@ -14,6 +14,8 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty, StringProperty
 
 from . import live, live_state, properties
 from .bake import BakeJob, BakeOptions
+from .body import goals_sentence, solve_body_pose, solves_together
+from .body_bake import BodyBakeJob
 from .chains import (
     capture_preferred_pose,
     chain_bones_changed,
@@ -195,6 +197,8 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
         if not chains:
             self.report({"ERROR"}, "No IK chain to solve.")
             return {"CANCELLED"}
+        if self.all_chains and solves_together(obj):
+            return self._solve_body(obj, view_layer, chains)
         try:
             outcomes = solve_chains(obj, chains, view_layer)
         except Exception as error:  # one sentence, the pose already put back
@@ -204,6 +208,18 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
             store_solve_outcome(chain, result.status[0].value, "", result, prepared)
         summary = ", ".join(f"{c.name}: {result.status[0].value}" for c, (result, _) in zip(chains, outcomes))
         self.report({"INFO"}, f"Solved {summary}.")
+        _report_unhonoured(self, obj, chains)
+        return {"FINISHED"}
+
+    def _solve_body(self, obj: bpy.types.Object, view_layer: bpy.types.ViewLayer,
+                    chains: list[IK_SOLVERS_PG_chain]) -> set[OperatorReturnItems]:
+        """Every enabled chain as one body (``solve_together``): one line with each goal's status."""
+        try:
+            _, result = solve_body_pose(obj, view_layer)
+        except Exception as error:  # one sentence, the pose already put back
+            self.report({"ERROR"}, failure_sentence(error))
+            return {"CANCELLED"}
+        self.report({"INFO"}, goals_sentence(obj, result))
         _report_unhonoured(self, obj, chains)
         return {"FINISHED"}
 
@@ -344,7 +360,8 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         obj, wm = posable_armature(context), context.window_manager
         assert obj is not None and wm is not None  # poll() found the armature; every context has the window manager
         try:
-            self._job = BakeJob(context, obj, self._bake_options(obj))
+            job = BodyBakeJob if self.all_chains and solves_together(obj) else BakeJob
+            self._job: BakeJob | BodyBakeJob = job(context, obj, self._bake_options(obj))
         except Exception as error:  # nothing written yet
             self.report({"ERROR"}, failure_sentence(error))
             return {"CANCELLED"}

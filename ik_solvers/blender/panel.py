@@ -232,12 +232,45 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
                 alert.label(text=f"Evaluated error over lower bound: {chain.bake_evaluated_error:.3g}")
 
 
+class VIEW3D_PT_ik_solvers_body(_SidebarPanel, bpy.types.Panel):
+    """The body solve (SPEC §8): solve the enabled chains together, the body root, each goal's weight,
+    priority and last status."""
+
+    bl_label = "Body"
+    bl_parent_id = "VIEW3D_PT_ik_solvers"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        obj = _armature(context)
+        return obj is not None and len(obj.ik_solvers.chains) > 0  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout, obj = self.layout, _armature(context)
+        assert layout is not None and obj is not None  # Blender sets the layout to draw in; poll() found the armature
+        settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+        layout.prop(settings, "solve_together")
+        col = layout.column()
+        col.active = settings.solve_together
+        col.prop_search(settings, "body_root", obj.pose, "bones", text="Root")
+        for chain in settings.chains:
+            if not chain.enabled:
+                continue
+            row = col.row(align=True)
+            row.label(text=chain.name)
+            row.prop(chain, "weight", text="")
+            row.prop(chain, "priority", text="")
+            status = chain.last_goal_status.replace("_", " ").title() if chain.last_goal_status else "—"
+            row.label(text=status, icon="CHECKMARK" if chain.last_goal_status == "REACHED" else "NONE")
+
+
 classes = (
     IK_SOLVERS_UL_chains,
     VIEW3D_PT_ik_solvers,
     VIEW3D_PT_ik_solvers_method,
     VIEW3D_PT_ik_solvers_hi,
     VIEW3D_PT_ik_solvers_status,
+    VIEW3D_PT_ik_solvers_body,
 )
 
 register, unregister = bpy.utils.register_classes_factory(classes)  # type: ignore[func-returns-value, misc]  # stub: returns None

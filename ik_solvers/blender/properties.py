@@ -274,6 +274,21 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         update=_solve_setting_changed,
     )
 
+    # The body solve (SPEC §8): read by blender/body.py only when the armature solves its chains together.
+    # Not in SOLVE_SETTINGS (no ChainSpec field); the hook tells live mode's listeners all the same.
+    weight: FloatProperty(
+        name="Weight", description="How hard this chain's goal pulls in a body solve (1: reach it whenever possible)",
+        default=1.0, min=0.0, max=1.0, subtype="FACTOR", update=_solve_setting_changed,
+    )
+    priority: IntProperty(
+        name="Priority", description="Body solve: higher goals are met first, lower ones in what they leave free "
+        "(feet over hips over hands)", default=0, soft_min=-10, soft_max=10, update=_solve_setting_changed,
+    )
+    last_goal_status: StringProperty(
+        name="Goal Status", description="Body solve: the goal's status at the last solve (reached, limited, out of reach)",
+        default="",
+    )
+
     # The preferred pose: per-bone rotations at capture time (the HI solver's and every method's reference).
     has_preferred_pose: BoolProperty(name="Has Preferred Pose", default=False)
     preferred_pose: CollectionProperty(type=IK_SOLVERS_PG_preferred_bone)
@@ -351,6 +366,18 @@ class IK_SOLVERS_PG_settings(bpy.types.PropertyGroup):
 
     chains: CollectionProperty(name="Chains", type=IK_SOLVERS_PG_chain)
     active_chain_index: IntProperty(name="Active Chain", default=0, min=0)
+    solve_together: BoolProperty(
+        name="Solve Together",
+        description="Solve and bake every enabled chain as one body (SPEC §8): goals by weight and priority, "
+        "the body root carried along",
+        default=False, update=_solve_setting_changed,
+    )
+    body_root: StringProperty(
+        name="Body Root",
+        description="Bone whose location and rotation the body solve may move (Rigify's hips: spine); "
+        "empty: it stays put",
+        default="", update=_solve_setting_changed,
+    )
 
     @property
     def active_chain(self) -> IK_SOLVERS_PG_chain | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import Status, flips_from_normals
+from ..core.body import GoalStatus
 from .frames import SolvedFrames
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class BakeReport:
     reduced_max_error, reduced_error_p99 : float or None
         The largest and the 99th percentile over the frames of the farthest joint's or tip's
         world distance (scene units) from the unreduced bake.
+    goals : dict or None
+        A body bake (SPEC §8): the chain's goal per frame (:func:`goals_section`); None for a chain baked alone.
     """
 
     armature: str
@@ -114,6 +117,7 @@ class BakeReport:
     reduced_error_p99: float | None = None
     against_bend_frames: list[dict[str, Any]] = field(default_factory=list)
     against_bend_frame_count: int | None = None
+    goals: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,8 +131,9 @@ class BakeReport:
 
     def sentence(self) -> str:
         """One line for ``self.report``: frames, statuses, worst excess, flips."""
+        status_counts = self.status_counts if self.goals is None else self.goals["status_counts"]
         counts = ", ".join(f"{count} {status.lower().replace('_', ' ')}"
-                           for status, count in self.status_counts.items() if count)
+                           for status, count in status_counts.items() if count)
         text = (f"Baked '{self.chain}' over {self.frames} frames: {counts}; "
                 f"max error over lower bound {self.max_excess:.3g}")
         if self.max_orientation_error_degrees is not None:
@@ -237,6 +242,23 @@ def bake_report(solved: SolvedFrames, *, armature: str, chain: str, method: str,
         against_bend_frames=against_bend_frames(solved),
         against_bend_frame_count=None if hi is None else int(np.count_nonzero(hi.against_bend.any(axis=1))),
     )
+
+
+def goals_section(frames: np.ndarray, status: np.ndarray, error: np.ndarray, bound: np.ndarray, weight: float,
+                  priority: int) -> dict[str, Any]:
+    """A body goal's record over the baked frames ``(N,)``: its weight and priority, frames per status
+    (``REACHED`` / ``LIMITED`` / ``OUT_OF_REACH``), the largest error and bound (scene units), and per
+    frame not reached its status, error and bound (the first 100)."""
+    missed = np.flatnonzero(status != GoalStatus.REACHED)[:NOT_REACHED_LISTED]
+    return {
+        "weight": float(weight),
+        "priority": int(priority),
+        "status_counts": {s.value: int(np.count_nonzero(status == s)) for s in GoalStatus},
+        "max_error": float(np.max(error)),
+        "max_bound": float(np.max(bound)),
+        "not_reached": [{"frame": int(frames[k]), "status": status[k].value, "error": float(error[k]),
+                         "bound": float(bound[k])} for k in missed],
+    }
 
 
 def reduction_fields(reduced: ReducedKeys | None) -> dict[str, Any]:

@@ -286,6 +286,21 @@ def _check_finite(values: np.ndarray) -> None:
 
 
 # --------------------------------------------------------------------------- reading
+def bone_offset(bone: bpy.types.Bone, pose_bone: bpy.types.PoseBone, with_location: bool = True) -> np.ndarray:
+    """The bone's frame ``(4, 4)`` in its parent's rest frame before its rotation (armature space for a
+    root bone): ``parent.matrix_local⁻¹ @ bone.matrix_local``, with a disconnected bone's pose location
+    folded in unless ``with_location`` is False (a body root, whose location the body solve sets)."""
+    local = _matrix(bone.matrix_local)
+    offset = local if bone.parent is None else np.linalg.inv(_matrix(bone.parent.matrix_local)) @ local
+    if with_location and not bone.use_connect:
+        location = np.array(pose_bone.location, dtype=float)
+        if bone.use_local_location:
+            offset[:3, 3] += offset[:3, :3] @ location
+        else:
+            offset[:3, 3] += location
+    return offset
+
+
 def _pose_bones(obj: bpy.types.Object | None, names: Iterable[str]) -> list[bpy.types.PoseBone]:
     if obj is None or obj.type != "ARMATURE" or obj.pose is None:
         raise IKSolversError("The object is not an armature.")
@@ -396,15 +411,7 @@ def read_chain(obj: bpy.types.Object | None, tip_bone: str, chain_length: int) -
             raise IKSolversError(f"Bone '{bone.name}' does not inherit rotation; enable Inherit Rotation.")
         if np.abs(np.array(pose_bone.scale, dtype=float) - 1.0).max() > UNIT_SCALE_TOLERANCE:
             raise IKSolversError(f"Bone '{bone.name}' has a pose scale other than 1; reset it first.")
-        local = _matrix(bone.matrix_local)
-        offset = local if bone.parent is None else np.linalg.inv(_matrix(bone.parent.matrix_local)) @ local
-        if not bone.use_connect:
-            location = np.array(pose_bone.location, dtype=float)
-            if bone.use_local_location:
-                offset[:3, 3] += offset[:3, :3] @ location
-            else:
-                offset[:3, 3] += location
-        before_rotation = fixed @ offset
+        before_rotation = fixed @ bone_offset(bone, pose_bone)
         rotation = basis_quaternion(pose_bone)
         free = _free_axes(pose_bone)
         if not free:
@@ -434,7 +441,7 @@ def read_chain(obj: bpy.types.Object | None, tip_bone: str, chain_length: int) -
         chain = Chain(
             kinds=tuple(kinds),
             offsets=np.array(offsets),
-            rest_rotations=_orthonormalised(np.array(rest_rotations)),
+            rest_rotations=orthonormalised(np.array(rest_rotations)),
             axes=np.array(axes),
             lower=np.array(lower, dtype=float),
             upper=np.array(upper, dtype=float),
@@ -465,7 +472,7 @@ def read_chain(obj: bpy.types.Object | None, tip_bone: str, chain_length: int) -
     return rig
 
 
-def _orthonormalised(rotations: np.ndarray) -> np.ndarray:
+def orthonormalised(rotations: np.ndarray) -> np.ndarray:
     """Nearest rotations to ``(n, 3, 3)`` float32-rounded rest matrices.
 
     Blender stores rest matrices in float32 (orthonormal to ~1e-7); the polar factor differs

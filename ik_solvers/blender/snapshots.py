@@ -143,14 +143,18 @@ class PoseSnapshot:
             bones.foreach_get(prop, values)
             self.values[prop] = values.reshape(-1, width)
 
-    def restore(self, keep_rotation_of: frozenset[str] | set[str] = frozenset()) -> None:
-        """Put every channel back, except the rotations of the bones in ``keep_rotation_of``."""
+    def restore(self, keep_rotation_of: frozenset[str] | set[str] = frozenset(),
+                keep_location_of: frozenset[str] | set[str] = frozenset()) -> None:
+        """Put every channel back, except the rotations of the bones in ``keep_rotation_of`` and the
+        locations of those in ``keep_location_of`` (a body bake's root)."""
         assert self.obj.pose is not None  # it had one when the snapshot was taken
         bones = self.obj.pose.bones
-        keep = np.array([name in keep_rotation_of for name in self.names], dtype=bool)
+        keep_rotation = np.array([name in keep_rotation_of for name in self.names], dtype=bool)
+        keep_location = np.array([name in keep_location_of for name in self.names], dtype=bool)
         for prop, width in self.PROPS:
             values = self.values[prop].copy()
-            if prop in self.ROTATIONS and keep.any():
+            keep = keep_rotation if prop in self.ROTATIONS else keep_location if prop == "location" else None
+            if keep is not None and keep.any():
                 current = np.empty(len(bones) * width, dtype=np.float32)
                 bones.foreach_get(prop, current)
                 values[keep] = current.reshape(-1, width)[keep]

@@ -1,0 +1,249 @@
+"""The body bake (SPEC §8): every enabled chain of an armature solved as one body per frame batch,
+rotation keys for every chain bone and location + rotation keys for the body root.
+
+:class:`BodyBakeJob` drives the same steps as ``bake.BakeJob`` (sample every frame, solve them as
+one batch from the body's reference, key in bulk, let Blender evaluate the keys) and answers the
+bake operator the same way (``advance`` / ``finish`` / ``cancel``, progress, one ``BakeReport``
+per chain with a ``goals`` section). The action is snapshotted before the first key, so a cancel or
+an error leaves it exactly as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core import Status
+from ..core.body import GoalStatus
+from . import interrupts, live_state
+from .bake_state import BakeState
+from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs
+from .checks import check_action_keyable
+from .errors import IKSolversError
+from .frames import HIFrames, SolvedFrames
+from .keyframes import action_frames, key_locations, key_rotations
+from .report import BakeReport, bake_report, goals_section
+from .rig import rotation_channel_values
+from .root_space import uniform_scale
+from .sampling import geometry_key
+from .verify import BakedCheck
+
+if TYPE_CHECKING:
+    import bpy
+
+    from ..core.key_reduction import ReducedKeys
+    from .bake import BakeOptions
+    from .spec import ChainSpec
+
+STATUS_OF_GOAL = {GoalStatus.REACHED: Status.CONVERGED, GoalStatus.LIMITED: Status.STALLED,
+                  GoalStatus.OUT_OF_REACH: Status.UNREACHABLE}
+"""A goal's status as the chain report's ``status_counts`` count it (the ``goals`` section keeps the goal's own)."""
+
+SAMPLING_REASON = "a body solve evaluates every frame"
+
+
+@dataclass(frozen=True, eq=False)
+class BodySolved:
+    """A body solve at some frames: every variable, the root's location and each goal's outcome.
+
+    ``status`` ``(C, N)`` of GoalStatus, ``error`` / ``bound`` ``(C, N)`` in scene units,
+    ``orientation_error`` per chain ``(N,)`` radians or None.
+    """
+
+    frames: np.ndarray
+    q: np.ndarray
+    root_location: np.ndarray
+    status: np.ndarray
+    error: np.ndarray
+    bound: np.ndarray
+    orientation_error: tuple[np.ndarray | None, ...]
+    seconds: float
+    hi: tuple[HIFrames | None, ...] = ()
+    """Per chain, a limb's HI diagnostics (plane flips, pole warnings); None for a trunk chain."""
+
+    def in_order(self) -> BodySolved:
+        """The same frames sorted (a solve of frames in any order, keyed as one bake)."""
+        rows = np.argsort(self.frames, kind="stable")
+        return BodySolved(self.frames[rows], self.q[rows], self.root_location[rows], self.status[:, rows],
+                          self.error[:, rows], self.bound[:, rows],
+                          tuple(None if o is None else o[rows] for o in self.orientation_error), self.seconds,
+                          tuple(None if h is None else h.select(rows) for h in self.hi))
+
+    def chain_frames(self, index: int, dofs: np.ndarray) -> SolvedFrames:
+        """Chain ``index``'s record as a single-chain bake keeps it (its variables ``dofs``)."""
+        status = np.array([STATUS_OF_GOAL[s] for s in self.status[index]], dtype=object)
+        return SolvedFrames(frames=self.frames, q=self.q[:, dofs], status=status, error=self.error[index],
+                            bound=self.bound[index], hi=self.hi[index] if self.hi else None, seconds=self.seconds,
+                            orientation_error=self.orientation_error[index])
+
+
+@dataclass(eq=False)
+class BodyChainBake:
+    """One chain of a body bake, as the bake operator reads it (``name``, ``reduced``, ``report``)."""
+
+    spec: ChainSpec
+    dofs: np.ndarray
+    report: BakeReport | None = None
+    reduced: ReducedKeys | None = None
+    check: BakedCheck | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+class BodyBakeJob(BakeState):
+    """A body bake in progress: sample every frame → solve the batch → key → check, resumable."""
+
+    def __init__(self, context: bpy.types.Context, obj: bpy.types.Object, options: BakeOptions) -> None:
+        super().__init__(context, obj)
+        self.options = options
+        self.frames = options.frames
+        self.spec: BodySpec = read_body(obj)
+        self._chains = [BodyChainBake(spec, dofs) for spec, dofs in zip(self.spec.specs, self.spec.chain_dofs)]
+        check_action_keyable(obj)
+        self.key_frames = action_frames(obj, self.frames)
+        self.scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
+        self.reports: list[BakeReport] = []
+        self._depsgraph = context.evaluated_depsgraph_get()
+        self._snapshot()
+        self._inputs: list[BodyInputs] = []
+        self._solved: BodySolved | None = None
+        self._write_started = 0.0
+        self._checking = 0
+
+    @property
+    def chains(self) -> tuple[BodyChainBake, ...]:
+        return tuple(self._chains)
+
+    @property
+    def total_steps(self) -> int:
+        """Frames to sample, one solve-and-write step, frames to check per chain."""
+        return len(self.frames) * (1 + len(self._chains)) + 1
+
+    @property
+    def done_steps(self) -> int:
+        if self._solved is None:
+            return len(self._inputs)
+        return len(self.frames) * (1 + self._checking) + 1
+
+    # ------------------------------------------------------------------ work
+    def advance(self, time_budget: float | None = None) -> bool:
+        """Work for about ``time_budget`` seconds (None: to the end); True once baked and checked."""
+        deadline = None if time_budget is None else time.perf_counter() + time_budget
+        with self._interruptible():
+            if self._solved is None:
+                with live_state.paused():
+                    if not self._sample(self.frames, self._inputs, deadline):
+                        return False
+                    self._restore_frame()
+                self._write_keys(self.solve(self.frames, BodyInputs.stack(self._inputs)))
+            return self._continue_checks(deadline)
+
+    def sample(self, frames: np.ndarray) -> BodyInputs:
+        """What the body solve reads at ``frames (M,)`` (each frame evaluated; the frame put back)."""
+        inputs: list[BodyInputs] = []
+        with self._interruptible(), live_state.paused():
+            self._sample(np.asarray(frames), inputs, None)
+            self._restore_frame()
+        return BodyInputs.stack(inputs)
+
+    def _sample(self, frames: np.ndarray, inputs: list[BodyInputs], deadline: float | None) -> bool:
+        frame_list = frames.tolist()
+        while len(inputs) < len(frame_list):
+            frame = frame_list[len(inputs)]
+            self.scene.frame_set(frame)
+            interrupts.raise_pending()  # a Ctrl-C that landed in a frame-change handler
+            try:
+                inputs.append(sample_body(self.obj, self.spec, self._depsgraph))
+            except IKSolversError as error:
+                error.name_where(None, frame)
+                raise
+            if deadline is not None and time.perf_counter() > deadline and len(inputs) < len(frame_list):
+                return False
+        return True
+
+    def solve(self, frames: np.ndarray, inputs: BodyInputs) -> BodySolved:
+        """The body solve of ``inputs`` sampled at ``frames``, one batch, every frame from the reference."""
+        started = time.perf_counter()
+        result = solve_body_inputs(self.spec, inputs)
+        orientation = tuple(None if g.orientation_error is None else g.orientation_error for g in result.goals)
+        return BodySolved(frames=np.asarray(frames), q=result.q, root_location=result.root_location,
+                          status=np.array([g.status for g in result.goals], dtype=object),
+                          error=np.array([g.error for g in result.goals]) * self.scale,
+                          bound=np.array([g.bound for g in result.goals]) * self.scale,
+                          orientation_error=orientation, seconds=time.perf_counter() - started,
+                          hi=tuple(None if g.hi is None else HIFrames.of(g.hi) for g in result.goals))
+
+    def write_solved(self, solved: BodySolved) -> list[BakeReport]:
+        """Key ``solved`` (the bake's frames, any order) and check the keys; the chains' reports."""
+        with self._interruptible():
+            self._write_keys(solved.in_order())
+            self._continue_checks(None)
+        return self.reports
+
+    def _write_keys(self, solved: BodySolved) -> None:
+        """Key every chain bone's rotation and the root's location and rotation, then start the checks."""
+        self._write_started = time.perf_counter()
+        if not np.array_equal(solved.frames, self.frames):
+            raise IKSolversError("the solved frames are not the bake's frames.")
+        spec = self.spec
+        values: dict[str, np.ndarray] = {}
+        for chain in self._chains:
+            values.update(rotation_channel_values(self.obj, chain.spec.rig, solved.q[:, chain.dofs]))
+        if spec.root is not None and spec.root_rig is not None:
+            values.update(rotation_channel_values(self.obj, spec.root_rig, solved.q[:, spec.root_dofs]))
+        for bone, channel in [*values.items(), (spec.root, solved.root_location)]:
+            bad = np.flatnonzero(~np.all(np.isfinite(channel), axis=1))
+            if bad.size:
+                raise IKSolversError(f"bone '{bone}' got a non-finite value.", frame=int(self.frames[bad[0]]))
+        start, end = float(self.key_frames[0]), float(self.key_frames[-1])
+        key_rotations(self.action, self.obj, values, self.key_frames, start, end)
+        if spec.root is not None:
+            key_locations(self.action, self.obj, {spec.root: solved.root_location}, self.key_frames, start, end)
+        self._solved = solved
+        for index, chain in enumerate(self._chains):
+            chain_solved = solved.chain_frames(index, chain.dofs)
+            rigs = {geometry_key(self.obj, chain.spec.rig): chain.spec.rig}
+            # Checked densely: the body's surroundings (targets, fixed links) are evaluated per frame anyway.
+            chain.check = BakedCheck(self.scene, self.obj, chain.spec, rigs, chain_solved,
+                                     solved.status[index] != GoalStatus.REACHED)
+
+    def _continue_checks(self, deadline: float | None) -> bool:
+        """Blender's evaluation of the keys, chain after chain; the reports once all are checked."""
+        with live_state.paused():
+            try:
+                while self._checking < len(self._chains):
+                    check = self._chains[self._checking].check
+                    assert check is not None  # started by _write_keys
+                    if not check.advance(deadline):
+                        return False
+                    self._checking += 1
+            finally:
+                self._restore_frame()
+        solved = self._solved
+        assert solved is not None  # set by _write_keys
+        seconds = solved.seconds + time.perf_counter() - self._write_started
+        for index, chain in enumerate(self._chains):
+            assert chain.check is not None
+            report = bake_report(solved.chain_frames(index, chain.dofs), armature=self.obj.name, chain=chain.name,
+                                 method="BODY", frame_step=self.options.frame_step,
+                                 sampling_reasons=[SAMPLING_REASON], flip_threshold=chain.spec.flip_threshold,
+                                 seconds=seconds, evaluation=chain.check.result())
+            chain.report = replace(report, goals=goals_section(
+                solved.frames, solved.status[index], solved.error[index], solved.bound[index],
+                self.spec.weights[index], self.spec.priorities[index]))
+            self.reports.append(chain.report)
+        return True
+
+    # ------------------------------------------------------------------ ending
+    def finish(self) -> list[BakeReport]:
+        """Store the reports on the chains, restore the frame and the unbaked pose (the keyed bones show
+        their keys: the chains' rotations, the root's location too)."""
+        root = {self.spec.root} if self.spec.root is not None else set()
+        self._end([(chain.name, chain.report, chain.spec.bone_names) for chain in self._chains],
+                  keep_rotation_of=self.spec.keyed_bones, keep_location_of=root)
+        return self.reports

@@ -1,0 +1,329 @@
+"""The body solve in Blender (issue 22, SPEC §8) on Rigify's human metarig: five chains (chest, both
+arms, both legs) solved together with the hips (``spine``) as the body root.
+
+Every position is read from Blender's own evaluation of the pose or of the baked keys.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import bpy
+import numpy as np
+import pytest
+from conftest import evaluated_head, evaluated_tip, pose_snapshot
+
+from ik_solvers.blender.bake import BakeOptions
+from ik_solvers.blender.body_bake import BodyBakeJob
+from ik_solvers.blender.keyframes import assigned_fcurves
+from ik_solvers.blender.snapshots import PoseSnapshot
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import _rigify_rigs as rr
+
+CHAINS = {  # name → (tip bone, bones, priority)
+    "chest": ("spine.003", 3, 0),
+    "arm.L": ("hand.L", 3, 1),
+    "arm.R": ("hand.R", 3, 1),
+    "leg.L": ("foot.L", 3, 2),
+    "leg.R": ("foot.R", 3, 2),
+}
+REACHED = 1e-5
+"""0.01 mm on the ~1.8 m metarig: Blender's float32 evaluation sits well inside it."""
+UNMOVED = 1e-5
+"""How far a bone may move when every goal already sits at its tip (float32 rounding, HI's swivel)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def rigify_enabled():
+    """Rigify on for this module's tests, off afterwards so other modules see the usual add-ons."""
+    import addon_utils
+
+    was_loaded = addon_utils.check("rigify")[1]
+    yield
+    if not was_loaded and addon_utils.check("rigify")[1]:
+        addon_utils.disable("rigify", default_set=True)
+
+
+@pytest.fixture
+def body(addon):
+    """The human metarig with the five chains (targets at their tips), solved together from the hips."""
+    rr.enable_rigify()
+    bpy.ops.object.armature_human_metarig_add()
+    obj = bpy.context.object
+    for name, (tip, count, priority) in CHAINS.items():
+        obj.data.bones.active = obj.data.bones[tip]
+        assert bpy.ops.ik_solvers.chain_add_with_target(chain_length=count) == {"FINISHED"}
+        chain = obj.ik_solvers.chains[-1]
+        chain.name, chain.priority = name, priority
+        chain.target.name = f"goal.{name}"
+    obj.ik_solvers.solve_together = True
+    obj.ik_solvers.body_root = "spine"
+    bpy.context.view_layer.objects.active = obj
+    bpy.context.view_layer.update()
+    return obj
+
+
+def _target(obj, name):
+    return obj.ik_solvers.chains[name].target
+
+
+def _tip_error(obj, name) -> float:
+    chain = obj.ik_solvers.chains[name]
+    return float(np.linalg.norm(evaluated_tip(obj, chain.tip_bone) - np.array(chain.target.matrix_world.translation)))
+
+
+def _bone_points(obj) -> np.ndarray:
+    bpy.context.view_layer.update()
+    return np.array([[obj.matrix_world @ b.head, obj.matrix_world @ b.tail] for b in obj.pose.bones])
+
+
+def _solve(obj):
+    assert bpy.ops.ik_solvers.solve(all_chains=True) == {"FINISHED"}
+    bpy.context.view_layer.update()
+
+
+def test_goals_at_their_tips_move_nothing(body):
+    before = _bone_points(body)
+    _solve(body)
+    assert np.abs(_bone_points(body) - before).max() < UNMOVED
+    assert np.abs(np.array(body.pose.bones["spine"].location)).max() < UNMOVED
+    assert all(chain.last_goal_status == "REACHED" for chain in body.ik_solvers.chains)
+
+
+def test_crouch_with_feet_planted_moves_the_hips_and_bends_the_knees_forward(body):
+    hips_before = evaluated_head(body, "spine")
+    for name in ("chest", "arm.L", "arm.R"):
+        _target(body, name).location.z -= 0.25
+    _solve(body)
+    for name in CHAINS:
+        assert _tip_error(body, name) <= REACHED, name
+    assert hips_before[2] - evaluated_head(body, "spine")[2] > 0.1  # the hips went down with the chest
+    for side in "LR":
+        hip, knee, ankle = (evaluated_head(body, f"{bone}.{side}") for bone in ("thigh", "shin", "foot"))
+        axis = (ankle - hip) / np.linalg.norm(ankle - hip)
+        out = (knee - hip) - ((knee - hip) @ axis) * axis
+        assert out[1] < -0.05, side  # the knee sits in front of the hip-ankle line (the metarig faces −Y)
+
+
+def test_hand_beyond_the_arm_carries_chest_and_hips_while_the_feet_hold(body):
+    chains = body.ik_solvers.chains
+    chains["arm.R"].priority = 0  # feet over the left hand over the chest and the right hand
+    shoulder, hand = evaluated_head(body, "upper_arm.L"), evaluated_tip(body, "hand.L")
+    reach = np.linalg.norm(hand - shoulder)
+    _target(body, "arm.L").location = shoulder + (hand - shoulder) / reach * (reach + 0.15)
+    chest_before, hips_before = evaluated_tip(body, "spine.003"), evaluated_head(body, "spine")
+    _solve(body)
+    assert _tip_error(body, "arm.L") <= REACHED
+    assert _tip_error(body, "leg.L") <= REACHED and _tip_error(body, "leg.R") <= REACHED
+    assert np.linalg.norm(evaluated_head(body, "spine") - hips_before) > 0.01
+    assert np.linalg.norm(evaluated_tip(body, "spine.003") - chest_before) > 0.05
+    assert chains["arm.L"].last_goal_status == "REACHED"
+    assert chains["leg.L"].last_goal_status == "REACHED"
+
+
+def _key_crouch(obj, frames):
+    """The chest and hand goals go down and sideways over ``frames``, the feet stay."""
+    moves = {"chest": (0.05, -0.2), "arm.L": (0.1, -0.2), "arm.R": (0.0, -0.25)}
+    rest = {name: np.array(_target(obj, name).location) for name in moves}
+    for k, frame in enumerate(frames):
+        for name, (dx, dz) in moves.items():
+            target = _target(obj, name)
+            target.location = rest[name] + np.array([dx, 0.0, dz]) * k / (len(frames) - 1)
+            target.keyframe_insert("location", frame=frame)
+
+
+def _keys(obj) -> dict[tuple[str, int], bytes]:
+    out = {}
+    for fcurve in assigned_fcurves(obj):
+        values = np.empty(2 * len(fcurve.keyframe_points), dtype=np.float32)
+        fcurve.keyframe_points.foreach_get("co", values)
+        out[(fcurve.data_path, fcurve.array_index)] = values.tobytes()
+    return out
+
+
+def test_bake_in_one_go_in_chunks_and_in_reverse_gives_the_same_keys(body):
+    frames = list(range(1, 9))
+    _key_crouch(body, frames)
+    body.pose.bones["forearm.L"].rotation_mode = "XZY"  # an Euler chain bone
+    body.pose.bones["spine"].rotation_mode = "YXZ"  # an Euler body root
+    body.pose.bones["shin.R"].rotation_mode = "AXIS_ANGLE"
+    bpy.context.scene.frame_set(1)
+    start = pose_snapshot(body)
+
+    def rebake(bake):
+        body.animation_data_clear()
+        for name, channels in start.items():
+            bone = body.pose.bones[name]
+            bone.rotation_quaternion, bone.rotation_euler, bone.rotation_axis_angle, bone.location = channels[:4]
+        bake()
+        return _keys(body)
+
+    def operator(*ranges):
+        for first, last in ranges:
+            assert bpy.ops.ik_solvers.bake(frame_start=first, frame_end=last, all_chains=True) == {"FINISHED"}
+
+    def reversed_job():
+        job = BodyBakeJob(bpy.context, body, BakeOptions(1, 8, 1, tuple(CHAINS)))
+        backwards = np.array(frames[::-1])
+        job.write_solved(job.solve(backwards, job.sample(backwards)))
+        job.finish()
+
+    one_go = rebake(lambda: operator((1, 8)))
+    report = json.loads(body.ik_solvers.chains["leg.L"].last_bake_report)
+    assert report["goals"]["status_counts"]["REACHED"] == 8 and report["method"] == "BODY"
+    assert report["evaluated_mismatch_frames"] == []
+    assert report["pole_warning_frames"] == 0 and report["flip_frames"] == []  # a limb's HI planes, no flip
+    assert json.loads(body.ik_solvers.chains["chest"].last_bake_report)["pole_warning_frames"] is None  # the trunk
+    assert ('pose.bones["spine"].location', 2) in one_go  # the root's location is keyed
+    assert ('pose.bones["forearm.L"].rotation_euler', 0) in one_go
+    assert not any("shoulder" in path for path, _ in one_go)  # fixed links keep their pose
+    assert rebake(lambda: operator((1, 4), (5, 8))) == one_go
+    assert rebake(reversed_job) == one_go
+    for frame in frames:  # Blender's evaluation of the keys: the feet planted throughout
+        bpy.context.scene.frame_set(frame)
+        assert _tip_error(body, "leg.L") <= REACHED and _tip_error(body, "leg.R") <= REACHED
+
+
+def test_undo_restores_the_pose_after_a_body_solve(body):
+    bpy.ops.ed.undo_push(message="initial")
+    _target(body, "chest").location.z -= 0.2
+    bpy.ops.ed.undo_push(message="goal moved")
+    before = pose_snapshot(body)
+    assert bpy.ops.ik_solvers.solve("EXEC_DEFAULT", True, all_chains=True) == {"FINISHED"}
+    solved = pose_snapshot(bpy.data.objects[body.name])
+    assert solved != before
+    bpy.ops.ed.undo()
+    assert pose_snapshot(bpy.data.objects["metarig"]) == before
+    bpy.ops.ed.redo()
+    assert pose_snapshot(bpy.data.objects["metarig"]) == solved
+
+
+def test_a_refused_body_leaves_the_pose_as_it_was(body):
+    body.ik_solvers.body_root = "shin.L"  # inside a chain: the core refuses it
+    _target(body, "chest").location.z -= 0.2
+    before = pose_snapshot(body)
+    with pytest.raises(RuntimeError, match="body root"):
+        bpy.ops.ik_solvers.solve(all_chains=True)
+    assert pose_snapshot(body) == before
+    body.ik_solvers.body_root = "hand.L"  # no chain hangs from it
+    with pytest.raises(RuntimeError, match="body root"):
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3, all_chains=True)
+    assert pose_snapshot(body) == before and body.animation_data is None
+
+
+def test_chains_sharing_bones_stay_refused_without_solve_together(body):
+    body.ik_solvers.solve_together = False
+    chain = body.ik_solvers.chains["chest"]
+    chain.chain_length = 4  # spine.003 … spine: shares nothing yet; the legs hang from spine, not in it
+    body.ik_solvers.chains["leg.L"].tip_bone, body.ik_solvers.chains["leg.L"].chain_length = "foot.L", 4
+    with pytest.raises(RuntimeError, match="moves bone 'spine' too"):
+        bpy.ops.ik_solvers.solve(all_chains=True)
+
+
+def test_live_body_follows_a_goal_once_per_move_and_matches_the_solve(body, monkeypatch):
+    from ik_solvers.blender import body_live
+
+    solves = []
+    solve = body_live.solve_body_inputs
+    monkeypatch.setattr(body_live, "solve_body_inputs", lambda *args: solves.append(1) or solve(*args))
+    body.ik_solvers.active_chain_index = list(CHAINS).index("leg.L")
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    at_rest = PoseSnapshot(body)
+    _target(body, "chest").location.z -= 0.2
+    for name in ("arm.L", "arm.R"):
+        _target(body, name).location.z -= 0.2
+    bpy.context.view_layer.update()  # depsgraph_update_post → one body solve → pose written
+    count = len(solves)
+    for _ in range(3):  # our own write and status are updates too: no further solve
+        bpy.context.view_layer.update()
+    assert len(solves) == count
+    for name in CHAINS:
+        assert _tip_error(body, name) <= REACHED, name
+    live_pose = pose_snapshot(body)
+    body.ik_solvers.chains["leg.L"].use_live = False
+    at_rest.restore()
+    _solve(body)
+    assert pose_snapshot(body) == live_pose  # the operator's solve of the same goals from the same pose: the same bits
+
+
+def test_the_body_panel_draws_root_weights_priorities_and_each_goal_status(body):
+    from types import SimpleNamespace
+
+    from test_panel import Recording, RecordingLayout, assert_everything_resolves
+
+    from ik_solvers.blender import panel
+
+    _target(body, "arm.L").location.x += 1.0  # out of reach
+    _solve(body)
+    recording = Recording()
+    assert panel.VIEW3D_PT_ik_solvers_body.poll(bpy.context)
+    panel.VIEW3D_PT_ik_solvers_body.draw(SimpleNamespace(layout=RecordingLayout(recording)), bpy.context)
+    assert_everything_resolves(recording)
+    drawn = {name for _, name in recording.props}
+    assert {"solve_together", "body_root", "weight", "priority"} <= drawn
+    labels = [text for text, _ in recording.labels]
+    assert labels.count("Reached") >= 2 and any(text in ("Limited", "Out Of Reach") for text in labels)
+
+
+def test_a_bake_over_frames_where_a_body_bone_moves_is_refused_and_leaves_the_action(body):
+    shoulder = body.pose.bones["shoulder.L"]  # a fixed link: its location shapes the arm's start
+    for frame, x in ((1, 0.0), (3, 0.05)):
+        shoulder.location.x = x
+        shoulder.keyframe_insert("location", frame=frame)
+    bpy.context.scene.frame_set(1)
+    keys = _keys(body)
+    with pytest.raises(RuntimeError, match="another location or scale"):
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3, all_chains=True)
+    assert _keys(body) == keys and bpy.context.scene.frame_current == 1
+
+
+def test_one_chain_of_a_body_is_not_baked_alone(body):
+    with pytest.raises(RuntimeError, match="solves its chains together"):
+        bpy.ops.ik_solvers.bake(frame_start=1, frame_end=3, chain="arm.L")
+    assert body.animation_data is None
+
+
+def test_without_a_body_root_the_hips_stay_put(body):
+    body.ik_solvers.body_root = ""
+    hips = pose_snapshot(body)["spine"]
+    _target(body, "chest").location.z -= 0.05
+    _target(body, "arm.L").location.x += 0.05
+    _solve(body)
+    assert pose_snapshot(body)["spine"] == hips
+    assert _tip_error(body, "arm.L") <= REACHED and _tip_error(body, "leg.L") <= REACHED
+
+
+def test_a_goal_that_rides_on_a_solved_bone_is_refused(body):
+    target = _target(body, "arm.L")
+    target.parent, target.parent_type, target.parent_bone = body, "BONE", "spine.003"  # the chest's tip bone
+    bpy.context.view_layer.update()
+    before = pose_snapshot(body)
+    with pytest.raises(RuntimeError, match="arm.L.*depends on the chain"):
+        bpy.ops.ik_solvers.solve(all_chains=True)
+    body.ik_solvers.body_root = ""
+    with pytest.raises(RuntimeError, match="arm.L.*depends on the chain"):
+        bpy.ops.ik_solvers.solve(all_chains=True)
+    assert pose_snapshot(body) == before
+
+
+def test_goals_on_bones_of_another_armature(body):
+    """A control rig's bones as goals (as on Rigify's generated rig): each frame's evaluated bone head."""
+    data = bpy.data.armatures.new("Controls")
+    controls = bpy.data.objects.new("Controls", data)
+    bpy.context.scene.collection.objects.link(controls)
+    bpy.context.view_layer.objects.active = controls
+    bpy.ops.object.mode_set(mode="EDIT")
+    hand = data.edit_bones.new("hand_ik.L")
+    head = np.array(_target(body, "arm.L").location) + np.array([0.05, -0.1, -0.1])
+    hand.head, hand.tail = head, head + np.array([0.0, 0.1, 0.0])
+    bpy.ops.object.mode_set(mode="OBJECT")
+    chain = body.ik_solvers.chains["arm.L"]
+    chain.target, chain.target_bone = controls, "hand_ik.L"
+    bpy.context.view_layer.objects.active = body
+    _solve(body)
+    goal = np.array(controls.matrix_world @ controls.pose.bones["hand_ik.L"].head)
+    assert np.linalg.norm(evaluated_tip(body, "hand.L") - goal) <= REACHED
+    assert _tip_error(body, "leg.L") <= REACHED and chain.last_goal_status == "REACHED"
