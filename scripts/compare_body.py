@@ -9,7 +9,7 @@ into one tree (its bones only rotate: the hips stay put), baked with ``nla.bake`
 read from Blender's evaluation of the baked keys.
 
 Paths (``--frames`` each): ``crouch`` (feet planted, the head goal 0.35 m down and 0.1 m forward, the
-hands with it), ``reach`` (the left hand 0.5 m beyond the arm's reach in front of the shoulder: more than the spine can bend),
+hands with it), ``reach`` (the left hand 0.5 m beyond the arm's reach in front of the shoulder: more than the spine can bend; the head goal leans 0.3 m forward with it),
 ``walk`` (the ankles ±0.25 m fore and aft with the swing foot lifted: beyond the legs' reach unless
 the hips drop), ``look`` (the head goal round a 0.12 m circle).
 
@@ -65,7 +65,8 @@ def goal_paths(rest_tips: dict[str, np.ndarray], shoulder: np.ndarray, arm_reach
     dip = rise * (-0.35 * up + 0.1 * forward)
     crouch = {**still, "head": still["head"] + dip, "wrist.L": still["wrist.L"] + dip, "wrist.R": still["wrist.R"] + dip}
     far = shoulder + (arm_reach + 0.5) * forward
-    reach = {**still, "wrist.L": still["wrist.L"] + rise * (far - rest_tips["wrist.L"])}
+    lean = rise * (0.3 * forward - 0.15 * up)  # the head leans into the reach (it outranks the hands)
+    reach = {**still, "wrist.L": still["wrist.L"] + rise * (far - rest_tips["wrist.L"]), "head": still["head"] + lean}
     step = 0.25 * swing * forward
     lift = 0.08 * np.clip(swing, 0.0, None) * up
     walk = {**still, "ankle.L": still["ankle.L"] + step + lift,
