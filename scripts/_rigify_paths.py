@@ -160,8 +160,6 @@ def with_fold(paths: dict[str, np.ndarray], joints: np.ndarray, frames: int) -> 
 # --------------------------------------------------------------------------- issue 20's paths (compare_metarigs.py)
 SWEEP_STEP = 0.0005
 """The preferred-distance sweep moves the target this far per frame (0.5 mm at the metarigs' metre scale)."""
-SWEEP_HALF_WIDTH = 0.02
-"""… over this far each side of the rest root-to-tip distance (clipped 1 mm short of the reach)."""
 
 
 def _rest_axis(joints: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -176,13 +174,13 @@ def free_min_ratio(joints: np.ndarray) -> float:
     return float(max(0.0, 2.0 * lengths.max() - lengths.sum()) / lengths.sum())
 
 
-def sweep_path(joints: np.ndarray, step: float = SWEEP_STEP, half_width: float = SWEEP_HALF_WIDTH) -> np.ndarray:
+def sweep_path(joints: np.ndarray, frames: int, step: float = SWEEP_STEP) -> np.ndarray:
     """The target along the rest axis across the rest (preferred) root-to-tip distance, ``step`` per
-    frame from ``half_width`` inside it to ``half_width`` beyond it (at most 1 mm short of the reach):
-    where HI popped before issue 20 (a 0.5 mm move moved the human knee 93 mm)."""
+    frame over ``frames`` frames centred on it (ending at most 1 mm short of the reach): where HI popped
+    before issue 20 (a 0.5 mm move moved the human knee 93 mm)."""
     axis, distance, reach = _rest_axis(joints)
-    far = min(distance + half_width, reach - 0.001)
-    return joints[0] + np.arange(distance - half_width, far + 0.5 * step, step)[:, None] * axis
+    far = min(distance + 0.5 * (frames - 1) * step, reach - 0.001)
+    return joints[0] + (far - step * np.arange(frames)[::-1])[:, None] * axis
 
 
 def near_root_path(joints: np.ndarray, frames: int, margin: float = 0.05) -> np.ndarray:

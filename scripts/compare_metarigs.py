@@ -8,13 +8,16 @@ arms, legs with foot and toe, spines, necks, tails, wings, fins. Per chain and s
 - **add**: ``chain_add_with_target`` + Solve (Blender: an IK constraint on an Empty at the tip): how
   far any joint moves (a new chain keeps its pose);
 - **sweep**: the target along the rest root → tip axis across the rest distance in 0.5 mm steps
-  (``_rigify_paths.sweep_path``): the largest joint step per frame;
+  (``_rigify_paths.sweep_path``, one path's frames): the largest joint step per frame;
 - **paths** (the chain's smooth target paths, ``_rigify_paths``; 1 frame = a short step along a path):
   the max error on reachable frames (free-joint geometric bound 0), misses (> 1 mm) and how many of
   them our bake reports as not reached, the largest joint step between consecutive frames, reachable
   frames with a joint bent > 1° the wrong way, flips (unwarned / warned, as ``compare_rigify.py``),
   and out of reach the max excess over the geometric bound. ``near_root`` (zigzag chains only) draws
-  the target in below the least distance the chain reaches with every joint bent its own way.
+  the target in below the least distance the chain reaches with every joint bent its own way;
+- **Rotation** (limbs of 3+ bones, ours and Blender's with Rotation on): the target keeps the tip
+  bone's rest orientation (a foot flat, a hand level) along the same paths; the largest angle of the
+  tip bone off it.
 
 Writes ``OUT/rows.json``, ``OUT/rows.csv``, ``OUT/table.md``; ``--doc FILE`` pastes the table between
 ``<!-- metarigs:start -->`` and ``<!-- metarigs:end -->`` (docs/comparison.md).
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
-from _measure import MISSED_MM, check_markers, markers, paste_between_markers
+from _measure import MISSED_MM, check_markers, markers, paste_between_markers, rest_lower_bounds
 from _measure import format_number as _fmt
 from _rigify_paths import (
     arm_paths,
@@ -89,7 +92,10 @@ CHAINS: dict[str, tuple[str, str, int, str]] = {
 NEAR_ROOT_GAP = 0.05
 """``near_root`` is added where the least distance with every joint bent its own way exceeds the
 free-joint one by this much (of the reach): the zigzag chains."""
-SOLVERS = ("ours", "Blender IK")
+SOLVERS = ("ours", "Blender IK", "ours + Rotation", "Blender IK + Rotation")
+"""The rows per chain; the Rotation rows (the target keeping the tip bone's rest orientation: a foot
+flat, a hand level) only on limbs of three or more bones (``ROTATION_KINDS``)."""
+ROTATION_KINDS = ("arm", "leg", "quadruped")
 
 
 def chain_paths(joints: np.ndarray, kind: str, frames: int) -> dict[str, np.ndarray]:
@@ -109,7 +115,7 @@ def chain_paths(joints: np.ndarray, kind: str, frames: int) -> dict[str, np.ndar
     out_of_reach = paths.pop("out_of_reach")
     if min_preferred_ratio(joints) - free_min_ratio(joints) > NEAR_ROOT_GAP:
         paths["near_root"] = near_root_path(joints, frames)
-    paths["sweep"] = sweep_path(joints)
+    paths["sweep"] = sweep_path(joints, frames)
     paths["out_of_reach"] = out_of_reach
     return paths
 
@@ -171,35 +177,63 @@ def _make_active(rig: bpy.types.Object, bone: str) -> None:
     armature.bones.active = armature.bones[bone]
 
 
+def wants_rotation_rows(name: str) -> bool:
+    _, _, count, kind = CHAINS[name]
+    return kind in ROTATION_KINDS and count >= 3
+
+
+def hold_rest_orientation(setup: RigifySetup) -> None:
+    """Give the target Empty the tip bone's rest world orientation on every frame."""
+    from mathutils import Matrix
+
+    rig = setup.rig
+    assert rig.pose is not None  # an armature
+    rest = np.array(rig.matrix_world @ rig.pose.bones[setup.bones[-1]].matrix)[:3, :3]
+    setup.target.rotation_mode = "QUATERNION"
+    setup.target.rotation_quaternion = Matrix((rest / np.linalg.norm(rest, axis=0)).tolist()).to_quaternion()
+
+
 def run(name: str, solver: str, frames: int) -> dict:
     """One row: the add move, then the paths in a fresh scene, measured from Blender's evaluation."""
     import bpy
 
     import ik_solvers
 
+    rotation = solver.endswith("+ Rotation")
     ik_solvers.register()
     try:
-        moved, method = add_move(name, solver)
+        moved, method = add_move(name, solver.removesuffix(" + Rotation"))
         setup = setup_chain(name, frames)
-        row: dict = {"chain": name, "solver": solver if solver != "ours" else f"ours ({method})",
+        if rotation:
+            hold_rest_orientation(setup)
+        label = solver if not solver.startswith("ours") else solver.replace("ours", f"ours ({method})")
+        row: dict = {"chain": name, "solver": label,
                      "bones": len(setup.bones), "reach_m": setup.reach, "add_move_mm": moved * 1000.0}
         report, warnings = None, set()
-        if solver == "ours":
+        if solver.startswith("ours"):
             _make_active(setup.rig, setup.bones[-1])
             with bpy.context.temp_override(active_object=setup.rig, object=setup.rig,
                                            selected_objects=[setup.rig, setup.target]):
                 assert bpy.ops.ik_solvers.chain_add(chain_length=len(setup.bones)) == {"FINISHED"}  # type: ignore[attr-defined]  # an operator registered at runtime
             chain = setup.rig.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime
+            chain.use_rotation = rotation
             bake_ours(setup, chain.name)
-            result, joint_steps = measure(setup), _joint_steps(setup)
+            result, (joint_steps, turned) = measure(setup), _walk_frames(setup)
             report = bake_report(chain)
-            warnings = pole_warning_frames(setup, chain)  # clears the keys: measured before
+            # Clears the keys (measured before). Its F-curve sampling has no target rotation: the
+            # Rotation rows count every flip unwarned (none is measured on them).
+            warnings = set() if rotation else pole_warning_frames(setup, chain)
         else:
-            add_blender_ik(setup, pole=False)
-            result, joint_steps = measure(setup), _joint_steps(setup)
+            constraint = add_blender_ik(setup, pole=False)
+            constraint.use_rotation = rotation  # type: ignore[attr-defined]  # the IK constraint add_blender_ik made
+            result, (joint_steps, turned) = measure(setup), _walk_frames(setup)
     finally:
         ik_solvers.unregister()
-    reachable = result.bounds <= 0.0
+    bounds = result.bounds
+    if rotation:  # the goal of the chain up to the tip bone: its head, the tip bone held at the target's turn
+        targets = np.concatenate(list(setup.paths.values()))
+        bounds = rest_lower_bounds(setup.rest_joints[:-1], targets - (setup.rest_joints[-1] - setup.rest_joints[-2]))
+    reachable = bounds <= 0.0
     reachable[setup.path_frames("out_of_reach") - 1] = False
     errors_mm = result.errors * 1000.0
     missed = np.flatnonzero(reachable & (errors_mm > MISSED_MM)) + 1
@@ -219,30 +253,36 @@ def run(name: str, solver: str, frames: int) -> dict:
                            for p in smooth),
         backward_frames=int(result.backward[reachable].any(axis=1).sum()),
         flips_unwarned=len(result.flips) - warned, flips_warned=warned,
-        max_excess_mm=float(((result.errors - result.bounds) * 1000.0)[outside].max()),
+        max_excess_mm=None if rotation else float(((result.errors - result.bounds) * 1000.0)[outside].max()),
         backward_by_path={p: int((result.backward & reachable[:, None])[setup.path_frames(p) - 1].any(axis=1).sum())
                           for p in setup.paths},
         step_mm_by_path=joint_steps,
+        orientation_max_degrees=float(turned.max()) if rotation else None,
     )
     return row
 
 
-def _joint_steps(setup: RigifySetup) -> dict[str, float]:
-    """Per path, the largest move of an inner joint (knee, ankle …: not the root, nor the tip, which
-    follows the target) between consecutive frames (mm), from Blender's evaluation."""
+def _walk_frames(setup: RigifySetup) -> tuple[dict[str, float], np.ndarray]:
+    """From Blender's evaluation: per path, the largest move of an inner joint (knee, ankle …: not the
+    root, nor the tip, which follows the target) between consecutive frames (mm); and per frame the
+    angle (degrees) between the tip bone's world orientation and the target's."""
     import bpy
 
-    steps, scene = {}, bpy.context.scene
-    assert scene is not None  # the setup's scene
+    steps, scene, turned = {}, bpy.context.scene, []
+    assert scene is not None and setup.rig.pose is not None  # the setup's scene and armature
+    tip = setup.rig.pose.bones[setup.bones[-1]]
     for path in setup.paths:
         frames = setup.path_frames(path)
         joints = []
         for frame in frames:
             scene.frame_set(int(frame))
             joints.append(world_joints(setup.rig, setup.bones))
+            bone = np.array(setup.rig.matrix_world @ tip.matrix)[:3, :3]
+            relative = (bone / np.linalg.norm(bone, axis=0)) @ np.array(setup.target.matrix_world)[:3, :3].T
+            turned.append(np.degrees(np.arccos(np.clip((np.trace(relative) - 1.0) / 2.0, -1.0, 1.0))))
         moves = np.linalg.norm(np.diff(np.array(joints)[:, 1:-1], axis=0), axis=2)
         steps[path] = float(moves.max() * 1000.0)
-    return steps
+    return steps, np.array(turned)
 
 
 def measure_all(out_dir: Path | None, frames: int, chains: Sequence[str] | None,
@@ -250,6 +290,8 @@ def measure_all(out_dir: Path | None, frames: int, chains: Sequence[str] | None,
     rows, started = [], time.perf_counter()
     for name in chains or CHAINS:
         for solver in SOLVERS:
+            if solver.endswith("+ Rotation") and not wants_rotation_rows(name):
+                continue
             rows.append(run(name, solver, frames))
             log(f"{name:20s} {rows[-1]['solver']:16s} {time.perf_counter() - started:6.0f} s")
     if out_dir is not None:
@@ -273,10 +315,13 @@ def table_markdown(rows: list[dict], frames: int) -> str:
         "the least distance with every joint bent its own way (zigzag chains). Sweep step: the largest inner-joint (knee, ankle …) "
         "step for a 0.5 mm target step across the rest distance; path step: the largest inner-joint step between "
         "frames of the smooth paths (target: the target's largest step there). Backward: reachable frames with a joint bent > 1° against its rest "
-        "bend. Flips: unwarned / warned. Excess: out of reach, over the geometric bound.")
+        "bend. Flips: unwarned / warned. Excess: out of reach, over the geometric bound. Rotation rows: the target "
+        "keeps the tip bone's rest orientation (a foot flat, a hand level): reachable frames are those whose "
+        "ankle or wrist point (the target less the tip bone) is in reach; turn: the tip bone's largest angle "
+        "off the target's orientation over every frame.")
     header = ("| chain | solver | add mm | max reachable error mm | misses (reported) | near root mm "
-              "| sweep step mm | path step mm (target) | backward | flips | excess mm |")
-    lines = [caption, "", header, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| sweep step mm | path step mm (target) | backward | flips | excess mm | turn ° |")
+    lines = [caption, "", header, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         misses = f"{row['misses']} of {row['reachable_frames']}"
         if row["misses_reported"] is not None and row["misses"]:
@@ -286,7 +331,9 @@ def table_markdown(rows: list[dict], frames: int) -> str:
             f"| {row['chain']} ({row['bones']}) | {row['solver']} | {_fmt(row['add_move_mm'])} "
             f"| {_fmt(row['max_reachable_mm'])} | {misses} | {near} | {_fmt(row['sweep_step_mm'])} "
             f"| {_fmt(row['path_step_mm'])} ({_fmt(row['target_step_mm'])}) | {row['backward_frames']} "
-            f"| {row['flips_unwarned']} / {row['flips_warned']} | {_fmt(max(row['max_excess_mm'], 0.0))} |")
+            f"| {row['flips_unwarned']} / {row['flips_warned']} "
+            f"| {'–' if row['max_excess_mm'] is None else _fmt(max(row['max_excess_mm'], 0.0))} "
+            f"| {'–' if row['orientation_max_degrees'] is None else _fmt(row['orientation_max_degrees'])} |")
     return "\n".join(lines) + "\n"
 
 
