@@ -218,7 +218,7 @@ def run(name: str, solver: str, frames: int) -> dict:
             chain = setup.rig.ik_solvers.active_chain  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime
             chain.use_rotation = rotation
             bake_ours(setup, chain.name)
-            result, (joint_steps, turned) = measure(setup), _walk_frames(setup)
+            result, (joint_steps, turned) = measure(setup), walk_frames(setup)
             report = bake_report(chain)
             # Clears the keys (measured before). Its F-curve sampling has no target rotation: the
             # Rotation rows count every flip unwarned (none is measured on them).
@@ -226,7 +226,7 @@ def run(name: str, solver: str, frames: int) -> dict:
         else:
             constraint = add_blender_ik(setup, pole=False)
             constraint.use_rotation = rotation  # type: ignore[attr-defined]  # the IK constraint add_blender_ik made
-            result, (joint_steps, turned) = measure(setup), _walk_frames(setup)
+            result, (joint_steps, turned) = measure(setup), walk_frames(setup)
     finally:
         ik_solvers.unregister()
     bounds = result.bounds
@@ -262,7 +262,7 @@ def run(name: str, solver: str, frames: int) -> dict:
     return row
 
 
-def _walk_frames(setup: RigifySetup) -> tuple[dict[str, float], np.ndarray]:
+def walk_frames(setup: RigifySetup) -> tuple[dict[str, float], np.ndarray]:
     """From Blender's evaluation: per path, the largest move of an inner joint (knee, ankle …: not the
     root, nor the tip, which follows the target) between consecutive frames (mm); and per frame the
     angle (degrees) between the tip bone's world orientation and the target's."""

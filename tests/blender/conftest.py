@@ -206,6 +206,25 @@ def float32_slack(obj, bone_names: Sequence[str]) -> float:
     return 2.0 * FLOAT32_EPS * (len(bone_names) + 2) * (tip + reach)
 
 
+@pytest.fixture(scope="module")
+def rigify_enabled():
+    """Rigify on for a module's tests (``pytestmark = pytest.mark.usefixtures("rigify_enabled")``), off
+    afterwards so other modules see the usual add-ons."""
+    import addon_utils
+    import bpy
+
+    was_loaded = addon_utils.check("rigify")[1]
+    handlers = list(bpy.app.handlers.load_post)
+    yield
+    if not was_loaded and addon_utils.check("rigify")[1]:
+        addon_utils.disable("rigify", default_set=True)
+        # Rigify's unregister leaves its load_post versioning handler (bpy 5.0.1), which then fails on
+        # every later file load ("no attribute 'rigify_action_slots'"): take off what it added.
+        for handler in [h for h in bpy.app.handlers.load_post if h not in handlers]:
+            if getattr(handler, "__module__", "").startswith("rigify"):
+                bpy.app.handlers.load_post.remove(handler)
+
+
 @pytest.fixture
 def live_solves(monkeypatch):
     """Counts the chain solves live mode runs through the batch solve (``run_solve`` wrapped in the

@@ -22,22 +22,7 @@ REACHED = 1e-5
 """0.01 mm on these ~1 m chains: the solve's tolerance (runs.TOLERANCE) and Blender's float32 slack."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def rigify_enabled():
-    """Rigify on for this module's tests, off afterwards so other modules see the usual add-ons."""
-    import addon_utils
-    import bpy
-
-    was_loaded = addon_utils.check("rigify")[1]
-    handlers = list(bpy.app.handlers.load_post)
-    yield
-    if not was_loaded and addon_utils.check("rigify")[1]:
-        addon_utils.disable("rigify", default_set=True)
-        # Rigify's unregister leaves its load_post versioning handler (bpy 5.0.1), which then fails on
-        # every later file load ("no attribute 'rigify_action_slots'"): take off what it added.
-        for handler in [h for h in bpy.app.handlers.load_post if h not in handlers]:
-            if getattr(handler, "__module__", "").startswith("rigify"):
-                bpy.app.handlers.load_post.remove(handler)
+pytestmark = pytest.mark.usefixtures("rigify_enabled")
 
 
 @pytest.mark.parametrize("name", ["horse hind leg", "shark tail"])
