@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import interrupts, live_state
+from .chain_order import parents_first
 from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
@@ -170,6 +171,8 @@ class BakeJob:
         """The action's own times of the keyed frames ``(N,)`` (mapped in NLA tweak mode, else the frames)."""
         check_chains_apart([(chain.name, chain.rig.bone_names) for chain in self._chains],
                            enabled_chain_bones(obj, options.chain_names))
+        # A chain below another chain of the bake samples that chain's keys of this bake, never older ones.
+        self._chains = parents_first(obj, self._chains, lambda chain: chain.rig.bone_names)
         self._depsgraph = context.evaluated_depsgraph_get()
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
         self._pose = PoseSnapshot(obj)
@@ -179,7 +182,8 @@ class BakeJob:
 
     @property
     def chains(self) -> tuple[ChainBake, ...]:
-        """The chains to bake, in the options' order."""
+        """The chains to bake: in the options' order, except that a chain comes after every chain moving
+        one of its ancestor bones (``chain_order.parents_first``)."""
         return tuple(self._chains)
 
     # ------------------------------------------------------------------ progress
