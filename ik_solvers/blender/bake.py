@@ -24,7 +24,7 @@ from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .identity import remember
 from .key_reduction import reduce_rotation_keys
-from .keyframes import action_frames, key_rotations
+from .keyframes import action_frames, bake_seeds, key_rotations
 from .report import BakeReport, bake_report, reached, store_report
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
@@ -328,7 +328,8 @@ class BakeJob:
         if not np.array_equal(solved.frames, self.frames):
             raise IKSolversError("the solved frames are not the bake's frames.", chain=chain.name)
         self._sampling_blockers(chain)  # found (and kept for the report) before our keys: sampled elsewhere
-        values = rotation_channel_values(self.obj, chain.rig, solved.q)  # inside the chain's chain_context
+        seeds = bake_seeds(self.action, self.obj, chain.rig.joint_bones, float(self.key_frames[0]))
+        values = rotation_channel_values(self.obj, chain.rig, solved.q, seeds)  # inside the chain's chain_context
         for bone, channel in values.items():
             bad = np.flatnonzero(~np.all(np.isfinite(channel), axis=1))
             if bad.size:

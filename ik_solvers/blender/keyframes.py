@@ -106,7 +106,9 @@ def replace_keys_in_range(fcurve: bpy.types.FCurve, frames: np.ndarray, values: 
     old = read_keyframes(fcurve) if n_before or n_after else None
     points.clear()
     points.add(n_before + count + n_after)  # fresh keys carry Blender's defaults
-    co = np.column_stack([frames, values]).astype(np.float32)
+    # + 0.0 makes a -0.0 (a zero channel of a quaternion turned into the other hemisphere) +0.0: the
+    # same keys whichever way, and how often, a block was turned (_continue_kept_keys).
+    co = np.column_stack([frames, np.asarray(values, dtype=np.float64) + 0.0]).astype(np.float32)
     linear = np.full(count, LINEAR, dtype=np.int32)
     if n_before == n_after == 0:
         points.foreach_set("co", co.ravel())
@@ -148,31 +150,73 @@ def rotation_data_path(pose_bone: bpy.types.PoseBone) -> str:
     return pose_bone.path_from_id(prop)
 
 
-def continue_from_previous_key(coordinates: Sequence[np.ndarray | None], values: np.ndarray, mode: str, start: float,
-                               ) -> np.ndarray:
-    """Shift baked channel values ``(N, k)`` so they continue the curves' last kept key before ``start``.
+REST_CHANNELS = {"QUATERNION": (1.0, 0.0, 0.0, 0.0), "AXIS_ANGLE": (0.0, 0.0, 1.0, 0.0)}
+"""Rotation mode → the channel values of no rotation as Blender starts them (any Euler order: zeros)."""
 
-    ``coordinates``: per channel the curve's :func:`key_coordinates`, or None without a curve. The
-    values are already continuous among themselves; a quaternion block may still sit in the
-    other hemisphere than the key before it, an Euler block a whole turn away: both evaluate to the
-    same rotation but would make Blender interpolate the long way round at the boundary.
+
+def _rotation_fcurves(channelbag: bpy.types.ActionChannelbag | None, pose_bone: bpy.types.PoseBone,
+                      ) -> tuple[str, list[bpy.types.FCurve | None]]:
+    path = rotation_data_path(pose_bone)
+    width = 4 if pose_bone.rotation_mode in REST_CHANNELS else 3
+    return path, [None if channelbag is None else channelbag.fcurves.find(path, index=i) for i in range(width)]
+
+
+def bake_seeds(action: RememberingAction, obj: bpy.types.Object, bones: Sequence[str], start: float,
+               ) -> dict[str, np.ndarray]:
+    """Per bone the channel values ``(k,)`` a block baked from ``start`` continues from: the curves' last
+    key before ``start`` where every channel has one, else no rotation (:data:`REST_CHANNELS`).
+
+    Never the bone's current value: at the current frame that is whatever keys an earlier bake (or an
+    earlier part of this range) left there, and the block's hemisphere or whole turns would follow it.
     """
-    kept_values: list[float] = []
-    for keys in coordinates:
-        if keys is None or len(keys) == 0:
-            return values
-        kept = np.flatnonzero(keys[:, 0] < start)
-        if kept.size == 0:
-            return values
-        kept_values.append(float(keys[kept[-1], 1]))
-    previous = np.array(kept_values)
-    if mode == "QUATERNION":
-        return -values if float(previous @ values[0]) < 0.0 else values
-    if mode == "AXIS_ANGLE":
-        return values
-    turns = np.round((previous - values[0]) / (2.0 * math.pi))
-    return values + 2.0 * math.pi * turns
+    channelbag = action.channelbag()
+    assert obj.pose is not None  # the bones are of this armature's chain
+    seeds = {}
+    for bone in bones:
+        pose_bone = obj.pose.bones[bone]
+        _, fcurves = _rotation_fcurves(channelbag, pose_bone)
+        kept = []
+        for fcurve in fcurves:
+            keys = np.empty((0, 2), dtype=np.float32) if fcurve is None else key_coordinates(fcurve)
+            before = np.flatnonzero(keys[:, 0] < start)
+            if before.size == 0:
+                break
+            kept.append(float(keys[before[-1], 1]))
+        rest = REST_CHANNELS.get(pose_bone.rotation_mode, (0.0, 0.0, 0.0))
+        seeds[bone] = np.array(kept if len(kept) == len(fcurves) else rest, dtype=float)
+    return seeds
 
+
+def _continue_kept_keys(fcurves: list[bpy.types.FCurve], mode: str, end: float, last: np.ndarray) -> None:
+    """Turn the keys kept after ``end`` as a whole so they continue the block's last key ``last (k,)``:
+    quaternions into its hemisphere (every channel negated), Euler angles by whole turns (per channel).
+
+    Either evaluates to the same rotation at every frame after the first kept key; without it a part
+    baked before the part ahead of it would keep the hemisphere or turn it started from (issue 22).
+    """
+    if mode == "AXIS_ANGLE":
+        return
+    firsts, tails = [], []
+    for fcurve in fcurves:
+        keys = read_keyframes(fcurve)
+        after = keys["co"][:, 0] > end
+        if not after.any():
+            return
+        firsts.append(float(keys["co"][np.argmax(after), 1]))
+        tails.append((fcurve, keys, after))
+    if mode == "QUATERNION":
+        turn = [-1.0 if float(np.dot(firsts, last)) < 0.0 else 1.0] * len(tails)
+        shifts = [0.0] * len(tails)
+    else:
+        turn = [1.0] * len(tails)
+        shifts = [2.0 * math.pi * round((value - first) / (2.0 * math.pi)) for value, first in zip(last, firsts)]
+    for (fcurve, keys, after), sign, shift in zip(tails, turn, shifts):
+        if sign == 1.0 and shift == 0.0:
+            continue
+        for name in ("co", "handle_left", "handle_right"):
+            keys[name][after, 1] = (keys[name][after, 1].astype(np.float64) * sign + shift).astype(np.float32)
+        write_keyframes(fcurve, keys)
+        fcurve.update()  # the handles of the first kept key, which face the block's last key
 
 
 def assigned_fcurves(id_data: bpy.types.ID | None) -> list[bpy.types.FCurve]:
@@ -218,7 +262,8 @@ def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict
 
     ``action`` is the bake's :class:`~.snapshots.ActionSnapshot`: it gives the channel bag and
     remembers each F-curve before its first change. Keys inside ``[start, end]`` are replaced, the
-    others kept, and each block continues the key before ``start``.
+    others kept; ``values`` continue the key before ``start`` (:func:`bake_seeds`), and the keys kept
+    after ``end`` are turned to continue the block (:func:`_continue_kept_keys`).
     """
     channelbag = action.channelbag()
     frames = np.asarray(frames, dtype=np.float64)
@@ -226,13 +271,13 @@ def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict
     for bone, channel in values.items():
         pose_bone = obj.pose.bones[bone]
         path = rotation_data_path(pose_bone)
-        width = channel.shape[1]
-        for index in range(width):
+        for index in range(channel.shape[1]):
             action.remember(channelbag, path, index, bone)
-        fcurves = [channelbag.fcurves.find(path, index=index) for index in range(width)]
-        coordinates = [None if fcurve is None else key_coordinates(fcurve) for fcurve in fcurves]
-        channel = continue_from_previous_key(coordinates, channel, pose_bone.rotation_mode, start)
+        fcurves = _rotation_fcurves(channelbag, pose_bone)[1]
+        written = []
         for index, fcurve in enumerate(fcurves):
             if fcurve is None:
                 fcurve = compat.new_fcurve(channelbag, path, index, bone)
-            replace_keys_in_range(fcurve, frames, channel[:, index], start, end, coordinates[index])
+            replace_keys_in_range(fcurve, frames, channel[:, index], start, end)
+            written.append(fcurve)
+        _continue_kept_keys(written, pose_bone.rotation_mode, end, channel[-1])
