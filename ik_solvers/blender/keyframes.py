@@ -161,60 +161,91 @@ def _rotation_fcurves(channelbag: bpy.types.ActionChannelbag | None, pose_bone: 
     return path, [None if channelbag is None else channelbag.fcurves.find(path, index=i) for i in range(width)]
 
 
+def _last_keys_before(fcurves: Sequence[bpy.types.FCurve | None], start: float) -> np.ndarray | None:
+    """Values ``(k,)`` of each curve's last key before ``start``; None unless every channel has one."""
+    kept = []
+    for fcurve in fcurves:
+        keys = np.empty((0, 2), dtype=np.float32) if fcurve is None else key_coordinates(fcurve)
+        before = np.flatnonzero(keys[:, 0] < start)
+        if before.size == 0:
+            return None
+        kept.append(float(keys[before[-1], 1]))
+    return np.array(kept)
+
+
+def _whole_turns(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per channel the whole turns (radians, ``(k,)``) that bring ``values`` nearest ``reference``."""
+    return 2.0 * math.pi * np.round((np.asarray(reference) - values) / (2.0 * math.pi))
+
+
 def bake_seeds(action: RememberingAction, obj: bpy.types.Object, bones: Sequence[str], start: float,
                ) -> dict[str, np.ndarray]:
     """Per bone the channel values ``(k,)`` a block baked from ``start`` continues from: the curves' last
     key before ``start`` where every channel has one, else no rotation (:data:`REST_CHANNELS`).
 
     Never the bone's current value: at the current frame that is whatever keys an earlier bake (or an
-    earlier part of this range) left there, and the block's hemisphere or whole turns would follow it.
+    earlier part of this range) left there, and the block's hemisphere or turns would follow it (issue 22).
     """
     channelbag = action.channelbag()
     assert obj.pose is not None  # the bones are of this armature's chain
     seeds = {}
     for bone in bones:
         pose_bone = obj.pose.bones[bone]
-        _, fcurves = _rotation_fcurves(channelbag, pose_bone)
-        kept = []
-        for fcurve in fcurves:
-            keys = np.empty((0, 2), dtype=np.float32) if fcurve is None else key_coordinates(fcurve)
-            before = np.flatnonzero(keys[:, 0] < start)
-            if before.size == 0:
-                break
-            kept.append(float(keys[before[-1], 1]))
+        kept = _last_keys_before(_rotation_fcurves(channelbag, pose_bone)[1], start)
         rest = REST_CHANNELS.get(pose_bone.rotation_mode, (0.0, 0.0, 0.0))
-        seeds[bone] = np.array(kept if len(kept) == len(fcurves) else rest, dtype=float)
+        seeds[bone] = np.array(rest, dtype=float) if kept is None else kept
     return seeds
 
 
-def _continue_kept_keys(fcurves: list[bpy.types.FCurve], mode: str, end: float, last: np.ndarray) -> None:
-    """Turn the keys kept after ``end`` as a whole so they continue the block's last key ``last (k,)``:
-    quaternions into its hemisphere (every channel negated), Euler angles by whole turns (per channel).
+def _euler_other_solution(order: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(scale, offset)`` ``(3,)`` each: ``angles * scale + offset`` is the other Euler solution of the same
+    rotation (``euler.euler_solutions``: the first and last angle turned by π, the middle one π − b)."""
+    middle = "XYZ".index(order[1])
+    scale, offset = np.ones(3), np.full(3, math.pi)
+    scale[middle] = -1.0
+    return scale, offset
 
-    Either evaluates to the same rotation at every frame after the first kept key; without it a part
-    baked before the part ahead of it would keep the hemisphere or turn it started from (issue 22).
+
+def _tail_turn(mode: str, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(scale, offset)`` ``(k,)`` that carry the kept keys after a block, as a whole, to the same rotations
+    written nearest the block's last key ``last``, from the first of them ``first``: a quaternion into
+    its hemisphere; Euler angles into the nearer of their two solutions, by whole turns."""
+    if mode == "QUATERNION":
+        sign = -1.0 if float(first @ last) < 0.0 else 1.0
+        return np.full(4, sign), np.zeros(4)
+    best: tuple[float, np.ndarray, np.ndarray] | None = None
+    for scale, offset in ((np.ones(3), np.zeros(3)), _euler_other_solution(mode)):
+        moved = first * scale + offset
+        offset = offset + _whole_turns(last, moved)
+        distance = float(np.abs(first * scale + offset - last).sum())
+        if best is None or distance < best[0]:
+            best = (distance, scale, offset)
+    assert best is not None  # two candidates
+    return best[1], best[2]
+
+
+def _continue_kept_keys(fcurves: list[bpy.types.FCurve], mode: str, end: float, last: np.ndarray) -> None:
+    """Turn the keys kept after ``end`` as a whole so they continue the block's last key ``last (k,)``
+    (:func:`_tail_turn`; handles alike, so every frame after the first kept key evaluates to the same
+    rotation as before). Without it a part baked before the part ahead of it would keep the hemisphere,
+    turns or Euler solution of the key it started from (issue 22). Axis-angle keys are left as they are.
     """
     if mode == "AXIS_ANGLE":
         return
-    firsts, tails = [], []
+    tails = []
     for fcurve in fcurves:
         keys = read_keyframes(fcurve)
         after = keys["co"][:, 0] > end
         if not after.any():
             return
-        firsts.append(float(keys["co"][np.argmax(after), 1]))
         tails.append((fcurve, keys, after))
-    if mode == "QUATERNION":
-        turn = [-1.0 if float(np.dot(firsts, last)) < 0.0 else 1.0] * len(tails)
-        shifts = [0.0] * len(tails)
-    else:
-        turn = [1.0] * len(tails)
-        shifts = [2.0 * math.pi * round((value - first) / (2.0 * math.pi)) for value, first in zip(last, firsts)]
-    for (fcurve, keys, after), sign, shift in zip(tails, turn, shifts):
-        if sign == 1.0 and shift == 0.0:
+    first = np.array([float(keys["co"][np.argmax(after), 1]) for _, keys, after in tails])
+    scales, offsets = _tail_turn(mode, first, np.asarray(last, dtype=float))
+    for (fcurve, keys, after), scale, offset in zip(tails, scales.tolist(), offsets.tolist()):
+        if scale == 1.0 and offset == 0.0:
             continue
         for name in ("co", "handle_left", "handle_right"):
-            keys[name][after, 1] = (keys[name][after, 1].astype(np.float64) * sign + shift).astype(np.float32)
+            keys[name][after, 1] = (keys[name][after, 1].astype(np.float64) * scale + offset).astype(np.float32)
         write_keyframes(fcurve, keys)
         fcurve.update()  # the handles of the first kept key, which face the block's last key
 

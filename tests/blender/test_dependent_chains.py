@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 
 import bpy
+import mathutils
 import numpy as np
 import pytest
-from conftest import add_empty, evaluated_tip
+from conftest import add_empty, build_arm, evaluated_tip
 
 from ik_solvers.blender import compat
 from ik_solvers.blender.chains import capture_preferred_pose
@@ -235,3 +236,50 @@ def test_ik_batch_in_two_processes_writes_the_keys_of_a_parents_first_bake(addon
     assert "capped" not in process.stderr  # two workers did run
     bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "out.blend"))
     assert changed_curves(expected, rotation_keys(bpy.data.objects["metarig"])) == []
+
+
+@pytest.mark.parametrize("mode", ["QUATERNION", "XYZ"])
+def test_a_part_baked_before_the_part_ahead_of_it_is_turned_to_continue_it(addon, mode):
+    """An arm keyed at frame 1 plainly, after it the other way round (Euler: the other solution of each
+    rotation, plus whole turns; quaternion: the other hemisphere). Baking frames 11-20 first continues
+    the key at 5; baking 1-10 then turns 11-20
+    (and the key kept after them) to continue frame 10: the curves are continuous across the parts,
+    every key holds the rotation the one-go bake keys there, quaternions to the bit (Euler keys turned
+    in float32 may differ from the one-go bake's by a rounding)."""
+    def baked(ranges):
+        bpy.ops.wm.read_homefile(use_empty=True)
+        obj = build_arm()
+        target = add_empty(location=(0.4, 0.1, 1.3))
+        for frame in range(1, 21):
+            target.location = (0.3 + 0.1 * np.cos(frame / 3), 0.15 * np.sin(frame / 3), 1.3)
+            target.keyframe_insert("location", frame=frame)
+        chain = obj.ik_solvers.chains.add()
+        chain.name, chain.tip_bone, chain.chain_length, chain.method, chain.target = "Arm", "forearm", 2, "DLS", target
+        for pose_bone in obj.pose.bones:
+            pose_bone.rotation_mode = mode
+            for frame in (1, 5, 15, 25):  # frame 1 as written plainly, the others the other way
+                rotation = mathutils.Euler((0.3, -0.2, 0.4), "XYZ")
+                if mode == "QUATERNION":
+                    pose_bone.rotation_quaternion = rotation.to_quaternion() * (1 if frame == 1 else -1)
+                    pose_bone.keyframe_insert("rotation_quaternion", frame=frame)
+                else:  # (a + π, π − b, c + π) and a turn more: the same rotation
+                    pose_bone.rotation_euler = (0.3, -0.2, 0.4) if frame == 1 else (0.3 + 3 * np.pi, np.pi + 0.2,
+                                                                                    0.4 - np.pi)
+                    pose_bone.keyframe_insert("rotation_euler", frame=frame)
+        bpy.context.scene.frame_set(1)
+        bake(obj, ranges)
+        channelbag = compat.channelbag_for_assigned_slot(obj.animation_data)
+        return {(f.data_path, f.array_index): read_keyframes(f)["co"] for f in channelbag.fcurves
+                if f.data_path.startswith("pose.bones")}
+
+    one, parts = baked([(1, 20)]), baked([(11, 20), (1, 10)])
+    assert one.keys() == parts.keys()
+    for bone in ("upper_arm", "forearm"):
+        paths = sorted(key for key in one if f'"{bone}"' in key[0])
+        values = {name: np.stack([curves[key][:, 1] for key in paths], 1) for name, curves in (("one", one),
+                                                                                               ("parts", parts))}
+        assert np.abs(np.diff(values["parts"][:20], axis=0)).max() < 0.5, bone  # frames 1-20: no jump at 10-11
+        if mode == "QUATERNION":
+            np.testing.assert_array_equal(values["parts"], values["one"])
+        else:
+            np.testing.assert_allclose(values["parts"], values["one"], rtol=0.0, atol=1e-5)
