@@ -113,10 +113,8 @@ def replace_keys_in_range(fcurve: bpy.types.FCurve, frames: np.ndarray, values: 
     if n_before == n_after == 0:
         points.foreach_set("co", co.ravel())
         points.foreach_set("interpolation", linear)
-        # Sorted, unique, linear keys evaluate right without fcurve.update(), but their stored handles
-        # would stay Blender's defaults, and a range baked in two parts (whose first part kept the keys
-        # after it) would get computed ones: the same handles either way.
-        fcurve.update()
+        # Sorted, unique, linear keys need no fcurve.update() (as bpy_extras.anim_utils' bake notes): their
+        # handles stay Blender's defaults until some update computes them, and no segment reads them.
         return
     new = slice(n_before, n_before + count)
     probe = points[n_before]

@@ -6,8 +6,8 @@ from an earlier bake, so a range baked in one go, in parts, in parts in reverse 
 The rig is the measurement of the issue: five chains on Rigify's human metarig (spine to head, both
 arms under it, both legs) with hinge elbows and knees, listed children first. Before the fix the arms
 were baked before the spine and sampled its stale keys (20 of the 72 curves changed when the range
-was baked in two parts), a part baked before the part ahead of it kept the quaternion hemisphere of
-the stale key it started from, and the stored handles depended on the split.
+was baked in two parts), and a part baked before the part ahead of it kept the quaternion hemisphere
+of the stale key it started from.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ CHAINS = (  # children first: the order must not matter
 from the spine chain; the legs hang from the hips bone ``spine``, keyed but in no chain."""
 LOOP_RADIUS = 0.06
 """Metres: each target's loop, starting at its chain's rest tip."""
+BEZIER = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["BEZIER"].value
 HINGES = ("forearm.L", "forearm.R", "shin.L", "shin.R")
 KEYED_FRAMES = (-4, 1, 12, 25, 40, 48)
 """Frames of the pose keyed before the bake: inside the range and on both sides of it."""
@@ -108,11 +109,22 @@ def bake(obj, ranges) -> None:
             assert bpy.ops.ik_solvers.bake(frame_start=start, frame_end=end, all_chains=True) == {"FINISHED"}
 
 
+def _evaluated_keyframes(fcurve) -> bytes:
+    """Every stored property of the curve's keys that its evaluation reads, as bytes: all of them but
+    the handles no segment uses (a key's right handle unless it is Bézier, its left one unless the key
+    before it is). Those are Blender's defaults on keys written without ``fcurve.update()``, computed on
+    keys another part's update passed over: a bake in parts may leave either."""
+    keys = read_keyframes(fcurve)
+    bezier = keys["interpolation"] == BEZIER
+    keys["handle_right"][~bezier] = 0.0
+    keys["handle_left"][~np.concatenate([[False], bezier[:-1]])] = 0.0
+    return b"".join(keys[name].tobytes() for name, _, _ in KEYFRAME_ATTRIBUTES)
+
+
 def rotation_keys(obj) -> dict[tuple[str, int], bytes]:
-    """Every stored keyframe property of every bone rotation curve, as bytes: equal means bit for bit."""
+    """Every bone rotation curve's keys as their evaluation reads them: equal means bit for bit."""
     channelbag = compat.channelbag_for_assigned_slot(obj.animation_data)
-    return {(fcurve.data_path, fcurve.array_index): b"".join(read_keyframes(fcurve)[name].tobytes()
-                                                             for name, _, _ in KEYFRAME_ATTRIBUTES)
+    return {(fcurve.data_path, fcurve.array_index): _evaluated_keyframes(fcurve)
             for fcurve in channelbag.fcurves if fcurve.data_path.endswith("rotation_quaternion")}
 
 
