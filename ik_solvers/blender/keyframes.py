@@ -232,16 +232,17 @@ def _continue_kept_keys(fcurves: list[bpy.types.FCurve], mode: str, end: float, 
         return
     tails = []
     for fcurve in fcurves:
-        keys = read_keyframes(fcurve)
-        after = keys["co"][:, 0] > end
+        coordinates = key_coordinates(fcurve)  # the keys' other properties only where they are turned
+        after = coordinates[:, 0] > end
         if not after.any():
             return
-        tails.append((fcurve, keys, after))
-    first = np.array([float(keys["co"][np.argmax(after), 1]) for _, keys, after in tails])
+        tails.append((fcurve, after, float(coordinates[np.argmax(after), 1])))
+    first = np.array([value for _, _, value in tails])
     scales, offsets = _tail_turn(mode, first, np.asarray(last, dtype=float))
-    for (fcurve, keys, after), scale, offset in zip(tails, scales.tolist(), offsets.tolist()):
+    for (fcurve, after, _), scale, offset in zip(tails, scales.tolist(), offsets.tolist()):
         if scale == 1.0 and offset == 0.0:
             continue
+        keys = read_keyframes(fcurve)
         for name in ("co", "handle_left", "handle_right"):
             keys[name][after, 1] = (keys[name][after, 1].astype(np.float64) * scale + offset).astype(np.float32)
         write_keyframes(fcurve, keys)
