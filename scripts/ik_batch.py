@@ -314,12 +314,13 @@ def open_blend(path: Path) -> None:
 
 
 def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
-    """(armature object, chain settings) pairs to bake, in file order (``_batch_rigs``: overrides rather than
-    the linked originals behind them; linked rigs and actions, missing libraries refused); BatchError."""
+    """(armature object, chain settings) pairs to bake, in file order (``_batch_rigs``: overrides rather than the
+    linked originals; linked rigs and actions, missing libraries refused) but parents' chains first; BatchError."""
     bpy = _bpy()
+    from ik_solvers.blender.chain_order import settings_parents_first  # as the bake operator orders them
     try:
         check_libraries(bpy.data.libraries, lambda lib: bpy.path.abspath(lib.filepath, library=lib.library))
-        return select_rig_chains(list(bpy.data.objects), options.chains)
+        return settings_parents_first(select_rig_chains(list(bpy.data.objects), options.chains))
     except RigError as error:
         raise BatchError(str(error)) from None
 

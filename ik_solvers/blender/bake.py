@@ -18,11 +18,12 @@ import numpy as np
 from . import interrupts, live_state
 from .bake_state import BakeState
 from .body import solves_together
+from .chain_order import parents_first
 from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
 from .key_reduction import reduce_rotation_keys
-from .keyframes import action_frames, key_rotations
+from .keyframes import action_frames, bake_seeds, key_rotations
 from .report import BakeReport, bake_report, reached
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
@@ -167,13 +168,16 @@ class BakeJob(BakeState):
         """The action's own times of the keyed frames ``(N,)`` (mapped in NLA tweak mode, else the frames)."""
         check_chains_apart([(chain.name, chain.rig.bone_names) for chain in self._chains],
                            enabled_chain_bones(obj, options.chain_names))
+        # A chain below another chain of the bake samples that chain's keys of this bake, never older ones.
+        self._chains = parents_first(obj, self._chains, lambda chain: chain.rig.bone_names)
         self._depsgraph = context.evaluated_depsgraph_get()
         self._snapshot()
         self._index = 0
 
     @property
     def chains(self) -> tuple[ChainBake, ...]:
-        """The chains to bake, in the options' order."""
+        """The chains to bake: in the options' order, except that a chain comes after every chain moving
+        one of its ancestor bones (``chain_order.parents_first``)."""
         return tuple(self._chains)
 
     # ------------------------------------------------------------------ progress
@@ -318,7 +322,8 @@ class BakeJob(BakeState):
         if not np.array_equal(solved.frames, self.frames):
             raise IKSolversError("the solved frames are not the bake's frames.", chain=chain.name)
         self._sampling_blockers(chain)  # found (and kept for the report) before our keys: sampled elsewhere
-        values = rotation_channel_values(self.obj, chain.rig, solved.q)  # inside the chain's chain_context
+        seeds = bake_seeds(self.action, self.obj, chain.rig.joint_bones, float(self.key_frames[0]))
+        values = rotation_channel_values(self.obj, chain.rig, solved.q, seeds)  # inside the chain's chain_context
         for bone, channel in values.items():
             bad = np.flatnonzero(~np.all(np.isfinite(channel), axis=1))
             if bad.size:

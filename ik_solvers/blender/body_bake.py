@@ -24,7 +24,7 @@ from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_input
 from .checks import check_action_keyable
 from .errors import IKSolversError
 from .frames import HIFrames, SolvedFrames
-from .keyframes import action_frames, key_locations, key_rotations
+from .keyframes import action_frames, bake_seeds, key_locations, key_rotations
 from .report import BakeReport, bake_report, goals_section
 from .rig import rotation_channel_values
 from .root_space import uniform_scale
@@ -192,15 +192,18 @@ class BodyBakeJob(BakeState):
             raise IKSolversError("the solved frames are not the bake's frames.")
         spec = self.spec
         values: dict[str, np.ndarray] = {}
-        for chain in self._chains:
-            values.update(rotation_channel_values(self.obj, chain.spec.rig, solved.q[:, chain.dofs]))
+        start = float(self.key_frames[0])
+        keyed = [(chain.spec.rig, chain.dofs) for chain in self._chains]
         if spec.root is not None and spec.root_rig is not None:
-            values.update(rotation_channel_values(self.obj, spec.root_rig, solved.q[:, spec.root_dofs]))
+            keyed.append((spec.root_rig, spec.root_dofs))
+        for rig, dofs in keyed:  # each block continues the key kept before it, never the current pose
+            seeds = bake_seeds(self.action, self.obj, rig.joint_bones, start)
+            values.update(rotation_channel_values(self.obj, rig, solved.q[:, dofs], seeds))
         for bone, channel in [*values.items(), (spec.root, solved.root_location)]:
             bad = np.flatnonzero(~np.all(np.isfinite(channel), axis=1))
             if bad.size:
                 raise IKSolversError(f"bone '{bone}' got a non-finite value.", frame=int(self.frames[bad[0]]))
-        start, end = float(self.key_frames[0]), float(self.key_frames[-1])
+        end = float(self.key_frames[-1])
         key_rotations(self.action, self.obj, values, self.key_frames, start, end)
         if spec.root is not None:
             key_locations(self.action, self.obj, {spec.root: solved.root_location}, self.key_frames, start, end)

@@ -22,6 +22,7 @@ from ..core import (
 )
 from ..core.hi.orientation import MIN_SPLIT_JOINTS
 from .bend_source import carried_bend_direction, found_bend_direction
+from .chain_order import parents_first
 from .checks import check_chains_apart, check_editable, enabled_chain_bones
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
@@ -285,14 +286,17 @@ def store_outcome(chain_settings: IK_SOLVERS_PG_chain, status: str, message: str
 
 def solve_chains(obj: bpy.types.Object, chains: Sequence[IK_SOLVERS_PG_chain], view_layer: bpy.types.ViewLayer,
                  ) -> list[tuple[SolveResult, PreparedSolve]]:
-    """Solve and write ``chains`` (settings) one after another (each sees the ones before it posed).
+    """Solve and write ``chains`` (settings) one after another (each sees the ones before it posed), a
+    chain after the chains that move its ancestor bones (``chain_order.parents_first``: it sees them solved).
 
-    Returns per chain the core ``SolveResult`` and its ``PreparedSolve``. On an IKSolversError
-    every channel written so far is put back exactly before it propagates.
+    Returns per chain, in the order given, the core ``SolveResult`` and its ``PreparedSolve``. On an
+    IKSolversError every channel written so far is put back exactly before it propagates.
     """
     specs = [chain_spec(obj, chain) for chain in chains]  # every chain checked before any is posed
     check_chains_apart([(spec.name, spec.bone_names) for spec in specs],
                        enabled_chain_bones(obj, (spec.name for spec in specs)))
+    order = parents_first(obj, list(range(len(chains))), lambda index: specs[index].bone_names)
+    chains, specs = [chains[index] for index in order], [specs[index] for index in order]
     snapshot = PoseSnapshot(obj)
     outcomes = []
     try:
@@ -311,4 +315,4 @@ def solve_chains(obj: bpy.types.Object, chains: Sequence[IK_SOLVERS_PG_chain], v
         raise
     for chain, (_, prepared) in zip(chains, outcomes):
         remember(obj, chain, prepared.spec.bone_names)
-    return outcomes
+    return [outcomes[order.index(index)] for index in range(len(order))]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 
 import bpy
 
+from .chain_order import chain_bones
 from .errors import IKSolversError
 
 if TYPE_CHECKING:
@@ -367,18 +368,9 @@ def enabled_chain_bones(obj: bpy.types.Object, leaving_out: Iterable[str] = ()) 
     """Every enabled chain of ``obj`` but those named in ``leaving_out``, with the bones its settings
     name now (the tip bone and its parents; none for a tip bone not found)."""
     skip = set(leaving_out)
-    bones = cast("bpy.types.Armature", obj.data).bones
-    found: list[ChainBones] = []
-    for chain in obj.ik_solvers.chains:  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
-        if not chain.enabled or chain.name in skip:
-            continue
-        names: list[str] = []
-        bone = bones.get(chain.tip_bone)
-        while bone is not None and len(names) < chain.chain_length:
-            names.append(bone.name)
-            bone = bone.parent
-        found.append((chain.name, names[::-1]))
-    return found
+    return [(chain.name, chain_bones(obj, chain.tip_bone, chain.chain_length))
+            for chain in obj.ik_solvers.chains  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+            if chain.enabled and chain.name not in skip]
 
 
 def check_chains_apart(solved: Sequence[ChainBones], others: Sequence[ChainBones] = ()) -> None:

@@ -106,12 +106,15 @@ def replace_keys_in_range(fcurve: bpy.types.FCurve, frames: np.ndarray, values: 
     old = read_keyframes(fcurve) if n_before or n_after else None
     points.clear()
     points.add(n_before + count + n_after)  # fresh keys carry Blender's defaults
-    co = np.column_stack([frames, values]).astype(np.float32)
+    # + 0.0 makes a -0.0 (a zero channel of a quaternion turned into the other hemisphere) +0.0: the
+    # same keys whichever way, and how often, a block was turned (_continue_kept_keys).
+    co = np.column_stack([frames, np.asarray(values, dtype=np.float64) + 0.0]).astype(np.float32)
     linear = np.full(count, LINEAR, dtype=np.int32)
     if n_before == n_after == 0:
         points.foreach_set("co", co.ravel())
         points.foreach_set("interpolation", linear)
-        # Sorted, unique, linear keys need no fcurve.update() (as bpy_extras.anim_utils' bake notes).
+        # Sorted, unique, linear keys need no fcurve.update() (as bpy_extras.anim_utils' bake notes): their
+        # handles stay Blender's defaults until some update computes them, and no segment reads them.
         return
     new = slice(n_before, n_before + count)
     probe = points[n_before]
@@ -145,31 +148,105 @@ def rotation_data_path(pose_bone: bpy.types.PoseBone) -> str:
     return pose_bone.path_from_id(prop)
 
 
-def continue_from_previous_key(coordinates: Sequence[np.ndarray | None], values: np.ndarray, mode: str, start: float,
-                               ) -> np.ndarray:
-    """Shift baked channel values ``(N, k)`` so they continue the curves' last kept key before ``start``.
+REST_CHANNELS = {"QUATERNION": (1.0, 0.0, 0.0, 0.0), "AXIS_ANGLE": (0.0, 0.0, 1.0, 0.0)}
+"""Rotation mode → the channel values of no rotation as Blender starts them (any Euler order: zeros)."""
 
-    ``coordinates``: per channel the curve's :func:`key_coordinates`, or None without a curve. The
-    values are already continuous among themselves; a quaternion block may still sit in the
-    other hemisphere than the key before it, an Euler block a whole turn away: both evaluate to the
-    same rotation but would make Blender interpolate the long way round at the boundary.
+
+def _rotation_fcurves(channelbag: bpy.types.ActionChannelbag | None, pose_bone: bpy.types.PoseBone,
+                      ) -> tuple[str, list[bpy.types.FCurve | None]]:
+    path = rotation_data_path(pose_bone)
+    width = 4 if pose_bone.rotation_mode in REST_CHANNELS else 3
+    return path, [None if channelbag is None else channelbag.fcurves.find(path, index=i) for i in range(width)]
+
+
+def _last_keys_before(fcurves: Sequence[bpy.types.FCurve | None], start: float) -> np.ndarray | None:
+    """Values ``(k,)`` of each curve's last key before ``start``; None unless every channel has one."""
+    kept = []
+    for fcurve in fcurves:
+        keys = np.empty((0, 2), dtype=np.float32) if fcurve is None else key_coordinates(fcurve)
+        before = np.flatnonzero(keys[:, 0] < start)
+        if before.size == 0:
+            return None
+        kept.append(float(keys[before[-1], 1]))
+    return np.array(kept)
+
+
+def _whole_turns(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per channel the whole turns (radians, ``(k,)``) that bring ``values`` nearest ``reference``."""
+    return 2.0 * math.pi * np.round((np.asarray(reference) - values) / (2.0 * math.pi))
+
+
+def bake_seeds(action: RememberingAction, obj: bpy.types.Object, bones: Sequence[str], start: float,
+               ) -> dict[str, np.ndarray]:
+    """Per bone the channel values ``(k,)`` a block baked from ``start`` continues from: the curves' last
+    key before ``start`` where every channel has one, else no rotation (:data:`REST_CHANNELS`).
+
+    Never the bone's current value: at the current frame that is whatever keys an earlier bake (or an
+    earlier part of this range) left there, and the block's hemisphere or turns would follow it (issue 22).
     """
-    kept_values: list[float] = []
-    for keys in coordinates:
-        if keys is None or len(keys) == 0:
-            return values
-        kept = np.flatnonzero(keys[:, 0] < start)
-        if kept.size == 0:
-            return values
-        kept_values.append(float(keys[kept[-1], 1]))
-    previous = np.array(kept_values)
-    if mode == "QUATERNION":
-        return -values if float(previous @ values[0]) < 0.0 else values
-    if mode == "AXIS_ANGLE":
-        return values
-    turns = np.round((previous - values[0]) / (2.0 * math.pi))
-    return values + 2.0 * math.pi * turns
+    channelbag = action.channelbag()
+    assert obj.pose is not None  # the bones are of this armature's chain
+    seeds = {}
+    for bone in bones:
+        pose_bone = obj.pose.bones[bone]
+        kept = _last_keys_before(_rotation_fcurves(channelbag, pose_bone)[1], start)
+        rest = REST_CHANNELS.get(pose_bone.rotation_mode, (0.0, 0.0, 0.0))
+        seeds[bone] = np.array(rest, dtype=float) if kept is None else kept
+    return seeds
 
+
+def _euler_other_solution(order: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(scale, offset)`` ``(3,)`` each: ``angles * scale + offset`` is the other Euler solution of the same
+    rotation (``euler.euler_solutions``: the first and last angle turned by π, the middle one π − b)."""
+    middle = "XYZ".index(order[1])
+    scale, offset = np.ones(3), np.full(3, math.pi)
+    scale[middle] = -1.0
+    return scale, offset
+
+
+def _tail_turn(mode: str, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(scale, offset)`` ``(k,)`` that carry the kept keys after a block, as a whole, to the same rotations
+    written nearest the block's last key ``last``, from the first of them ``first``: a quaternion into
+    its hemisphere; Euler angles into the nearer of their two solutions, by whole turns."""
+    if mode == "QUATERNION":
+        sign = -1.0 if float(first @ last) < 0.0 else 1.0
+        return np.full(4, sign), np.zeros(4)
+    best: tuple[float, np.ndarray, np.ndarray] | None = None
+    for scale, offset in ((np.ones(3), np.zeros(3)), _euler_other_solution(mode)):
+        moved = first * scale + offset
+        offset = offset + _whole_turns(last, moved)
+        distance = float(np.abs(first * scale + offset - last).sum())
+        if best is None or distance < best[0]:
+            best = (distance, scale, offset)
+    assert best is not None  # two candidates
+    return best[1], best[2]
+
+
+def _continue_kept_keys(fcurves: list[bpy.types.FCurve], mode: str, end: float, last: np.ndarray) -> None:
+    """Turn the keys kept after ``end`` as a whole so they continue the block's last key ``last (k,)``
+    (:func:`_tail_turn`; handles alike, so every frame after the first kept key evaluates to the same
+    rotation as before). Without it a part baked before the part ahead of it would keep the hemisphere,
+    turns or Euler solution of the key it started from (issue 22). Axis-angle keys are left as they are.
+    """
+    if mode == "AXIS_ANGLE":
+        return
+    tails = []
+    for fcurve in fcurves:
+        coordinates = key_coordinates(fcurve)  # the keys' other properties only where they are turned
+        after = coordinates[:, 0] > end
+        if not after.any():
+            return
+        tails.append((fcurve, after, float(coordinates[np.argmax(after), 1])))
+    first = np.array([value for _, _, value in tails])
+    scales, offsets = _tail_turn(mode, first, np.asarray(last, dtype=float))
+    for (fcurve, after, _), scale, offset in zip(tails, scales.tolist(), offsets.tolist()):
+        if scale == 1.0 and offset == 0.0:
+            continue
+        keys = read_keyframes(fcurve)
+        for name in ("co", "handle_left", "handle_right"):
+            keys[name][after, 1] = (keys[name][after, 1].astype(np.float64) * scale + offset).astype(np.float32)
+        write_keyframes(fcurve, keys)
+        fcurve.update()  # the handles of the first kept key, which face the block's last key
 
 
 def assigned_fcurves(id_data: bpy.types.ID | None) -> list[bpy.types.FCurve]:
@@ -215,7 +292,8 @@ def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict
 
     ``action`` is the bake's :class:`~.snapshots.ActionSnapshot`: it gives the channel bag and
     remembers each F-curve before its first change. Keys inside ``[start, end]`` are replaced, the
-    others kept, and each block continues the key before ``start``.
+    others kept; ``values`` continue the key before ``start`` (:func:`bake_seeds`), and the keys kept
+    after ``end`` are turned to continue the block (:func:`_continue_kept_keys`).
     """
     channelbag = action.channelbag()
     frames = np.asarray(frames, dtype=np.float64)
@@ -240,16 +318,17 @@ def key_locations(action: RememberingAction, obj: bpy.types.Object, values: dict
 
 def _key_channel(action: RememberingAction, channelbag: bpy.types.ActionChannelbag, bone: str, path: str, mode: str,
                  channel: np.ndarray, frames: np.ndarray, start: float, end: float) -> None:
-    """Key one bone's channel ``(N, k)`` at ``path``, remembered first, continuing the key before ``start``
-    (a rotation in ``mode``; a location, ``'LOCATION'``, as it is)."""
+    """Key one bone's channel ``(N, k)`` at ``path``, remembered first; a rotation's (``mode`` its rotation
+    mode; ``'LOCATION'``: a location, as it is) kept keys after ``end`` turned to continue the block."""
     width = channel.shape[1]
     for index in range(width):
         action.remember(channelbag, path, index, bone)
-    fcurves = [channelbag.fcurves.find(path, index=index) for index in range(width)]
-    coordinates = [None if fcurve is None else key_coordinates(fcurve) for fcurve in fcurves]
-    if mode != "LOCATION":
-        channel = continue_from_previous_key(coordinates, channel, mode, start)
-    for index, fcurve in enumerate(fcurves):
+    written = []
+    for index in range(width):
+        fcurve = channelbag.fcurves.find(path, index=index)
         if fcurve is None:
             fcurve = compat.new_fcurve(channelbag, path, index, bone)
-        replace_keys_in_range(fcurve, frames, channel[:, index], start, end, coordinates[index])
+        replace_keys_in_range(fcurve, frames, channel[:, index], start, end)
+        written.append(fcurve)
+    if mode != "LOCATION":
+        _continue_kept_keys(written, mode, end, channel[-1])

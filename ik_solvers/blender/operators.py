@@ -179,7 +179,9 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
     bl_label = "Solve IK Chain"
     bl_options = {"REGISTER", "UNDO"}
 
-    all_chains: BoolProperty(name="All Chains", description="Solve every enabled chain, in list order", default=False)
+    all_chains: BoolProperty(name="All Chains", default=False,
+                             description="Solve every enabled chain, in list order but each after the chains "
+                                         "that move its parent bones")
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
@@ -305,7 +307,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         name="Frame Step", description="Key every this many frames (the end frame is always keyed)",
         min=1, max=1000, default=1,
     )
-    all_chains: BoolProperty(name="All Chains", description="Bake every enabled chain, in list order", default=False)
+    all_chains: BoolProperty(name="All Chains", default=False,
+                             description="Bake every enabled chain, in list order but each after the chains "
+                                         "that move its parent bones")
     chain: StringProperty(
         name="Chain", description="Name of the chain to bake; empty: the active chain (ignored with All Chains)",
         default="",

@@ -105,15 +105,9 @@ def channels_quaternion(mode: str, values: np.ndarray) -> np.ndarray:
     return quaternions_from_eulers(values, mode)
 
 
-def _channel_values(pose_bone: bpy.types.PoseBone, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
-    """Channel values ``(N, 3|4)`` for rotations given as quaternions ``(N, 4)`` in the bone's
-    mode, continuous from the channel's current value."""
-    return _values_in_mode(pose_bone.rotation_mode, _current_channels(pose_bone), quaternions, keep_norm)
-
-
 def _values_in_mode(mode: str, reference: np.ndarray, quaternions: np.ndarray, keep_norm: bool) -> np.ndarray:
     """Channel values ``(N, 3|4)`` in rotation mode ``mode`` for quaternions ``(N, 4)``, continuous
-    from ``reference`` (the channel's current value, float64 ``(4,)`` or ``(3,)``)."""
+    from ``reference`` (a channel value, float64 ``(4,)`` or ``(3,)``: the current one, or a bake's seed)."""
     if mode == "QUATERNION":
         norm = quaternion_length(reference.tolist())
         if norm == 0.0:
@@ -129,14 +123,15 @@ def _values_in_mode(mode: str, reference: np.ndarray, quaternions: np.ndarray, k
     return continuous_eulers(matrices_from_quaternions(quaternions), mode, reference)
 
 
-def rotation_channel_values(obj: bpy.types.Object, rig: RigChain, q: np.ndarray) -> dict[str, np.ndarray]:
+def rotation_channel_values(obj: bpy.types.Object, rig: RigChain, q: np.ndarray,
+                            seeds: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Rotation-channel values of every joint bone for joint variables ``q (N, n_dof)``.
 
     Returns, per bone name, an array in the bone's current ``rotation_mode``: ``(N, 4)``
     quaternions (w, x, y, z) kept in one hemisphere, ``(N, 3)`` Euler angles (x, y, z; radians)
     without ±180° jumps, or ``(N, 4)`` axis-angle (angle, x, y, z). Frame 0 continues from the
-    channel's current value, each later frame from the one before. Fully locked (fixed) bones are
-    not included: their channels never change.
+    bone's value in ``seeds`` (channel values in its mode; a bake's are ``keyframes.bake_seeds``), else
+    from the channel's current value; each later frame from the one before. Fully locked (fixed) bones are not included: their channels never change.
     """
     q = np.atleast_2d(np.asarray(q, dtype=float))
     if q.shape[-1] != rig.chain.n_dof:
@@ -144,7 +139,9 @@ def rotation_channel_values(obj: bpy.types.Object, rig: RigChain, q: np.ndarray)
     rotations = local_quaternions(rig.chain, q)
     bones = _pose_bones(obj, rig.joint_bones)
     return {
-        name: _channel_values(pose_bone, rotations[:, joint], keep_norm=False)
+        name: _values_in_mode(pose_bone.rotation_mode,
+                              _current_channels(pose_bone) if seeds is None else np.asarray(seeds[name], dtype=float),
+                              rotations[:, joint], keep_norm=False)
         for joint, (name, pose_bone) in enumerate(zip(rig.joint_bones, bones))
     }
 
