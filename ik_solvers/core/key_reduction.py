@@ -29,7 +29,7 @@ import numpy as np
 
 from .chain import Chain
 from .errors import IKInputError
-from .rotations import matrices_from_axis_angles, matrices_from_quaternions
+from .rotations import matrices_from_axis_angles
 
 RotationsOf = Callable[[np.ndarray], np.ndarray]
 """Channel values ``(M, k)`` of one bone → its rotation matrices ``(M, 3, 3)`` as Blender forms them."""
@@ -54,10 +54,13 @@ keeps the fitted curves near the samples' values where the world does not see th
 def quaternion_rotations(values: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(M, 3, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z), normalised as
     Blender does before use; a zero quaternion is the identity."""
-    values = np.asarray(values, dtype=float)
-    norms = np.linalg.norm(values, axis=-1, keepdims=True)
-    unit = np.where(norms > 0.0, values / np.where(norms > 0.0, norms, 1.0), np.array([1.0, 0.0, 0.0, 0.0]))
-    return matrices_from_quaternions(unit)
+    w, x, y, z = np.moveaxis(np.asarray(values, dtype=float), -1, 0)
+    squared = w * w + x * x + y * y + z * z
+    s = np.divide(2.0, squared, out=np.zeros_like(squared), where=squared > 0.0)  # 2 / |q|²: normalised
+    xs, ys, zs = x * s, y * s, z * s
+    wx, wy, wz, xx, xy, xz, yy, yz, zz = w * xs, w * ys, w * zs, x * xs, x * ys, x * zs, y * ys, y * zs, z * zs
+    return np.stack([1.0 - (yy + zz), xy - wz, xz + wy, xy + wz, 1.0 - (xx + zz), yz - wx,
+                     xz - wy, yz + wx, 1.0 - (xx + yy)], axis=-1).reshape(w.shape + (3, 3))
 
 
 def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
@@ -103,59 +106,76 @@ def _solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarra
     operator and ``ik_batch`` write the same keys bit for bit)."""
     augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
     for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
-        augmented[:, j] /= augmented[:, j, j, None]
-        factor = augmented[:, :, j].copy()
-        factor[:, j] = 0.0
-        augmented -= factor[:, :, None] * augmented[:, None, j]
+        row = augmented[:, j, j:] / augmented[:, j, j, None]
+        augmented[:, :, j:] -= augmented[:, :, j, None] * row[:, None]  # columns before j are done
+        augmented[:, j, j:] = row
     return augmented[:, :, -1]
 
 
-def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray, a: int,
-                  ends: np.ndarray, weights: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``.
+class _Batch:
+    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``,
+    whose handles :meth:`fit` fits in the world metric, as often as the weights change.
 
     The keys are the samples; the handles of all channels of a segment are fitted together, a
     least-squares fit of the samples between its keys in the world metric ``metric (N, C, C)``
     (``JᵀJ`` of the chain's points with respect to the channels at each frame: a channel error is
     weighed by how far it moves the joints and the tip, and errors that do not move them, such as
-    a quaternion's length, cost nothing), each row weighted by ``weights (R,)`` if given (in the
-    order returned), pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides what
-    the samples leave free). Returns the float32 control values ``(k, 4, C)`` (key, right handle,
-    next left handle, next key), the rows between the keys of every candidate one after the other
-    ``(R,)``, each row's candidate ``(R,)`` and its Bernstein basis ``(R, 4)``.
+    a quaternion's length, cost nothing), pulled weakly toward the finite-difference ``slopes (N, C)``
+    (which decides what the samples leave free). ``rows (R,)``: the samples between the keys of
+    every candidate one after the other; ``segment (R,)``: each row's candidate; ``basis (R, 4)``:
+    its Bernstein basis. Everything but the rows' weights is formed once per batch.
     """
-    k, channels = len(ends), values.shape[1]
-    lengths = ends - a - 1
-    segment = np.repeat(np.arange(k), lengths)
-    rows = a + 1 + np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    spans = frames[ends] - frames[a]
-    span = spans[segment]
-    s = (frames[rows] - frames[a]) / span
-    r = 1.0 - s
-    basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
-    y0, y1 = values[a], values[ends]
-    # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
-    d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
-    residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], y0) - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment]
-    weighted = d if weights is None else d * weights[:, None]
-    # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
-    # blocking (thread count) would change the last bits and so the keys between processes.
-    starts = np.cumsum(lengths) - lengths
-    g = metric[rows]
-    dd = (weighted[:, :, None] * d[:, None, :]).reshape(-1, 4)
-    normal = np.add.reduceat((dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1),
-                             starts, axis=0)
-    normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
-    gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
-    rhs = np.add.reduceat((weighted[:, :, None] * gr[:, None, :]).reshape(len(rows), -1), starts, axis=0)
-    weight = SLOPE_REGULARISATION * spans * max(float(np.trace(metric, axis1=1, axis2=2).mean()) / channels, 1e-300)
-    normal += weight[:, None, None] * np.eye(2 * channels)
-    rhs += weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]], axis=1)
-    m = _solve_positive_definite(normal, rhs).reshape(k, 2, channels)
-    third = (spans / 3.0)[:, None]
-    controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
-    return controls.astype(np.float32).astype(float), rows, segment, basis
+
+    def __init__(self, frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray,
+                 metric_mean: float, a: int, ends: np.ndarray) -> None:
+        k, channels = len(ends), values.shape[1]
+        lengths = ends - a - 1
+        self.segment = segment = np.repeat(np.arange(k), lengths)
+        self.starts = starts = np.cumsum(lengths) - lengths
+        self.rows = rows = a + 1 + np.arange(segment.size) - np.repeat(starts, lengths)
+        self.spans = spans = frames[ends] - frames[a]
+        span = spans[segment]
+        s = (frames[rows] - frames[a]) / span
+        r = 1.0 - s
+        self.basis = basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
+        self.y0, self.y1 = values[a], values[ends]
+        # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
+        d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
+        residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], self.y0) - (basis[:, 2] + basis[:, 3])[:, None] * self.y1[segment]
+        g = metric[rows]
+        dd = (d[:, :, None] * d[:, None, :]).reshape(-1, 4)
+        self.products = (dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1)
+        gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
+        self.pulls = (d[:, :, None] * gr[:, None, :]).reshape(len(rows), -1)
+        weight = SLOPE_REGULARISATION * spans * max(metric_mean, 1e-300)
+        self.regular = weight[:, None, None] * np.eye(2 * channels)
+        self.regular_rhs = weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]],
+                                                            axis=1)
+
+    def fit(self, weights: np.ndarray | None = None, chosen: np.ndarray | None = None,
+            mask: np.ndarray | None = None) -> np.ndarray:
+        """Float32 control values ``(k', 4, C)`` (key, right handle, next left handle, next key) of
+        the ``chosen`` candidates (indices, increasing; all by default; ``mask (R,)``: their rows),
+        each row of theirs weighted by ``weights`` (one per row of theirs, in order; 1 by default)."""
+        starts, products, pulls, spans = self.starts, self.products, self.pulls, self.spans
+        regular, regular_rhs, y0, y1 = self.regular, self.regular_rhs, self.y0, self.y1
+        if chosen is not None and mask is not None:
+            lengths = np.bincount(self.segment, minlength=len(spans))[chosen]
+            starts = np.cumsum(lengths) - lengths
+            products, pulls = products[mask], pulls[mask]
+            spans, regular, regular_rhs, y1 = spans[chosen], regular[chosen], regular_rhs[chosen], y1[chosen]
+        if weights is not None:
+            products, pulls = products * weights[:, None], pulls * weights[:, None]
+        # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
+        # blocking (thread count) would change the last bits and so the keys between processes.
+        k, channels = len(spans), y0.shape[0]
+        normal = np.add.reduceat(products, starts, axis=0)
+        normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
+        m = _solve_positive_definite(normal + regular, np.add.reduceat(pulls, starts, axis=0) + regular_rhs)
+        m = m.reshape(k, 2, channels)
+        third = (spans / 3.0)[:, None]
+        controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
+        return controls.astype(np.float32).astype(float)
 
 
 # --------------------------------------------------------------------------- the reduction
@@ -237,6 +257,7 @@ class _Problem:
         self.reference = self.points(self.values)
         self.slopes = np.gradient(self.values, self.frames, axis=0)
         self.metric = self._metric()
+        self.metric_mean = float(np.trace(self.metric, axis1=1, axis2=2).mean()) / self.values.shape[1]
 
     def _metric(self, step: float = 1e-6) -> np.ndarray:
         """``JᵀJ (N, C, C)``: the world metric of channel errors at every frame (J: the joints' and
@@ -270,16 +291,18 @@ class _Problem:
         The fit aims at the largest error, not the sum of squares: up to :data:`MINIMAX_ROUNDS`
         rounds of Lawson's reweighting (each frame's weight times its world error), the round with
         the smallest largest error kept per candidate. A candidate leaves the rounds once it holds
-        ``budget`` (it is taken as it is) or its largest error is beyond :data:`HOPELESS` × ``budget``."""
+        ``budget`` (it is taken as it is), when a longer one holds (only the longest that holds is
+        taken: ``ends`` increase) or its largest error is beyond :data:`HOPELESS` × ``budget``."""
         lengths = ends - a - 1
         starts = np.cumsum(lengths) - lengths
+        batch = _Batch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, a, ends)
         best = np.empty((len(ends), 4, self.values.shape[1]))
         best_largest = np.full(len(ends), np.inf)
         best_errors = np.empty(int(lengths.sum()))
-        active, weights = np.arange(len(ends)), None
+        active, weights, mask = np.arange(len(ends)), None, None
+        rows, segment, basis = batch.rows, batch.segment, batch.basis
         for _ in range(MINIMAX_ROUNDS):
-            controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, self.metric, a,
-                                                           ends[active], weights)
+            controls = batch.fit(weights, active, mask)
             errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
             largest = np.zeros(len(active))
             np.maximum.at(largest, segment, errors)
@@ -288,13 +311,22 @@ class _Problem:
             best_largest[active[better]] = largest[better]
             at = starts[active][segment] + rows - a - 1
             best_errors[at[better[segment]]] = errors[better[segment]]
-            going = (best_largest[active] > budget) & (best_largest[active] <= HOPELESS * budget)
+            held = np.flatnonzero(best_largest <= budget)
+            longer = active > (held[-1] if held.size else -1)  # only the longest that holds is taken
+            going = longer & (best_largest[active] > budget) & (best_largest[active] <= HOPELESS * budget)
             if not going.any():
                 break
             scaled = (errors + 1e-3 * largest[segment]) / np.maximum(largest[segment], 1e-300)
             weights = scaled if weights is None else weights * scaled
             weights /= np.bincount(segment, weights)[segment] / np.bincount(segment)[segment]
-            weights, active = weights[going[segment]], active[going]
+            kept = going[segment]
+            if mask is None:
+                mask = kept
+            else:
+                mask = mask.copy()
+                mask[mask] = kept
+            weights, active = weights[kept], active[going]
+            rows, segment, basis = rows[kept], np.repeat(np.arange(len(active)), np.bincount(segment)[going]), basis[kept]
         return best, best_largest, best_errors
 
     def straight(self, a: int) -> np.ndarray:
