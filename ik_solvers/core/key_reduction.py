@@ -250,7 +250,8 @@ class _Problem:
                  chain: Chain, scale: float) -> None:
         self.frames = np.asarray(frames, dtype=float)
         self.values = np.concatenate([np.asarray(v, dtype=float) for v in values], axis=1)
-        self.splits = np.cumsum([np.shape(v)[1] for v in values])[:-1]
+        bounds = np.cumsum([0] + [np.shape(v)[1] for v in values]).tolist()
+        self.slices = list(zip(bounds[:-1], bounds[1:]))
         self.rotations = rotations
         self.chain = chain
         self.scale = scale
@@ -272,7 +273,7 @@ class _Problem:
 
     def joints(self, values: np.ndarray) -> list[np.ndarray]:
         """Channels ``(..., C)`` split per joint."""
-        return np.split(values, self.splits, axis=-1)
+        return [values[..., start:stop] for start, stop in self.slices]
 
     def points(self, values: np.ndarray) -> np.ndarray:
         return chain_points(self.chain, [rotate(v) for rotate, v in zip(self.rotations, self.joints(values))])
@@ -304,8 +305,8 @@ class _Problem:
         for _ in range(MINIMAX_ROUNDS):
             controls = batch.fit(weights, active, mask)
             errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
-            largest = np.zeros(len(active))
-            np.maximum.at(largest, segment, errors)
+            counts = lengths[active]
+            largest = np.maximum.reduceat(errors, np.cumsum(counts) - counts)  # the rows are contiguous per candidate
             better = largest < best_largest[active]
             best[active[better]] = controls[better]
             best_largest[active[better]] = largest[better]
@@ -318,7 +319,7 @@ class _Problem:
                 break
             scaled = (errors + 1e-3 * largest[segment]) / np.maximum(largest[segment], 1e-300)
             weights = scaled if weights is None else weights * scaled
-            weights /= np.bincount(segment, weights)[segment] / np.bincount(segment)[segment]
+            weights /= np.bincount(segment, weights)[segment] / counts[segment]
             kept = going[segment]
             if mask is None:
                 mask = kept
@@ -326,7 +327,7 @@ class _Problem:
                 mask = mask.copy()
                 mask[mask] = kept
             weights, active = weights[kept], active[going]
-            rows, segment, basis = rows[kept], np.repeat(np.arange(len(active)), np.bincount(segment)[going]), basis[kept]
+            rows, segment, basis = rows[kept], np.repeat(np.arange(len(active)), counts[going]), basis[kept]
         return best, best_largest, best_errors
 
     def straight(self, a: int) -> np.ndarray:
