@@ -154,6 +154,34 @@ def test_the_check_of_reduced_keys_finds_a_segment_that_leaves_the_bound_between
     assert check.done <= verify.SPARSE_LIMIT and not set(outside.tolist()) <= {int(FRAMES[r]) for r in check.rows}
 
 
+def test_the_check_of_reduced_keys_finds_a_prediction_that_is_not_blenders_pose(baking, monkeypatch):
+    """Between the F-curves and the pose the check trusts the core's forward kinematics only as far
+    as its ``frame_set`` frames confirm it: a channel conversion off by 0.2 mrad (well within the
+    bound, so only that comparison can see it) is a mismatch on every frame it sets."""
+    from dataclasses import replace
+
+    from ik_solvers.blender import key_reduction
+    from ik_solvers.core.key_reduction import quaternion_rotations
+    from ik_solvers.core.rotations import matrices_from_rotvecs
+
+    scene = baking
+    obj = baked_arm(scene, "QUATERNION", 0.0, seed=3)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    assert job.advance()
+    job.finish()
+    chain = job.chains[0]
+    loose = replace(chain.reduced, key_error=2e-3)  # the every-frame bound cannot see a 0.2 mrad turn
+    turn = matrices_from_rotvecs(np.array([2e-4, 0.0, 0.0]))
+    for wrong in (False, True):
+        if wrong:
+            monkeypatch.setattr(key_reduction, "rotations_of_mode", lambda mode: lambda v: quaternion_rotations(v) @ turn)
+        check = verify.BakedCheck(scene, obj, chain.spec, chain._rigs, chain._solved, np.zeros(121, dtype=bool),
+                                  keys_alone=True, reduced=loose, key_frames=FRAMES.astype(float))
+        assert check.advance()
+        mismatches = check.result().mismatch_frames
+        assert mismatches == (sorted(int(FRAMES[r]) for r in check.rows) if wrong else []), wrong
+
+
 def test_the_bake_operator_reduces_keys_and_says_so(baking):
     obj = baked_arm(baking, "QUATERNION", 0.0)
     path = obj.pose.bones["forearm"].path_from_id("rotation_quaternion")
