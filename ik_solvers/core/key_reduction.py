@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
 from .rotations import matrices_from_axis_angles
@@ -39,11 +40,6 @@ DEFAULT_KEY_ERROR_PER_REACH = 1e-4
 
 FLOAT32_MARGIN = 0.02
 """Fraction of the bound left free for Blender's float32 evaluation of the curves and pose."""
-
-SLOPE_REGULARISATION = 3e-5
-"""Weight (per frame of segment length, relative to the world metric's mean) pulling a fitted slope
-toward the finite-difference slope: decides what the samples leave free (segments with fewer than
-two inner frames, a quaternion's length)."""
 
 CHANNEL_WEIGHT = 3e-4
 """Weight (relative to the world metric's mean) of plain channel errors added to the world metric:
@@ -95,87 +91,6 @@ def chain_reach(chain: Chain) -> float:
 def default_key_error(chain: Chain, scale: float = 1.0) -> float:
     """The default bound in world units: :data:`DEFAULT_KEY_ERROR_PER_REACH` × the chain's reach × ``scale``."""
     return DEFAULT_KEY_ERROR_PER_REACH * chain_reach(chain) * scale
-
-
-# --------------------------------------------------------------------------- Bézier segments
-def _solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solutions ``(k, n)`` of the positive definite systems ``matrices (k, n, n)`` · x = ``rhs (k, n)``.
-
-    Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
-    the last bits with the thread count, and the keys must not depend on the process (the
-    operator and ``ik_batch`` write the same keys bit for bit)."""
-    augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
-    for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
-        row = augmented[:, j, j:] / augmented[:, j, j, None]
-        augmented[:, :, j:] -= augmented[:, :, j, None] * row[:, None]  # columns before j are done
-        augmented[:, j, j:] = row
-    return augmented[:, :, -1]
-
-
-class _Batch:
-    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``,
-    whose handles :meth:`fit` fits in the world metric, as often as the weights change.
-
-    The keys are the samples; the handles of all channels of a segment are fitted together, a
-    least-squares fit of the samples between its keys in the world metric ``metric (N, C, C)``
-    (``JᵀJ`` of the chain's points with respect to the channels at each frame: a channel error is
-    weighed by how far it moves the joints and the tip, and errors that do not move them, such as
-    a quaternion's length, cost nothing), pulled weakly toward the finite-difference ``slopes (N, C)``
-    (which decides what the samples leave free). ``rows (R,)``: the samples between the keys of
-    every candidate one after the other; ``segment (R,)``: each row's candidate; ``basis (R, 4)``:
-    its Bernstein basis. Everything but the rows' weights is formed once per batch.
-    """
-
-    def __init__(self, frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray,
-                 metric_mean: float, a: int, ends: np.ndarray) -> None:
-        k, channels = len(ends), values.shape[1]
-        lengths = ends - a - 1
-        self.segment = segment = np.repeat(np.arange(k), lengths)
-        self.starts = starts = np.cumsum(lengths) - lengths
-        self.rows = rows = a + 1 + np.arange(segment.size) - np.repeat(starts, lengths)
-        self.spans = spans = frames[ends] - frames[a]
-        span = spans[segment]
-        s = (frames[rows] - frames[a]) / span
-        r = 1.0 - s
-        self.basis = basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
-        self.y0, self.y1 = values[a], values[ends]
-        # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
-        d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
-        residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], self.y0) - (basis[:, 2] + basis[:, 3])[:, None] * self.y1[segment]
-        g = metric[rows]
-        dd = (d[:, :, None] * d[:, None, :]).reshape(-1, 4)
-        self.products = (dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1)
-        gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
-        self.pulls = (d[:, :, None] * gr[:, None, :]).reshape(len(rows), -1)
-        weight = SLOPE_REGULARISATION * spans * max(metric_mean, 1e-300)
-        self.regular = weight[:, None, None] * np.eye(2 * channels)
-        self.regular_rhs = weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]],
-                                                            axis=1)
-
-    def fit(self, weights: np.ndarray | None = None, chosen: np.ndarray | None = None,
-            mask: np.ndarray | None = None) -> np.ndarray:
-        """Float32 control values ``(k', 4, C)`` (key, right handle, next left handle, next key) of
-        the ``chosen`` candidates (indices, increasing; all by default; ``mask (R,)``: their rows),
-        each row of theirs weighted by ``weights`` (one per row of theirs, in order; 1 by default)."""
-        starts, products, pulls, spans = self.starts, self.products, self.pulls, self.spans
-        regular, regular_rhs, y0, y1 = self.regular, self.regular_rhs, self.y0, self.y1
-        if chosen is not None and mask is not None:
-            lengths = np.bincount(self.segment, minlength=len(spans))[chosen]
-            starts = np.cumsum(lengths) - lengths
-            products, pulls = products[mask], pulls[mask]
-            spans, regular, regular_rhs, y1 = spans[chosen], regular[chosen], regular_rhs[chosen], y1[chosen]
-        if weights is not None:
-            products, pulls = products * weights[:, None], pulls * weights[:, None]
-        # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
-        # blocking (thread count) would change the last bits and so the keys between processes.
-        k, channels = len(spans), y0.shape[0]
-        normal = np.add.reduceat(products, starts, axis=0)
-        normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
-        m = _solve_positive_definite(normal + regular, np.add.reduceat(pulls, starts, axis=0) + regular_rhs)
-        m = m.reshape(k, 2, channels)
-        third = (spans / 3.0)[:, None]
-        controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
-        return controls.astype(np.float32).astype(float)
 
 
 # --------------------------------------------------------------------------- the reduction
@@ -267,7 +182,7 @@ class _Problem:
         steps = step * np.array([1.0, -1.0])[:, None, None, None] * np.eye(channels)[None, :, None, :]
         points = self.points((self.values + steps).reshape(-1, channels)).reshape(2, channels, count, -1)
         jacobian = ((points[0] - points[1]) / (2.0 * step)).transpose(1, 0, 2)  # (N, C, 3 (n + 1)), chain units
-        metric = (jacobian[:, :, None] * jacobian[:, None]).sum(axis=3)  # not einsum: see _fit_segments
+        metric = (jacobian[:, :, None] * jacobian[:, None]).sum(axis=3)  # not einsum: see bezier_segments.SegmentBatch
         mean = np.trace(metric, axis1=1, axis2=2).mean() / channels
         return metric + CHANNEL_WEIGHT * mean * np.eye(channels)
 
@@ -296,7 +211,7 @@ class _Problem:
         taken: ``ends`` increase) or its largest error is beyond :data:`HOPELESS` × ``budget``."""
         lengths = ends - a - 1
         starts = np.cumsum(lengths) - lengths
-        batch = _Batch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, a, ends)
+        batch = SegmentBatch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, a, ends)
         best = np.empty((len(ends), 4, self.values.shape[1]))
         best_largest = np.full(len(ends), np.inf)
         best_errors = np.empty(int(lengths.sum()))
