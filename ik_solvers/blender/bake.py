@@ -334,12 +334,9 @@ class BakeJob(BakeState):
         if self.options.reduce_keys and len(self.frames) > 2:
             chain.reduced = reduce_rotation_keys(self.obj, chain.rig, self.key_frames, self.options.key_error or None)
         chain._solved, chain._write_started = solved, started
-        # Reduced keys are checked at every frame, their tip allowed the bound off the solve.
-        keys_alone = chain.reduced is None and keys_alone_move_the_chain(self.obj, chain.rig,
-                                                                          self._sampling_blockers(chain))
+        keys_alone = keys_alone_move_the_chain(self.obj, chain.rig, self._sampling_blockers(chain))
         chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status),
-                                  keys_alone=keys_alone,
-                                  allowance=0.0 if chain.reduced is None else chain.reduced.key_error)
+                                  keys_alone=keys_alone, reduced=chain.reduced, key_frames=self.key_frames)
 
     def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
         """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""

@@ -18,6 +18,7 @@ from ..core.key_reduction import (
     ReducedKeys,
     RotationsOf,
     axis_angle_rotations,
+    chain_points,
     default_key_error,
     quaternion_rotations,
     reduce_keys,
@@ -61,6 +62,19 @@ def _chain_fcurves(obj: bpy.types.Object, rig: RigChain) -> list[list[bpy.types.
             raise IKSolversError(f"Bone '{bone}' has no keyed rotation to reduce.")
         out.append(cast("list[bpy.types.FCurve]", fcurves))
     return out
+
+
+def curve_tips(obj: bpy.types.Object, rig: RigChain, key_frames: np.ndarray) -> np.ndarray:
+    """The chain's tip ``(N, 3)`` in its root space (chain units) at ``key_frames (N,)`` (action time)
+    as Blender evaluates its rotation F-curves there (``FCurve.evaluate``: the reduced Bézier
+    segments between the keys), through the core's forward kinematics, which equals Blender's pose
+    of those bones to float32 rounding (the bake's check compares the two on its ``frame_set`` frames)."""
+    assert obj.pose is not None  # the chain was read from this armature
+    rotations = []
+    for bone, curves in zip(rig.joint_bones, _chain_fcurves(obj, rig)):
+        values = np.array([[fcurve.evaluate(frame) for fcurve in curves] for frame in key_frames.tolist()])
+        rotations.append(rotations_of_mode(obj.pose.bones[bone].rotation_mode)(values))
+    return chain_points(rig.chain, rotations)[:, -1]
 
 
 def reduce_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarray, key_error: float | None = None,

@@ -68,7 +68,9 @@ class BakeReport:
     evaluated_frames_checked : int
         Frames evaluated: where only the keys move the chain, about 32 spread over the bake and
         as many of the unreached ones; else every keyed frame up to 500, beyond that a dense sample
-        plus every unreached frame (:mod:`.verify`).
+        plus every unreached frame (:mod:`.verify`). Reduced keys where only the keys move the
+        chain: at most 32 frames set (kept keys, largest predicted offsets), every frame's
+        F-curves evaluated besides.
     evaluated_max_offset : float
         Largest distance between Blender's evaluated tip and the solved tip over the checked frames.
     max_orientation_error_degrees : float or None

@@ -13,6 +13,7 @@ import numpy as np
 from ..core import forward_kinematics
 from . import interrupts, live_state
 from .errors import chain_context
+from .key_reduction import curve_tips
 from .keyframes import assigned_fcurves, rotation_data_path
 from .rig_chain import RigChain
 from .root_space import root_matrices_world
@@ -21,6 +22,7 @@ from .sampling import geometry_key, goal_world
 if TYPE_CHECKING:
     import bpy
 
+    from ..core.key_reduction import ReducedKeys
     from .frames import SolvedFrames
     from .spec import ChainSpec
 
@@ -35,6 +37,11 @@ this many evenly spread frames plus at most this many of the unreached ones. The
 evaluation of a keyed frame is the key itself, and the sample checks the whole path from solve to
 evaluated pose (keying, channel conversion, rotation mode, the chain's read of the rig): a fault
 on one frame in ten shows in 32 frames with 97 % probability, a systematic one on the first."""
+
+PEAK_FRAMES = 8
+"""Reduced keys where the keys alone move the chain: the frames of the largest offsets the curves
+predict that Blender evaluates in full (``frame_set``), besides at most ``SPARSE_LIMIT`` minus as many
+kept keys."""
 
 FLOAT32_EPS = 2.0**-24
 """Unit roundoff of Blender's float32 storage (rest matrices, channels, object matrices)."""
@@ -127,19 +134,34 @@ class BakedCheck:
     ``flagged (N,)`` marks the frames the solve did not reach. ``keys_alone``: nothing but the
     baked keys can move the chain (:func:`keys_alone_move_the_chain`), so a sparse sample of frames
     is asked (``SPARSE_LIMIT``); otherwise a dense one with every flagged frame (``DENSE_LIMIT``).
-    ``allowance``: how much farther than the tolerance the evaluated tip may sit from the solved one
-    (scene units; reduced keys' world bound).
+    ``reduced``: the chain's reduced keys (their tip may sit their bound farther than the tolerance
+    from the solved one) at ``key_frames (N,)``, the bake's frames in action time. Reduced keys are
+    checked at every frame: with ``keys_alone`` every frame's tip from Blender's evaluation of the
+    F-curves (:func:`~.key_reduction.curve_tips`), and ``frame_set`` on the sparse sample, the kept
+    keys and the :data:`PEAK_FRAMES` largest predicted offsets, where the evaluated tip must also be
+    the predicted one (docs/key-reduction.md argues it); otherwise ``frame_set`` on every frame.
     :meth:`advance` moves the scene's current frame: the caller puts it back once done (or on an
     error). Each frame only reads Blender's evaluation; :meth:`result` compares them all at once.
     """
 
     def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, spec: ChainSpec, rigs: dict[bytes, RigChain],
-                 solved: SolvedFrames, flagged: np.ndarray, *, keys_alone: bool = False, allowance: float = 0.0,
-                 ) -> None:
+                 solved: SolvedFrames, flagged: np.ndarray, *, keys_alone: bool = False,
+                 reduced: ReducedKeys | None = None, key_frames: np.ndarray | None = None) -> None:
         self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
-        self.allowance = allowance
-        limit, flagged_limit = (SPARSE_LIMIT, SPARSE_LIMIT) if keys_alone else (DENSE_LIMIT, None)
-        self.rows = rows_to_check(len(solved.frames), flagged, limit, flagged_limit).tolist()
+        self.allowance = 0.0 if reduced is None else reduced.key_error
+        self._predicted: tuple[np.ndarray, np.ndarray] | None = None
+        """Root-space tips ``(N, 3)`` of Blender's evaluation of the reduced curves and of the solve, every frame."""
+        if reduced is not None and keys_alone:
+            rig = next(iter(rigs.values()))
+            self._predicted = (curve_tips(obj, rig, solved.frames if key_frames is None else key_frames),
+                               forward_kinematics(rig.chain, solved.q).positions[:, -1])
+            offsets = np.linalg.norm(self._predicted[0] - self._predicted[1], axis=1)
+            peaks = np.argsort(offsets, kind="stable")[-PEAK_FRAMES:]
+            self.rows = np.union1d(np.union1d(_spread(reduced.indices, SPARSE_LIMIT - PEAK_FRAMES), peaks),
+                                   _spread(np.flatnonzero(flagged), SPARSE_LIMIT)).tolist()
+        else:
+            limit, flagged_limit = (SPARSE_LIMIT, SPARSE_LIMIT) if keys_alone else (DENSE_LIMIT, None)
+            self.rows = rows_to_check(len(solved.frames), flagged, limit, flagged_limit).tolist()
         self.done = 0
         self._fixed_geometry = next(iter(rigs)) if keys_alone else None
         self._seen: list[tuple[int, bytes, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -185,7 +207,18 @@ class BakedCheck:
             offset = np.linalg.norm(tip - solved_tip, axis=1)
             max_error = max(max_error, float(error.max()))
             max_offset = max(max_offset, float(offset.max()))
-            allowed = _mismatch_thresholds(self.spec, rig, root, tip) + self.allowance
-            mismatch_rows += rows[offset > allowed].tolist()
-        frames = [int(self.solved.frames[row]) for row in sorted(mismatch_rows)]
+            thresholds = _mismatch_thresholds(self.spec, rig, root, tip)
+            mismatch = offset > thresholds + self.allowance
+            if self._predicted is not None:  # every frame, and the pose is the core's of Blender's curves
+                world = root[0]  # the keys alone move the chain: the same root at every frame
+                predicted, solved = (tips @ world[:3, :3].T + world[:3, 3] for tips in self._predicted)
+                every = np.linalg.norm(predicted - solved, axis=1)
+                roots = np.broadcast_to(world, (len(predicted), 4, 4))
+                mismatch_rows += np.flatnonzero(
+                    every > _mismatch_thresholds(self.spec, rig, roots, predicted) + self.allowance).tolist()
+                max_offset = max(max_offset, float(every.max()))
+                mismatch |= np.linalg.norm(tip - predicted[rows], axis=1) > thresholds
+            mismatch_rows += rows[mismatch].tolist()
+        frames = [int(self.solved.frames[row]) for row in sorted(set(mismatch_rows))]
         return Evaluation(frames_checked=self.done, max_error=max_error, mismatch_frames=frames, max_offset=max_offset)
+

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
-from .rotations import matrices_from_axis_angles, matrices_from_quaternions
+from .rotations import matrices_from_axis_angles
 
 RotationsOf = Callable[[np.ndarray], np.ndarray]
 """Channel values ``(M, k)`` of one bone → its rotation matrices ``(M, 3, 3)`` as Blender forms them."""
@@ -40,11 +41,6 @@ DEFAULT_KEY_ERROR_PER_REACH = 1e-4
 FLOAT32_MARGIN = 0.02
 """Fraction of the bound left free for Blender's float32 evaluation of the curves and pose."""
 
-SLOPE_REGULARISATION = 3e-5
-"""Weight (per frame of segment length, relative to the world metric's mean) pulling a fitted slope
-toward the finite-difference slope: decides what the samples leave free (segments with fewer than
-two inner frames, a quaternion's length)."""
-
 CHANNEL_WEIGHT = 3e-4
 """Weight (relative to the world metric's mean) of plain channel errors added to the world metric:
 keeps the fitted curves near the samples' values where the world does not see them."""
@@ -54,10 +50,13 @@ keeps the fitted curves near the samples' values where the world does not see th
 def quaternion_rotations(values: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(M, 3, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z), normalised as
     Blender does before use; a zero quaternion is the identity."""
-    values = np.asarray(values, dtype=float)
-    norms = np.linalg.norm(values, axis=-1, keepdims=True)
-    unit = np.where(norms > 0.0, values / np.where(norms > 0.0, norms, 1.0), np.array([1.0, 0.0, 0.0, 0.0]))
-    return matrices_from_quaternions(unit)
+    w, x, y, z = np.moveaxis(np.asarray(values, dtype=float), -1, 0)
+    squared = w * w + x * x + y * y + z * z
+    s = np.divide(2.0, squared, out=np.zeros_like(squared), where=squared > 0.0)  # 2 / |q|²: normalised
+    xs, ys, zs = x * s, y * s, z * s
+    wx, wy, wz, xx, xy, xz, yy, yz, zz = w * xs, w * ys, w * zs, x * xs, x * ys, x * zs, y * ys, y * zs, z * zs
+    return np.stack([1.0 - (yy + zz), xy - wz, xz + wy, xy + wz, 1.0 - (xx + zz), yz - wx,
+                     xz - wy, yz + wx, 1.0 - (xx + yy)], axis=-1).reshape(w.shape + (3, 3))
 
 
 def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
@@ -92,70 +91,6 @@ def chain_reach(chain: Chain) -> float:
 def default_key_error(chain: Chain, scale: float = 1.0) -> float:
     """The default bound in world units: :data:`DEFAULT_KEY_ERROR_PER_REACH` × the chain's reach × ``scale``."""
     return DEFAULT_KEY_ERROR_PER_REACH * chain_reach(chain) * scale
-
-
-# --------------------------------------------------------------------------- Bézier segments
-def _solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solutions ``(k, n)`` of the positive definite systems ``matrices (k, n, n)`` · x = ``rhs (k, n)``.
-
-    Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
-    the last bits with the thread count, and the keys must not depend on the process (the
-    operator and ``ik_batch`` write the same keys bit for bit)."""
-    augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
-    for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
-        augmented[:, j] /= augmented[:, j, j, None]
-        factor = augmented[:, :, j].copy()
-        factor[:, j] = 0.0
-        augmented -= factor[:, :, None] * augmented[:, None, j]
-    return augmented[:, :, -1]
-
-
-def _fit_segments(frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray, a: int,
-                  ends: np.ndarray, weights: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``.
-
-    The keys are the samples; the handles of all channels of a segment are fitted together, a
-    least-squares fit of the samples between its keys in the world metric ``metric (N, C, C)``
-    (``JᵀJ`` of the chain's points with respect to the channels at each frame: a channel error is
-    weighed by how far it moves the joints and the tip, and errors that do not move them, such as
-    a quaternion's length, cost nothing), each row weighted by ``weights (R,)`` if given (in the
-    order returned), pulled weakly toward the finite-difference ``slopes (N, C)`` (which decides what
-    the samples leave free). Returns the float32 control values ``(k, 4, C)`` (key, right handle,
-    next left handle, next key), the rows between the keys of every candidate one after the other
-    ``(R,)``, each row's candidate ``(R,)`` and its Bernstein basis ``(R, 4)``.
-    """
-    k, channels = len(ends), values.shape[1]
-    lengths = ends - a - 1
-    segment = np.repeat(np.arange(k), lengths)
-    rows = a + 1 + np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    spans = frames[ends] - frames[a]
-    span = spans[segment]
-    s = (frames[rows] - frames[a]) / span
-    r = 1.0 - s
-    basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
-    y0, y1 = values[a], values[ends]
-    # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
-    d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
-    residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], y0) - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment]
-    weighted = d if weights is None else d * weights[:, None]
-    # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
-    # blocking (thread count) would change the last bits and so the keys between processes.
-    starts = np.cumsum(lengths) - lengths
-    g = metric[rows]
-    dd = (weighted[:, :, None] * d[:, None, :]).reshape(-1, 4)
-    normal = np.add.reduceat((dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1),
-                             starts, axis=0)
-    normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
-    gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
-    rhs = np.add.reduceat((weighted[:, :, None] * gr[:, None, :]).reshape(len(rows), -1), starts, axis=0)
-    weight = SLOPE_REGULARISATION * spans * max(float(np.trace(metric, axis1=1, axis2=2).mean()) / channels, 1e-300)
-    normal += weight[:, None, None] * np.eye(2 * channels)
-    rhs += weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]], axis=1)
-    m = _solve_positive_definite(normal, rhs).reshape(k, 2, channels)
-    third = (spans / 3.0)[:, None]
-    controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
-    return controls.astype(np.float32).astype(float), rows, segment, basis
 
 
 # --------------------------------------------------------------------------- the reduction
@@ -230,13 +165,15 @@ class _Problem:
                  chain: Chain, scale: float) -> None:
         self.frames = np.asarray(frames, dtype=float)
         self.values = np.concatenate([np.asarray(v, dtype=float) for v in values], axis=1)
-        self.splits = np.cumsum([np.shape(v)[1] for v in values])[:-1]
+        bounds = np.cumsum([0] + [np.shape(v)[1] for v in values]).tolist()
+        self.slices = list(zip(bounds[:-1], bounds[1:]))
         self.rotations = rotations
         self.chain = chain
         self.scale = scale
         self.reference = self.points(self.values)
         self.slopes = np.gradient(self.values, self.frames, axis=0)
         self.metric = self._metric()
+        self.metric_mean = float(np.trace(self.metric, axis1=1, axis2=2).mean()) / self.values.shape[1]
 
     def _metric(self, step: float = 1e-6) -> np.ndarray:
         """``JᵀJ (N, C, C)``: the world metric of channel errors at every frame (J: the joints' and
@@ -245,13 +182,13 @@ class _Problem:
         steps = step * np.array([1.0, -1.0])[:, None, None, None] * np.eye(channels)[None, :, None, :]
         points = self.points((self.values + steps).reshape(-1, channels)).reshape(2, channels, count, -1)
         jacobian = ((points[0] - points[1]) / (2.0 * step)).transpose(1, 0, 2)  # (N, C, 3 (n + 1)), chain units
-        metric = (jacobian[:, :, None] * jacobian[:, None]).sum(axis=3)  # not einsum: see _fit_segments
+        metric = (jacobian[:, :, None] * jacobian[:, None]).sum(axis=3)  # not einsum: see bezier_segments.SegmentBatch
         mean = np.trace(metric, axis1=1, axis2=2).mean() / channels
         return metric + CHANNEL_WEIGHT * mean * np.eye(channels)
 
     def joints(self, values: np.ndarray) -> list[np.ndarray]:
         """Channels ``(..., C)`` split per joint."""
-        return np.split(values, self.splits, axis=-1)
+        return [values[..., start:stop] for start, stop in self.slices]
 
     def points(self, values: np.ndarray) -> np.ndarray:
         return chain_points(self.chain, [rotate(v) for rotate, v in zip(self.rotations, self.joints(values))])
@@ -270,31 +207,42 @@ class _Problem:
         The fit aims at the largest error, not the sum of squares: up to :data:`MINIMAX_ROUNDS`
         rounds of Lawson's reweighting (each frame's weight times its world error), the round with
         the smallest largest error kept per candidate. A candidate leaves the rounds once it holds
-        ``budget`` (it is taken as it is) or its largest error is beyond :data:`HOPELESS` × ``budget``."""
+        ``budget`` (it is taken as it is), when a longer one holds (only the longest that holds is
+        taken: ``ends`` increase) or its largest error is beyond :data:`HOPELESS` × ``budget``."""
         lengths = ends - a - 1
         starts = np.cumsum(lengths) - lengths
+        batch = SegmentBatch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, a, ends)
         best = np.empty((len(ends), 4, self.values.shape[1]))
         best_largest = np.full(len(ends), np.inf)
         best_errors = np.empty(int(lengths.sum()))
-        active, weights = np.arange(len(ends)), None
+        active, weights, mask = np.arange(len(ends)), None, None
+        rows, segment, basis = batch.rows, batch.segment, batch.basis
         for _ in range(MINIMAX_ROUNDS):
-            controls, rows, segment, basis = _fit_segments(self.frames, self.values, self.slopes, self.metric, a,
-                                                           ends[active], weights)
+            controls = batch.fit(weights, active, mask)
             errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
-            largest = np.zeros(len(active))
-            np.maximum.at(largest, segment, errors)
+            counts = lengths[active]
+            largest = np.maximum.reduceat(errors, np.cumsum(counts) - counts)  # the rows are contiguous per candidate
             better = largest < best_largest[active]
             best[active[better]] = controls[better]
             best_largest[active[better]] = largest[better]
             at = starts[active][segment] + rows - a - 1
             best_errors[at[better[segment]]] = errors[better[segment]]
-            going = (best_largest[active] > budget) & (best_largest[active] <= HOPELESS * budget)
+            held = np.flatnonzero(best_largest <= budget)
+            longer = active > (held[-1] if held.size else -1)  # only the longest that holds is taken
+            going = longer & (best_largest[active] > budget) & (best_largest[active] <= HOPELESS * budget)
             if not going.any():
                 break
             scaled = (errors + 1e-3 * largest[segment]) / np.maximum(largest[segment], 1e-300)
             weights = scaled if weights is None else weights * scaled
-            weights /= np.bincount(segment, weights)[segment] / np.bincount(segment)[segment]
-            weights, active = weights[going[segment]], active[going]
+            weights /= np.bincount(segment, weights)[segment] / counts[segment]
+            kept = going[segment]
+            if mask is None:
+                mask = kept
+            else:
+                mask = mask.copy()
+                mask[mask] = kept
+            weights, active = weights[kept], active[going]
+            rows, segment, basis = rows[kept], np.repeat(np.arange(len(active)), counts[going]), basis[kept]
         return best, best_largest, best_errors
 
     def straight(self, a: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from bench_keys import catmull_rom
 from conftest import add_empty
 from test_bake import action_state, add_chain, arm_with_extra_bone, key_path
 
-from ik_solvers.blender import bake
+from ik_solvers.blender import bake, verify
 from ik_solvers.blender.key_reduction import reduce_rotation_keys, reduction_sentence
 from ik_solvers.blender.rig import read_chain
 
@@ -119,10 +119,67 @@ def test_a_bake_with_reduce_keys_holds_the_bound_and_its_check_finds_no_mismatch
     report = job.finish()[0]
     reduced = job.chains[0].reduced
     assert reduced is not None and reduced.keys_after < 0.4 * reduced.keys_before
-    assert report.evaluated_mismatch_frames == [] and report.evaluated_frames_checked == 121
+    # Every frame through Blender's F-curve evaluation, frame_set on the kept keys and the peaks only
+    assert report.evaluated_mismatch_frames == [] and report.evaluated_frames_checked <= verify.SPARSE_LIMIT
     errors = np.linalg.norm(evaluated_points(scene, obj) - reference, axis=-1).max(axis=1)
     assert errors.max() <= 1e-4
     assert reduction_sentence("Arm", reduced).startswith(f"Reduced the keys of 'Arm' from 121 to {reduced.keys_after}")
+
+
+def test_the_check_of_reduced_keys_finds_a_segment_that_leaves_the_bound_between_the_frames_it_sets(baking):
+    """The check evaluates every frame's curves (``FCurve.evaluate``), not only its ``frame_set``
+    frames: a handle moved in one segment after the bake shows as mismatches in that segment."""
+    scene = baking
+    obj = baked_arm(scene, "QUATERNION", 0.0, seed=3)
+    full_tips = evaluated_points(scene, obj)[:, -1]
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    assert job.advance()
+    job.finish()
+    chain = job.chains[0]
+    reduced = chain.reduced
+    segment = int(np.argmax(np.diff(reduced.indices)))
+    first, last = int(reduced.frames[segment]), int(reduced.frames[segment + 1])
+    fcurve = obj.animation_data.action.layers[0].strips[0].channelbag(obj.animation_data.action_slot).fcurves.find(
+        obj.pose.bones["forearm"].path_from_id("rotation_quaternion"), index=1)
+    key = next(k for k in fcurve.keyframe_points if k.co[0] == first)
+    key.handle_right[1] += 0.02
+    offsets = np.linalg.norm(evaluated_points(scene, obj)[:, -1] - full_tips, axis=1)
+    outside = FRAMES[offsets > 1.2e-4]  # Blender's tip clearly farther than the bound from the full bake's
+    assert outside.size and first < outside.min() and outside.max() < last
+    check = verify.BakedCheck(scene, obj, chain.spec, chain._rigs, chain._solved, np.zeros(121, dtype=bool),
+                              keys_alone=True, reduced=reduced, key_frames=FRAMES.astype(float))
+    assert check.advance()
+    mismatches = check.result().mismatch_frames
+    assert set(outside.tolist()) <= set(mismatches) and first < min(mismatches) and max(mismatches) < last
+    assert check.done <= verify.SPARSE_LIMIT and not set(outside.tolist()) <= {int(FRAMES[r]) for r in check.rows}
+
+
+def test_the_check_of_reduced_keys_finds_a_prediction_that_is_not_blenders_pose(baking, monkeypatch):
+    """Between the F-curves and the pose the check trusts the core's forward kinematics only as far
+    as its ``frame_set`` frames confirm it: a channel conversion off by 0.2 mrad (well within the
+    bound, so only that comparison can see it) is a mismatch on every frame it sets."""
+    from dataclasses import replace
+
+    from ik_solvers.blender import key_reduction
+    from ik_solvers.core.key_reduction import quaternion_rotations
+    from ik_solvers.core.rotations import matrices_from_rotvecs
+
+    scene = baking
+    obj = baked_arm(scene, "QUATERNION", 0.0, seed=3)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    assert job.advance()
+    job.finish()
+    chain = job.chains[0]
+    loose = replace(chain.reduced, key_error=2e-3)  # the every-frame bound cannot see a 0.2 mrad turn
+    turn = matrices_from_rotvecs(np.array([2e-4, 0.0, 0.0]))
+    for wrong in (False, True):
+        if wrong:
+            monkeypatch.setattr(key_reduction, "rotations_of_mode", lambda mode: lambda v: quaternion_rotations(v) @ turn)
+        check = verify.BakedCheck(scene, obj, chain.spec, chain._rigs, chain._solved, np.zeros(121, dtype=bool),
+                                  keys_alone=True, reduced=loose, key_frames=FRAMES.astype(float))
+        assert check.advance()
+        mismatches = check.result().mismatch_frames
+        assert mismatches == (sorted(int(FRAMES[r]) for r in check.rows) if wrong else []), wrong
 
 
 def test_the_bake_operator_reduces_keys_and_says_so(baking):

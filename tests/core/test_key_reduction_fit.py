@@ -252,13 +252,13 @@ def test_quaternions_of_any_length_keep_the_bound():
 
 
 def test_the_fit_solves_its_systems_as_lapack_does():
-    from ik_solvers.core.key_reduction import _solve_positive_definite
+    from ik_solvers.core.bezier_segments import solve_positive_definite
 
     rng = np.random.default_rng(8)
     factors = rng.normal(size=(5, 16, 16))
     matrices = factors @ factors.transpose(0, 2, 1) + 1e-3 * np.eye(16)
     rhs = rng.normal(size=(5, 16))
-    np.testing.assert_allclose(_solve_positive_definite(matrices, rhs),
+    np.testing.assert_allclose(solve_positive_definite(matrices, rhs),
                                np.linalg.solve(matrices, rhs[..., None])[..., 0], rtol=1e-8, atol=1e-8)
 
 

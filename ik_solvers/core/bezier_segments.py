@@ -1,0 +1,97 @@
+"""Candidate Bézier segments of key reduction (SPEC §9, :mod:`.key_reduction`): the handles of all
+of a chain's channels between two exact keys, fitted together in the chain's world metric.
+
+Handles sit at 1/3 and 2/3 of a segment in time, so a segment's value is the cubic Bernstein
+polynomial of its four control values and linear in the two free slopes per channel. The sums and
+the linear solve are written so that their last bits do not depend on the process (thread count,
+memory alignment): the operator and ``ik_batch`` must write the same keys bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SLOPE_REGULARISATION = 3e-5
+"""Weight (per frame of segment length, relative to the world metric's mean) pulling a fitted slope
+toward the finite-difference slope: decides what the samples leave free (segments with fewer than
+two inner frames, a quaternion's length)."""
+
+
+def solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solutions ``(k, n)`` of the positive definite systems ``matrices (k, n, n)`` · x = ``rhs (k, n)``.
+
+    Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
+    the last bits with the thread count, and the keys must not depend on the process (the
+    operator and ``ik_batch`` write the same keys bit for bit)."""
+    augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
+    for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
+        row = augmented[:, j, j:] / augmented[:, j, j, None]
+        augmented[:, :, j:] -= augmented[:, :, j, None] * row[:, None]  # columns before j are done
+        augmented[:, j, j:] = row
+    return augmented[:, :, -1]
+
+
+class SegmentBatch:
+    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``,
+    whose handles :meth:`fit` fits in the world metric, as often as the weights change.
+
+    The keys are the samples; the handles of all channels of a segment are fitted together, a
+    least-squares fit of the samples between its keys in the world metric ``metric (N, C, C)``
+    (``JᵀJ`` of the chain's points with respect to the channels at each frame: a channel error is
+    weighed by how far it moves the joints and the tip, and errors that do not move them, such as
+    a quaternion's length, cost nothing), pulled weakly toward the finite-difference ``slopes (N, C)``
+    (which decides what the samples leave free). ``rows (R,)``: the samples between the keys of
+    every candidate one after the other; ``segment (R,)``: each row's candidate; ``basis (R, 4)``:
+    its Bernstein basis. Everything but the rows' weights is formed once per batch.
+    """
+
+    def __init__(self, frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray,
+                 metric_mean: float, a: int, ends: np.ndarray) -> None:
+        k, channels = len(ends), values.shape[1]
+        lengths = ends - a - 1
+        self.segment = segment = np.repeat(np.arange(k), lengths)
+        self.starts = starts = np.cumsum(lengths) - lengths
+        self.rows = rows = a + 1 + np.arange(segment.size) - np.repeat(starts, lengths)
+        self.spans = spans = frames[ends] - frames[a]
+        span = spans[segment]
+        s = (frames[rows] - frames[a]) / span
+        r = 1.0 - s
+        self.basis = basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
+        self.y0, self.y1 = values[a], values[ends]
+        # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
+        d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
+        residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], self.y0) - (basis[:, 2] + basis[:, 3])[:, None] * self.y1[segment]
+        g = metric[rows]
+        dd = (d[:, :, None] * d[:, None, :]).reshape(-1, 4)
+        self.products = (dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1)
+        gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
+        self.pulls = (d[:, :, None] * gr[:, None, :]).reshape(len(rows), -1)
+        weight = SLOPE_REGULARISATION * spans * max(metric_mean, 1e-300)
+        self.regular = weight[:, None, None] * np.eye(2 * channels)
+        self.regular_rhs = weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]],
+                                                            axis=1)
+
+    def fit(self, weights: np.ndarray | None = None, chosen: np.ndarray | None = None,
+            mask: np.ndarray | None = None) -> np.ndarray:
+        """Float32 control values ``(k', 4, C)`` (key, right handle, next left handle, next key) of
+        the ``chosen`` candidates (indices, increasing; all by default; ``mask (R,)``: their rows),
+        each row of theirs weighted by ``weights`` (one per row of theirs, in order; 1 by default)."""
+        starts, products, pulls, spans = self.starts, self.products, self.pulls, self.spans
+        regular, regular_rhs, y0, y1 = self.regular, self.regular_rhs, self.y0, self.y1
+        if chosen is not None and mask is not None:
+            lengths = np.bincount(self.segment, minlength=len(spans))[chosen]
+            starts = np.cumsum(lengths) - lengths
+            products, pulls = products[mask], pulls[mask]
+            spans, regular, regular_rhs, y1 = spans[chosen], regular[chosen], regular_rhs[chosen], y1[chosen]
+        if weights is not None:
+            products, pulls = products * weights[:, None], pulls * weights[:, None]
+        # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
+        # blocking (thread count) would change the last bits and so the keys between processes.
+        k, channels = len(spans), y0.shape[0]
+        normal = np.add.reduceat(products, starts, axis=0)
+        normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
+        m = solve_positive_definite(normal + regular, np.add.reduceat(pulls, starts, axis=0) + regular_rhs)
+        m = m.reshape(k, 2, channels)
+        third = (spans / 3.0)[:, None]
+        controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
+        return controls.astype(np.float32).astype(float)
