@@ -48,7 +48,8 @@ def test_a_body_bakes_through_the_template_as_ik_batch_bakes_it(body_shot, tmp_p
     out = tmp_path / "farm"
     run = openjd("run", TEMPLATE, params=job_params([body_shot], out))
     assert run.stdout.count("Running Task") == 1 + 1  # one Bake task, the Summary
-    assert "openjd_status: file 1/1 body.blend: chain 1/1 metarig:body (" in run.stdout
+    names = ", ".join(GOALS)
+    assert f"openjd_status: file 1/1 body.blend: chain 1/1 metarig:body ({names}) baked (16 frames)" in run.stdout
     keys = baked_keys(out / body_shot.name)
     assert 'pose.bones["spine"].location' in {path for path, _ in keys}  # the body root's keys
     assert keys == baked_keys(direct / body_shot.name)
