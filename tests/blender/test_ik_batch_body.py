@@ -17,33 +17,17 @@ import bpy
 import numpy as np
 import pytest
 from conftest import evaluated_tip
+from test_body_metarig import CHAINS, rigify_enabled  # noqa: F401  (rigify_enabled: an autouse fixture here too)
 from test_ik_batch import REPO, baked_keys, problems, run_batch
 
 sys.path.insert(0, str(REPO / "scripts"))
 import _rigify_rigs as rr
 
-CHAINS = {  # name → (tip bone, bones, priority): feet over hands over the chest
-    "chest": ("spine.003", 3, 0),
-    "arm.L": ("hand.L", 3, 1),
-    "arm.R": ("hand.R", 3, 1),
-    "leg.L": ("foot.L", 3, 2),
-    "leg.R": ("foot.R", 3, 2),
-}
 FRAMES = (1, 12)
 MOVES = {"chest": (0.05, -0.2), "arm.L": (0.1, -0.2), "arm.R": (0.0, -0.25)}
 """Per goal (x, z) over the frames: a crouch with the feet planted (scene units)."""
 REACHED = 1e-5
-
-
-@pytest.fixture(scope="module", autouse=True)
-def rigify_enabled():
-    """Rigify on for this module's tests, off afterwards so other modules see the usual add-ons."""
-    import addon_utils
-
-    was_loaded = addon_utils.check("rigify")[1]
-    yield
-    if not was_loaded and addon_utils.check("rigify")[1]:
-        addon_utils.disable("rigify", default_set=True)
+"""0.01 mm on the ~1.8 m metarig (as test_body_metarig); CHAINS: its five chains, feet over hands over chest."""
 
 
 def build_body_file(path: Path, body_root: str = "spine") -> Path:
