@@ -29,11 +29,12 @@ def solves_together(obj: Any) -> bool:
     return bool(obj.ik_solvers.solve_together)
 
 
-def plan_work(selected: Sequence[tuple[Any, Any]], named: bool) -> tuple[list[tuple[Any, str | None]], list[str]]:
+def plan_work(selected: Sequence[tuple[Any, Any]], named: bool,
+              method: str | None = None) -> tuple[list[tuple[Any, str | None]], list[str]]:
     """The pieces of work for the selected (armature, chain) pairs, in order: ``(armature, chain name)``
     for a chain baked alone, ``(armature, None)`` once for a body, whichever of its chains were selected;
-    and, when the chains were ``named`` (``--chain``), a sentence per body saying that its chain is
-    baked with the whole body."""
+    and the sentences to say: when the chains were ``named`` (``--chain``), that a body's chain is baked
+    with the whole body; with a ``method`` (``--method``), that it does not apply to a body."""
     work: list[tuple[Any, str | None]] = []
     notes = []
     for obj, chain in selected:
@@ -44,6 +45,9 @@ def plan_work(selected: Sequence[tuple[Any, Any]], named: bool) -> tuple[list[tu
             members = ", ".join(c.name for c in obj.ik_solvers.chains if c.enabled)
             notes.append(f"chain '{obj.name}:{chain.name}' is solved together with the other enabled chains of "
                          f"'{obj.name}' (solve_together): baking its whole body ({members})")
+        if method is not None and piece[1] is None:
+            notes.append(f"--method {method} does not apply to the body of '{obj.name}': a body solve ignores "
+                         "the chains' methods")
     return work, notes
 
 

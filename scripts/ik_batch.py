@@ -66,7 +66,7 @@ from _batch_progress import Progress, cap_jobs  # noqa: E402
 from _batch_report import chain_line, chain_statistics, report_document, write_report  # noqa: E402
 from _batch_rigs import BakedChain, ChainSelector, RigError, check_libraries, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
-from _batch_work import BodyWork, ChainWork, plan_work, solves_together  # noqa: E402
+from _batch_work import BodyWork, ChainWork, plan_work  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
 from _cli import report as _report_line  # noqa: E402
 from _cli import script_args as script_args  # noqa: E402  (part of this script's interface)
@@ -119,9 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--step", type=int, default=1, help="key every STEP frames; the end frame is always keyed")
     parser.add_argument("--reduce-keys", type=float, default=0.0, metavar="E",
                         help="keep the fewest Bézier keys that hold every joint and tip within E scene units of "
-                             "the full bake at every frame (docs/key-reduction.md); 0 (default): a key per frame")
+                             "the full bake at every frame (docs/key-reduction.md); 0 (default): a key per frame "
+                             "(a body, solve_together, is refused with E above 0)")
     parser.add_argument("--method", type=str.upper, choices=METHOD_NAMES,
-                        help="solve every chain with this method (the file's setting is kept in the output)")
+                        help="solve every chain with this method (the file's setting is kept in the output; "
+                             "a body, solve_together, ignores it)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="worker processes for the frame chunks (default 1); capped by the CPUs and by "
                              "the available memory (about 0.5 GB each), said on stderr")
@@ -397,15 +399,12 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     scene = bpy.context.scene
     frames = options.frames or (scene.frame_start, scene.frame_end)
     selected = select_chains(options)
-    pieces, notes = plan_work(selected, named=bool(options.chains))
+    pieces, notes = plan_work(selected, named=bool(options.chains), method=options.method)
     originals = {}
     if options.method is not None:
         for obj, chain in selected:
             originals[(obj.name, chain.name)] = chain.method
             chain.method = options.method
-            if solves_together(obj):
-                notes.append(f"--method {options.method} does not apply to the body of '{obj.name}': a body "
-                             "solve ignores the chains' methods")
     entries, baked, mismatched = [], [], []
     jobs, capped = cap_jobs(options.jobs)
     for note in ([capped] if capped else []) + notes:
