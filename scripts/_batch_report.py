@@ -84,12 +84,16 @@ def chain_statistics(bake_report: Any, seconds: float) -> dict[str, Any]:
     orientation = getattr(bake_report, "max_orientation_error_degrees", None)  # an add-on before Rotation: absent
     if orientation is not None:
         entry["max_orientation_error_degrees"] = orientation
+    goals = getattr(bake_report, "goals", None)  # a chain of a body bake (SPEC §8) only
+    if goals is not None:
+        entry["goals"] = goals
     return entry
 
 
 def chain_line(file_name: str, entry: dict[str, Any]) -> str:
     """The one line on stdout for a baked chain's ``chain_statistics`` entry."""
-    counts = ", ".join(f"{n} {status.lower()}" for status, n in entry["status_counts"].items() if n)
+    status_counts = entry["goals"]["status_counts"] if "goals" in entry else entry["status_counts"]  # a body's goal
+    counts = ", ".join(f"{n} {status.lower().replace('_', ' ')}" for status, n in status_counts.items() if n)
     return (f"{file_name} {entry['armature']}:{entry['chain']} [{entry['method']}] {entry['frames']} frames: "
             f"{counts}; max error {entry['max_error']:.3g}, over bound {entry['max_error_over_lower_bound']:.3g}, "
             f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s" + reduction_text(entry))

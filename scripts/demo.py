@@ -16,8 +16,12 @@ Writes under ``--out DIR``:
 - ``pole_distance.png``: the HI arm's pole distance and swivel per frame, warned frames shaded,
   flips marked; and the bend-plane turn per frame for every method.
 - ``side_view.png``: the chains at a few frames, seen from the side, with their targets.
+- ``body-solve.png``: the body scene (``_demo_body``): Rigify's human metarig posed by one body solve
+  of five goals (ankles, wrists, head; the hips carried), each goal's status and error; the report's
+  ``body`` has them too. ``--body`` makes this picture alone (``--out docs`` refreshes
+  docs/body-solve.png).
 
-Usage: python scripts/demo.py --out DIR [--frames N]
+Usage: python scripts/demo.py --out DIR [--frames N] [--body]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
+from _demo_body import outcomes, plot_body, pose_body
 from _measure import (
     FLIP_TURN_DEGREES,
     evaluate_chain,
@@ -362,6 +367,16 @@ def print_table(arm: dict, leg: dict) -> None:
                   f"{run['bake']['seconds']:>7.3f}")
 
 
+def body_scene(path: Path) -> dict[str, dict[str, Any]]:
+    """The body scene (``_demo_body``): solve it, draw it to ``path``, print and return each goal's outcome."""
+    posed = pose_body()
+    plot_body(path, posed)
+    body = outcomes(posed)
+    print(f"Body solve (Rigify's human metarig, hips moved {posed['hips_moved'] * 100:.1f} cm): " + ", ".join(
+        f"{goal} {g['status'].lower().replace('_', ' ')} ({g['error_mm']:.3g} mm)" for goal, g in body.items()))
+    return body
+
+
 def main(argv: list[str]) -> int:
     return run_main("demo", lambda: _main(argv))
 
@@ -370,12 +385,18 @@ def _main(argv: list[str]) -> int:
     parser = Parser(prog="demo.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--frames", type=int, default=240, help="frames of animation (default 240)")
+    parser.add_argument("--body", action="store_true",
+                        help="only the body scene: write OUT/body-solve.png (Rigify's metarig posed by a body solve)")
     args = parser.parse_args(argv)
     if args.frames < 10:
         raise UsageError("--frames must be at least 10")
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     bpy = import_bpy()
+    if args.body:
+        body = body_scene(args.out / "body-solve.png")
+        print(f"Wrote {args.out / 'body-solve.png'} in {time.perf_counter() - started:.1f} s.")
+        return 0
     rig, targets = build_scene(args.frames)
     arm_bones, leg_bones = ["upper_arm", "forearm"], ["thigh", "shin"]
     arm = {}
@@ -398,6 +419,8 @@ def _main(argv: list[str]) -> int:
     plot_errors(args.out / figures["error_per_frame"], arm, leg)
     plot_poles(args.out / figures["pole_distance"], diagnostics, arm, arm["HI"]["bake"]["flip_frames"])
     plot_side_view(args.out / figures["side_view"], arm, leg, args.frames)
+    figures["body_solve"] = "body-solve.png"
+    body = body_scene(args.out / figures["body_solve"])
     report = {
         "frames": args.frames,
         "blend": "demo.blend",
@@ -412,6 +435,7 @@ def _main(argv: list[str]) -> int:
             "swivel_degrees": diagnostics["swivel_degrees"].round(4).tolist(),
             "warning_threshold_degrees": diagnostics["threshold_degrees"],
         },
+        "body": body,
         "seconds": None,
     }
     report["seconds"] = round(time.perf_counter() - started, 2)

@@ -9,6 +9,8 @@ Two ways to run it::
 Per file: open it, pick the chains (default: every enabled chain on every armature), bake each
 over the frame range through the add-on's bake machinery (the public steps of
 ``ik_solvers.blender.bake.BakeJob``: sample, solve, write_solved), and save the result as a new file (``--output``), or over the input only with ``--in-place``.
+An armature with ``solve_together`` is baked as one body (``body_bake.BodyBakeJob``, SPEC §8): all its
+enabled chains at once, also when ``--chain`` names one of them (said on stderr); ``_batch_work``.
 
 ``--jobs N`` solves fixed chunks of ``--chunk-size`` frames in N worker processes (each loads a
 snapshot of the file and samples and solves its chunks; the parent writes the keys once). The chunks
@@ -64,6 +66,7 @@ from _batch_progress import Progress, cap_jobs  # noqa: E402
 from _batch_report import chain_line, chain_statistics, report_document, write_report  # noqa: E402
 from _batch_rigs import BakedChain, ChainSelector, RigError, check_libraries, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
+from _batch_work import BodyWork, ChainWork, plan_work  # noqa: E402
 from _cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, import_bpy, one_line  # noqa: E402
 from _cli import report as _report_line  # noqa: E402
 from _cli import script_args as script_args  # noqa: E402  (part of this script's interface)
@@ -116,9 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--step", type=int, default=1, help="key every STEP frames; the end frame is always keyed")
     parser.add_argument("--reduce-keys", type=float, default=0.0, metavar="E",
                         help="keep the fewest Bézier keys that hold every joint and tip within E scene units of "
-                             "the full bake at every frame (docs/key-reduction.md); 0 (default): a key per frame")
+                             "the full bake at every frame (docs/key-reduction.md); 0 (default): a key per frame "
+                             "(a body, solve_together, is refused with E above 0)")
     parser.add_argument("--method", type=str.upper, choices=METHOD_NAMES,
-                        help="solve every chain with this method (the file's setting is kept in the output)")
+                        help="solve every chain with this method (the file's setting is kept in the output; "
+                             "a body, solve_together, ignores it)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="worker processes for the frame chunks (default 1); capped by the CPUs and by "
                              "the available memory (about 0.5 GB each), said on stderr")
@@ -267,33 +272,28 @@ def _bake_module():
     return bake
 
 
-def make_job(obj, chain_name: str, frames: tuple[int, int], step: int, reduce_keys: float = 0.0):
-    """A ``BakeJob`` for one chain, its keys reduced within ``reduce_keys`` if not 0 (BatchError when the
-    chain cannot be baked)."""
+def make_work(obj, chain_name: str | None, frames: tuple[int, int], step: int, reduce_keys: float = 0.0):
+    """The ``ChainWork`` of one chain, its keys reduced within ``reduce_keys`` if not 0, or with ``chain_name``
+    None the ``BodyWork`` of ``obj``'s body (``_batch_work``); BatchError when it cannot be baked."""
     bpy = _bpy()
     bake = _bake_module()
+    from ik_solvers.blender import body_bake
+    from ik_solvers.blender.frames import HIFrames
+
+    if chain_name is None and reduce_keys > 0.0:
+        raise BatchError(f"armature '{obj.name}' solves its chains together (solve_together), and a body bake keeps "
+                         "a key per frame: bake it without --reduce-keys", "solve_together")
     try:
-        options = bake.BakeOptions(frames[0], frames[1], step, (chain_name,), reduce_keys=reduce_keys > 0.0,
-                                   key_error=reduce_keys)
-        return bake.BakeJob(bpy.context, obj, options)
-    except bake.IKSolversError as error:  # the sentence names the chain (errors.chain_context); the field is kept
-        raise BatchError(str(error), error.field) from error
-
-
-def solve_chunk(job, frames: np.ndarray):
-    """Sample and solve ``frames`` (a run of the job's frames) of the job's one chain, as the bake would."""
-    (chain,) = job.chains
-    return job.solve(chain, job.sample(chain, frames))
-
-
-def save_solved(solved, path: Path) -> None:
-    """Write a chunk's ``SolvedFrames`` for the parent process (``load_solved`` reads it back)."""
-    solved.save(path)
-
-
-def load_solved(path: Path):
-    """The ``SolvedFrames`` that ``save_solved`` wrote, bit for bit."""
-    return _bake_module().SolvedFrames.load(path)
+        if chain_name is not None:
+            options = bake.BakeOptions(frames[0], frames[1], step, (chain_name,), reduce_keys=reduce_keys > 0.0,
+                                       key_error=reduce_keys)
+            return ChainWork(bake.BakeJob(bpy.context, obj, options), bake.SolvedFrames)
+        names = tuple(chain.name for chain in obj.ik_solvers.chains if chain.enabled)
+        job = body_bake.BodyBakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, names))
+        return BodyWork(job, body_bake.BodySolved, HIFrames)
+    except bake.IKSolversError as error:  # a chain's sentence names it (errors.chain_context); the field is kept
+        where = "" if chain_name is not None else f"armature '{obj.name}': "
+        raise BatchError(where + str(error), error.field) from error
 
 
 # --------------------------------------------------------------------------- files
@@ -325,8 +325,8 @@ def select_chains(options: BatchOptions) -> list[tuple[Any, Any]]:
         raise BatchError(str(error)) from None
 
 
-def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: Path) -> list:
-    """Snapshot the current state, let ``jobs`` processes solve the chunks, read their results."""
+def solve_chunks_in_workers(work, chunks: list[np.ndarray], jobs: int, workdir: Path) -> list:
+    """Snapshot the current state, let ``jobs`` processes solve the chunks of ``work``, read their results."""
     bpy = _bpy()
     snapshot = workdir / "snapshot.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(snapshot), copy=True, compress=False)
@@ -334,10 +334,10 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
     for worker, indices in enumerate(assign_chunks(len(chunks), jobs)):
         task = {
             "blend": str(snapshot),
-            "armature": job.obj.name,  # a local armature or override: select_chains refuses linked ones
-            "chain": job.chains[0].name,
-            "frame_range": [int(job.options.frame_start), int(job.options.frame_end)],
-            "step": int(job.options.frame_step),
+            "armature": work.job.obj.name,  # a local armature or override: select_chains refuses linked ones
+            **work.task(),
+            "frame_range": [int(work.job.options.frame_start), int(work.job.options.frame_end)],
+            "step": int(work.job.options.frame_step),
             "chunks": {str(i): chunks[i].tolist() for i in indices},
             "out": str(workdir),
         }
@@ -356,7 +356,7 @@ def solve_chunks_in_workers(job, chunks: list[np.ndarray], jobs: int, workdir: P
     if failures:
         message = f"a worker failed: {failures[0][0]}"
         raise WorkerCrash(message) if crashed else BatchError(message, failures[0][1])
-    return [load_solved(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
+    return [work.load(workdir / f"chunk{i}.npz") for i in range(len(chunks))]
 
 
 def worker_command(task_path: Path) -> list[str]:
@@ -377,10 +377,10 @@ def run_worker(task_path: Path) -> int:
         obj = bpy.data.objects.get((task["armature"], None))  # the local one, not a linked namesake
         if obj is None:
             raise BatchError(f"no armature '{task['armature']}' in the snapshot")
-        job = make_job(obj, task["chain"], tuple(task["frame_range"]), task["step"])
+        work = make_work(obj, task.get("chain"), tuple(task["frame_range"]), task["step"])
         out = Path(task["out"])
         for index, frames in task["chunks"].items():
-            save_solved(solve_chunk(job, np.array(frames, dtype=job.frames.dtype)), out / f"chunk{index}.npz")
+            work.save(work.solve(np.array(frames, dtype=work.job.frames.dtype)), out / f"chunk{index}.npz")
     except (BatchError, _bake_module().IKSolversError) as error:
         report_problem(f"{PROG} worker", error)
         task_path.with_suffix(".field").write_text(getattr(error, "field", None) or "")  # for the report
@@ -400,6 +400,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     scene = bpy.context.scene
     frames = options.frames or (scene.frame_start, scene.frame_end)
     selected = select_chains(options)
+    pieces, notes = plan_work(selected, named=bool(options.chains), method=options.method)
     originals = {}
     if options.method is not None:
         for obj, chain in selected:
@@ -407,36 +408,33 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
             chain.method = options.method
     entries, baked, mismatched = [], [], []
     jobs, capped = cap_jobs(options.jobs)
-    if capped:
-        progress.note(capped)
+    for note in ([capped] if capped else []) + notes:
+        progress.note(note)
     with tempfile.TemporaryDirectory(prefix="ik_batch_") as workdir:
-        for index, (obj, chain) in enumerate(selected, 1):
-            chain_started = time.perf_counter()
-            job = make_job(obj, chain.name, frames, options.step, options.reduce_keys)
-            chunks = plan_chunks(job.frames, options.chunk_size)
+        for index, (obj, chain_name) in enumerate(pieces, 1):
+            work_started = time.perf_counter()
+            work = make_work(obj, chain_name, frames, options.step, options.reduce_keys)
+            chunks = plan_chunks(work.job.frames, options.chunk_size)
             try:
                 if jobs == 1 or len(chunks) == 1:
-                    parts = [solve_chunk(job, frames_) for frames_ in chunks]
+                    parts = [work.solve(frames_) for frames_ in chunks]
                 else:
-                    parts = solve_chunks_in_workers(job, chunks, jobs, Path(workdir))
-                solved = bake.SolvedFrames.concatenate(parts)
-                bake_report = job.write_solved(job.chains[0], solved)
-                job.finish()
+                    parts = solve_chunks_in_workers(work, chunks, jobs, Path(workdir))
+                bake_reports = work.write(work.join(parts))
+                work.job.finish()
             except bake.IKSolversError as error:
-                job.cancel()
-                raise BatchError(f"{obj.name}:{chain.name}: {error}", error.field) from error
-            entry = chain_statistics(bake_report, time.perf_counter() - chain_started)
-            entries.append(entry)
-            reduced = job.chains[0].reduced  # then the saved keys are the kept ones
-            keyed = job.key_frames if reduced is None else job.key_frames[reduced.indices]
-            baked.append(BakedChain(obj.name, chain.name, tuple(job.chains[0].rig.joint_bones),
-                                    tuple(float(f) for f in keyed)))
-            if entry["evaluated_mismatch_frames"]:
-                mismatched.append(entry)
-            progress.chain(path, f"{entry['armature']}:{entry['chain']}", index, len(selected), entry["frames"],
-                           entry["seconds"])
-            if not options.quiet:
-                print(chain_line(path.name, entry))
+                work.job.cancel()
+                raise BatchError(f"{work.label}: {error}", error.field) from error
+            seconds = time.perf_counter() - work_started  # a body's chains: the body's time each
+            for bake_report in bake_reports:
+                entry = chain_statistics(bake_report, seconds)
+                entries.append(entry)
+                if entry["evaluated_mismatch_frames"]:
+                    mismatched.append(entry)
+                if not options.quiet:
+                    print(chain_line(path.name, entry))
+            baked += work.baked()
+            progress.chain(path, work.label, index, len(pieces), len(work.job.frames), seconds)
     for obj, chain in selected:
         if (obj.name, chain.name) in originals:
             chain.method = originals[(obj.name, chain.name)]

@@ -376,7 +376,9 @@ def enabled_chain_bones(obj: bpy.types.Object, leaving_out: Iterable[str] = ()) 
 def check_chains_apart(solved: Sequence[ChainBones], others: Sequence[ChainBones] = ()) -> None:
     """IKSolversError when two of the ``solved`` chains, or one of them and one of ``others``, share a
     bone: the later one would overwrite the earlier one's pose and keys, and both would be reported
-    solved. (Solving such chains together, as one body, is not built yet.)"""
+    solved. A body (``solve_together``, ``body.read_body``) keeps its chains apart too: its chains may
+    hang from one another's bones (a limb from the spine's tip), never share one, since each bone has
+    one chain whose goal and settings pose it."""
     pool = [*solved, *others]
     for index, (name, bones) in enumerate(solved):
         for other, other_bones in pool[index + 1:]:
@@ -384,5 +386,5 @@ def check_chains_apart(solved: Sequence[ChainBones], others: Sequence[ChainBones
             if shared:
                 raise IKSolversError(
                     f"chain '{other}' moves bone '{shared[0]}' too, so one chain would overwrite the other's pose "
-                    "and keys; disable one of them or give them different bones (chains cannot be solved "
-                    "together yet).", chain=name)
+                    "and keys; disable one of them or give them different bones (chains that share no bone "
+                    "and hang from one another can be solved together as one body: Solve Together).", chain=name)

@@ -31,7 +31,8 @@ def demo_out(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
 def test_writes_the_files_and_prints_a_table(demo_out):
     out, process = demo_out
-    for name in ("demo.blend", "report.json", "error_per_frame.png", "pole_distance.png", "side_view.png"):
+    for name in ("demo.blend", "report.json", "error_per_frame.png", "pole_distance.png", "side_view.png",
+                 "body-solve.png"):
         assert (out / name).is_file(), name
     for name in ("error_per_frame.png", "pole_distance.png", "side_view.png"):
         image = matplotlib.image.imread(out / name)
@@ -97,3 +98,19 @@ def test_demo_blend_holds_the_bake(demo_out, addon):
             direction = (tip - shoulder) / np.linalg.norm(tip - shoulder)
             assert direction @ ((goal - shoulder) / distance) > 1 - 1e-6, frame
     assert checked > FRAMES // 2
+
+
+def test_body_scene_picture_and_goals(demo_out):
+    """The body scene (issue 22): Rigify's metarig posed by one body solve; the picture is drawn and the
+    report has each goal's outcome — the feet, head and right hand met, the far left hand limited."""
+    out, process = demo_out
+    image = matplotlib.image.imread(out / "body-solve.png")
+    assert image.ndim == 3 and image.shape[0] > 500 and image.shape[1] > 800 and image[..., :3].std() > 0.05
+    report = json.loads((out / "report.json").read_text())
+    assert report["figures"]["body_solve"] == "body-solve.png"
+    body = report["body"]
+    assert set(body) == {"ankle.L", "ankle.R", "head", "wrist.L", "wrist.R"}
+    for goal in ("ankle.L", "ankle.R", "head", "wrist.R"):
+        assert body[goal]["status"] == "REACHED" and body[goal]["error_mm"] < 0.01, goal
+    assert body["wrist.L"]["status"] == "LIMITED" and body["wrist.L"]["error_mm"] > 10
+    assert "Body solve (Rigify's human metarig" in process.stdout
