@@ -60,6 +60,7 @@ MAKE = shutil.which("make")
 
 SMALL = {
     "compare_native.py": {"--frames": "20", "--rigs": "arm", "--rigify-frames": "2", "--repeats": "1"},
+    "compare_body.py": {"--frames": "2", "--repeats": "1"},
     "compare_metarigs.py": {"--frames": "2", "--chains": "human_arm"},
     "compare_rigify.py": {"--frames": "2", "--rigs": "human_arm", "--repeats": "1"},
     "solver_race.py": {"--budget": "8", "--samples": "2", "--loop-samples": "0", "--repeats": "1"},
