@@ -262,8 +262,11 @@ def pole_warning_frames(setup: RigifySetup, chain) -> set[int]:
 
 def count_warned_flips(setup: RigifySetup, flips: list[int], report: dict | None, warnings: set[int]) -> int:
     """How many of the measured ``flips`` (1-based frames) our bake warned of: the frame (or the one
-    before) is listed in the bake report's flip frames or has the pole warning on."""
+    before) is listed in the bake report's flip frames or its frames bending a joint against its
+    preferred way (a joint folding through straight turns its bend normal over), or has the pole
+    warning on."""
     listed = np.zeros(setup.frame_end, bool)
-    for frame in {int(f["frame"]) for f in (report or {}).get("flip_frames", ())} | warnings:
+    report = report or {}
+    for frame in {int(f["frame"]) for key in ("flip_frames", "against_bend_frames") for f in report.get(key, ())} | warnings:
         listed[frame - 1] = True
     return sum(warned_flips([frame - 1 for frame in flips], listed))

@@ -315,7 +315,9 @@ def table_markdown(rows: list[dict], frames: int) -> str:
         "the least distance with every joint bent its own way (zigzag chains). Sweep step: the largest inner-joint (knee, ankle …) "
         "step for a 0.5 mm target step across the rest distance; path step: the largest inner-joint step between "
         "frames of the smooth paths (target: the target's largest step there). Backward: reachable frames with a joint bent > 1° against its rest "
-        "bend. Flips: unwarned / warned. Excess: out of reach, over the geometric bound. Rotation rows: the target "
+        "bend. Flips: a joint's bend normal turning > 30° between frames, unwarned / warned (warned: the frame or the "
+        "one before is in our bake report's flip frames or its frames bending a joint against its preferred way, "
+        "or has HI's pole warning on). Excess: out of reach, over the geometric bound. Rotation rows: the target "
         "keeps the tip bone's rest orientation (a foot flat, a hand level): reachable frames are those whose "
         "ankle or wrist point (the target less the tip bone) is in reach; turn: the tip bone's largest angle "
         "off the target's orientation over every frame.")

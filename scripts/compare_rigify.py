@@ -164,7 +164,8 @@ def table_markdown(rows: list[dict], frames: int) -> str:
         f"report does not list as not reached. Backward: reachable frames with a joint bent > "
         f"{BACKWARD_DEGREES:g}° to the wrong side of its rest bend. Flips: a joint's bend normal turning > "
         f"{FLIP_TURN_DEGREES:g}° between frames of a path, split into unwarned / warned (warned: the frame or "
-        "the one before is in our bake report's flip frames or has HI's pole warning on; Blender warns of "
+        "the one before is in our bake report's flip frames or its frames bending a joint against its preferred "
+        "way, or has HI's pole warning on; Blender warns of "
         "nothing). Excess below 0 (float32 noise, under 1e-4 mm) shows as 0. Bake "
         f"ratio: Blender's `nla.bake` time (no pole) / this solver's bake time, least of {repeats} bakes each."
     )
