@@ -18,7 +18,8 @@ def _write_bone_by_bone(obj, chain: rig.RigChain, q: np.ndarray) -> None:
     rotations = local_quaternions(chain.chain, q[None])
     for joint, name in enumerate(chain.joint_bones):
         pose_bone = obj.pose.bones[name]
-        value = rig._channel_values(pose_bone, rotations[:, joint], keep_norm=True)[0]
+        value = rig._values_in_mode(pose_bone.rotation_mode, rig._current_channels(pose_bone), rotations[:, joint],
+                                    keep_norm=True)[0]
         channel = rig.CHANNELS.get(pose_bone.rotation_mode, ("rotation_euler", 3))[0]
         setattr(pose_bone, channel, value)
 
