@@ -125,7 +125,8 @@ def _polish(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray,
     So the levels are polished in turn, each with the goals kept above it and none below it: with all
     its goals (those only dragged off come back), then without its worst goal where that is still
     grossly unmet (a goal of the same level it dragged along is then met if it can be), then without
-    every goal of the level still grossly unmet. A goal left out is held for the polishes after it
+    every goal of the level still unmet: those cannot be met (an unmet goal steps, damped, however
+    near it is, and each such step costs the goals above a little). A goal left out is held for the polishes after it
     (the levels below move in the null space of its rows, so it stays where it is to first order and
     the goals above stay met). A higher goal that can be met ends met, to the last bits.
     """
@@ -135,10 +136,10 @@ def _polish(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray,
     for level in problem.levels:
         span = slice(first, first + len(level))
         first += len(level)
-        for drop in ("none", "worst", "gross"):
+        for drop in ("none", "worst", "unmet"):
             errors = goal_errors(problem, x, frames)
             tried = keep.copy()
-            tried[:, span] = _kept(errors[:, span], drop, POLISH_DROP * problem.body_scale)
+            tried[:, span] = _kept(errors[:, span], drop, problem.body_scale)
             # Frames whose kept goals are all met already take no step (exact zeros would move nothing).
             rows = np.flatnonzero((errors * (tried == ACTIVE)).max(axis=1) > SETTLED_ERROR * problem.body_scale)
             if rows.size:
@@ -149,16 +150,16 @@ def _polish(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray,
     return x, steps
 
 
-def _kept(errors: np.ndarray, drop: str, gross: float) -> np.ndarray:
+def _kept(errors: np.ndarray, drop: str, scale: float) -> np.ndarray:
     """How a polish treats the goals ``(n, g)`` of one level: all :data:`ACTIVE` (``drop="none"``), the one
-    farthest off :data:`HELD` where it is unmet by more than ``gross`` (``"worst"``), or every goal unmet by
-    more than ``gross`` held (``"gross"``)."""
-    if drop == "gross":
-        return np.where(errors <= gross, ACTIVE, HELD).astype(np.int8)
+    farthest off :data:`HELD` where it is unmet by more than ``POLISH_DROP`` (``"worst"``), or every goal
+    still unmet (by more than ``SETTLED_ERROR``) held (``"unmet"``); fractions of the body ``scale``."""
+    if drop == "unmet":
+        return np.where(errors <= SETTLED_ERROR * scale, ACTIVE, HELD).astype(np.int8)
     keep = np.full(errors.shape, ACTIVE, dtype=np.int8)
     if drop == "worst":
         worst = np.argmax(errors, axis=1)
-        far = np.flatnonzero(errors[np.arange(errors.shape[0]), worst] > gross)
+        far = np.flatnonzero(errors[np.arange(errors.shape[0]), worst] > POLISH_DROP * scale)
         keep[far, worst[far]] = HELD
     return keep
 
