@@ -47,13 +47,18 @@ PULL = 1.0
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
 PULL_ITERATIONS = 16
-SETTLE_ITERATIONS = 60
+SETTLE_ITERATIONS = 30
 # A frame stops pulling when no variable moves by more than this in a step (radians / scales),
 # and stops settling when every residual is this small (fraction of the body scale) or it stalls.
 PULL_SETTLED = 1e-8
 SETTLED = 1e-14
 # A frame also stops when no variable moves by more than this in a step (radians / units): stationary.
 STALLED = 1e-10
+# A settling frame also stops when its largest residual has not fallen below PROGRESS times its best
+# for PATIENCE steps: a goal out of reach keeps stepping (damped) without getting anywhere, and the
+# polish (level by level, holding such goals) ends the solve better than more of those steps.
+PROGRESS = 0.999
+PATIENCE = 5
 # After the second path, the goal farthest off in each level, where it is unmet by more than this
 # (fraction of the body scale: 0.2 mm on 2 m), is left out of up to POLISH_ITERATIONS more steps.
 POLISH_DROP = 1e-4
@@ -174,6 +179,8 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
     steps = np.zeros(x.shape[0], dtype=int)
     for pull, count in ((True, pull_steps), (False, budget)):
         active = np.ones(x.shape[0], dtype=bool)
+        best = np.full(x.shape[0], np.inf)  # the smallest largest residual so far, and when it was
+        since = np.zeros(x.shape[0], dtype=int)
         for _ in range(count):
             rows = np.flatnonzero(active)
             if rows.size == 0:
@@ -182,7 +189,14 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
                                                  None if keep is None else keep[rows])
             x[rows] = new
             steps[rows] += 1
-            done = moved <= PULL_SETTLED if pull else (largest_residual <= SETTLED * problem.body_scale) | (moved <= STALLED)
+            if pull:
+                done = moved <= PULL_SETTLED
+            else:
+                better = largest_residual < PROGRESS * best[rows]
+                best[rows] = np.where(better, largest_residual, best[rows])
+                since[rows] = np.where(better, 0, since[rows] + 1)
+                done = ((largest_residual <= SETTLED * problem.body_scale) | (moved <= STALLED)
+                        | (since[rows] >= PATIENCE))
             active[rows[done]] = False
     return x, steps
 
