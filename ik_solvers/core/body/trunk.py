@@ -122,9 +122,9 @@ def _polish(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray,
     its goals (those only dragged off come back), then without its worst goal where that is still
     grossly unmet (a goal of the same level it dragged along is then met if it can be), then without
     every goal of the level still unmet: those cannot be met (an unmet goal steps, damped, however
-    near it is, and each such step costs the goals above a little). A goal left out is held for the polishes after it
-    (the levels below move in the null space of its rows, so it stays where it is to first order and
-    the goals above stay met). A higher goal that can be met ends met, to the last bits.
+    near it is, and each such step costs the goals above a little). A goal left out is held for the
+    passes after it (the levels below move in the null space of its rows, so it stays where it is to
+    first order and the goals above stay met). A higher goal that can be met ends met, to the last bits.
     """
     steps = np.zeros(x.shape[0], dtype=int)
     first = 0
@@ -164,7 +164,8 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
                   start: np.ndarray | None = None, keep: np.ndarray | None = None,
                   budget: int = SETTLE_ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
     """``pull_steps`` pulled steps, then plain ones until each frame settles (or ``budget`` ends), from
-    ``start`` (default the reference), on the goals ``keep (n, G)`` marks (default all)."""
+    ``start`` (default the reference), on the goals as ``keep (n, G)`` says (:data:`ACTIVE`, :data:`HELD`,
+    :data:`IGNORED`; default all active). A settling frame stops when met, stationary, or without progress."""
     frames = np.arange(reference.shape[0]) if frames is None else frames
     x = (reference if start is None else start).copy()
     steps = np.zeros(x.shape[0], dtype=int)
@@ -223,7 +224,7 @@ def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.
 def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, pull: bool,
           keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
-    goals ``keep (n, G)`` marks, in level order; all by default)."""
+    goals as ``keep (n, G)`` says, in level order; all active by default)."""
     pose, columns = problem.pose(x, frames)
     levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
     held: list[np.ndarray | None] = [None] * len(levels)
