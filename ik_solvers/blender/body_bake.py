@@ -95,6 +95,24 @@ class BodyChainBake:
         return self.spec.name
 
 
+class _FrameSetOnce:
+    """The scene for the chains' checks: ``frame_set`` evaluates a frame once for all of them (the keys
+    are written; nothing changes between one chain's check of a frame and the next one's)."""
+
+    def __init__(self, scene: bpy.types.Scene) -> None:
+        self._scene = scene
+        self._frame: int | None = None
+
+    def frame_set(self, frame: int) -> None:
+        if frame != self._frame:
+            self._scene.frame_set(frame)
+            self._frame = frame
+
+    def forget(self) -> None:
+        """Evaluate the next frame asked, even the last one (the scene's frame may have moved since)."""
+        self._frame = None
+
+
 class BodyBakeJob(BakeState):
     """A body bake in progress: sample every frame → solve the batch → key → check, resumable."""
 
@@ -114,6 +132,7 @@ class BodyBakeJob(BakeState):
         self._solved: BodySolved | None = None
         self._write_started = 0.0
         self._checking = 0
+        self._check_scene = _FrameSetOnce(self.scene)
 
     @property
     def chains(self) -> tuple[BodyChainBake, ...]:
@@ -128,7 +147,9 @@ class BodyBakeJob(BakeState):
     def done_steps(self) -> int:
         if self._solved is None:
             return len(self._inputs)
-        return len(self.frames) * (1 + self._checking) + 1
+        if self._checking == len(self._chains):
+            return self.total_steps
+        return len(self.frames) + 1 + sum(chain.check.done for chain in self._chains if chain.check is not None)
 
     # ------------------------------------------------------------------ work
     def advance(self, time_budget: float | None = None) -> bool:
@@ -212,19 +233,29 @@ class BodyBakeJob(BakeState):
             chain_solved = solved.chain_frames(index, chain.dofs)
             rigs = {geometry_key(self.obj, chain.spec.rig): chain.spec.rig}
             # Checked densely: the body's surroundings (targets, fixed links) are evaluated per frame anyway.
-            chain.check = BakedCheck(self.scene, self.obj, chain.spec, rigs, chain_solved,
+            chain.check = BakedCheck(self._check_scene, self.obj, chain.spec, rigs, chain_solved,  # type: ignore[arg-type]  # a scene that sets each frame once
                                      solved.status[index] != GoalStatus.REACHED)
 
     def _continue_checks(self, deadline: float | None) -> bool:
-        """Blender's evaluation of the keys, chain after chain; the reports once all are checked."""
+        """Blender's evaluation of the keys, frame after frame for every chain at once (one frame change
+        per frame, not one per chain); the reports once all are checked."""
+        checks = [chain.check for chain in self._chains]
+        assert all(check is not None for check in checks)  # started by _write_keys
+        self._check_scene.forget()  # the frame may have changed between calls
         with live_state.paused():
             try:
-                while self._checking < len(self._chains):
-                    check = self._chains[self._checking].check
-                    assert check is not None  # started by _write_keys
-                    if not check.advance(deadline):
+                while True:
+                    due = [(int(check.solved.frames[check.rows[check.done]]), k) for k, check in enumerate(checks)
+                           if check is not None and check.done < len(check.rows)]
+                    if not due:
+                        break
+                    frame = min(due)[0]
+                    for at, k in due:
+                        if at == frame:
+                            checks[k].advance(0.0)  # type: ignore[union-attr]  # a deadline already past: one frame
+                    if deadline is not None and time.perf_counter() > deadline:
                         return False
-                    self._checking += 1
+                self._checking = len(self._chains)
             finally:
                 self._restore_frame()
         solved = self._solved

@@ -38,6 +38,18 @@ _BONES = (
     ("upper_arm.R", "shoulder.R", (-0.18, 0.03, 1.45), (-0.44, 0.06, 1.30), BALL),
     ("forearm.R", "upper_arm.R", (-0.44, 0.06, 1.30), (-0.68, 0.02, 1.15), HINGE),
 )
+LONG_SPINE_BONES = (
+    ("hips", None, (0.0, 0.02, 1.00), (0.0, 0.0, 1.10), BALL),
+    ("spine.001", "hips", (0.0, 0.0, 1.10), (0.0, 0.0, 1.20), BALL),
+    ("spine.002", "spine.001", (0.0, 0.0, 1.20), (0.0, 0.01, 1.31), BALL),
+    ("spine.003", "spine.002", (0.0, 0.01, 1.31), (0.0, 0.02, 1.44), BALL),
+    ("spine.004", "spine.003", (0.0, 0.02, 1.44), (0.0, 0.01, 1.53), BALL),
+    ("spine.005", "spine.004", (0.0, 0.01, 1.53), (0.0, 0.0, 1.60), BALL),
+    ("spine.006", "spine.005", (0.0, 0.0, 1.60), (0.0, 0.0, 1.80), BALL),
+) + tuple((name, "spine.003" if parent == "chest" else parent, head, tail, kind)
+          for name, parent, head, tail, kind in _BONES[4:])
+"""As Rigify's human metarig: a six-joint trunk from the hips to the top of the head (``spine.001`` …
+``spine.006``, no limits), the arms hanging from its third bone (``spine.003``, the chest) inside it."""
 SPINE_LIMIT = 0.6
 """Limits of each spine and head ball-joint component (radians)."""
 KNEE_RANGE = (-0.15, 2.4)
@@ -53,23 +65,25 @@ def _frame(direction: np.ndarray, bend_normal: np.ndarray | None) -> np.ndarray:
     return np.stack([x, y, cross(x, y)], axis=1)
 
 
-def humanoid_body() -> Body:
-    """The humanoid as a :class:`Body` (knee and elbow hinges about their bend normals)."""
-    names = [b[0] for b in _BONES]
-    heads = {b[0]: np.array(b[2]) for b in _BONES}
-    tails = {b[0]: np.array(b[3]) for b in _BONES}
+def humanoid_body(bones: tuple[tuple, ...] | None = None) -> Body:
+    """The humanoid as a :class:`Body` (knee and elbow hinges about their bend normals); ``bones``: a table
+    like ``_BONES`` (default), :data:`LONG_SPINE_BONES` for the metarig's six-joint trunk."""
+    bones = _BONES if bones is None else bones
+    names = [b[0] for b in bones]
+    heads = {b[0]: np.array(b[2]) for b in bones}
+    tails = {b[0]: np.array(b[3]) for b in bones}
     frames: dict[str, np.ndarray] = {}
-    for name, _, _, _, kind in _BONES:
+    for name, _, _, _, kind in bones:
         normal = None
-        child = next((b[0] for b in _BONES if b[1] == name and b[4] is HINGE), None)
+        child = next((b[0] for b in bones if b[1] == name and b[4] is HINGE), None)
         hinge_of = name if kind is HINGE else child
         if hinge_of is not None:  # the bend plane of this bone and its hinge child (or its hinge parent)
-            upper = _BONES[names.index(hinge_of)][1]
+            upper = bones[names.index(hinge_of)][1]
             assert upper is not None
             normal = unit(cross(tails[upper] - heads[upper], tails[hinge_of] - heads[hinge_of]))
         frames[name] = _frame(tails[name] - heads[name], normal)
     parents, offsets, rests, bone_tails, axes, lower, upper_limits = [], [], [], [], [], [], []
-    for name, parent, _, _, kind in _BONES:
+    for name, parent, _, _, kind in bones:
         parent_frame = np.eye(3) if parent is None else frames[parent]
         parent_head = np.zeros(3) if parent is None else heads[parent]
         parents.append(-1 if parent is None else names.index(parent))
@@ -83,11 +97,11 @@ def humanoid_body() -> Body:
             upper_limits.append(high)
         else:
             axes += [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
-            limit = SPINE_LIMIT if name in ("spine", "chest", "head") else np.inf
+            limit = SPINE_LIMIT if name in ("spine", "chest", "head") else np.inf  # the long spine: none
             lower += [-limit] * 3
             upper_limits += [limit] * 3
     n_dof = len(axes)
-    return Body(names=tuple(names), parents=tuple(parents), kinds=tuple(b[4] for b in _BONES),
+    return Body(names=tuple(names), parents=tuple(parents), kinds=tuple(b[4] for b in bones),
                 offsets=np.array(offsets), rest_rotations=np.array(rests), tails=np.array(bone_tails),
                 axes=np.array(axes), lower=np.array(lower), upper=np.array(upper_limits), weights=np.ones(n_dof))
 
@@ -100,6 +114,8 @@ CHAIN_BONES = {
     "arm.R": ("upper_arm.R", "forearm.R"),
 }
 """The five chains: legs and head with orientation goals, arms with position goals."""
+LONG_SPINE_CHAIN_BONES = {**CHAIN_BONES, "spine": ("spine.001", "spine.006")}
+"""The five chains of :data:`LONG_SPINE_BONES`: the head's from the hips' child to the top of the head."""
 ORIENTED = ("leg.L", "leg.R", "spine")
 DEFAULT_PRIORITIES = {"leg.L": 2, "leg.R": 2, "spine": 1, "arm.L": 0, "arm.R": 0}
 """Feet over the head over the hands."""
@@ -107,13 +123,15 @@ DEFAULT_PRIORITIES = {"leg.L": 2, "leg.R": 2, "spine": 1, "arm.L": 0, "arm.R": 0
 
 def humanoid_chains(goals: dict[str, tuple[np.ndarray, np.ndarray | None]],
                     priorities: dict[str, int] | None = None,
-                    weights: dict[str, float] | None = None) -> tuple[BodyChain, ...]:
-    """The five chains toward ``goals[name] = (positions (N, 3), rotations (N, 3, 3) or None)``."""
+                    weights: dict[str, float] | None = None,
+                    bones: dict[str, tuple[str, str]] | None = None) -> tuple[BodyChain, ...]:
+    """The five chains toward ``goals[name] = (positions (N, 3), rotations (N, 3, 3) or None)`` (``bones``:
+    each chain's first and last bone, default :data:`CHAIN_BONES`)."""
     priorities = DEFAULT_PRIORITIES if priorities is None else priorities
     weights = {} if weights is None else weights
     return tuple(BodyChain(name, start, tip, BodyGoal(goals[name][0], goals[name][1], weights.get(name, 1.0),
                                                       priorities.get(name, 0)))
-                 for name, (start, tip) in CHAIN_BONES.items() if name in goals)
+                 for name, (start, tip) in (CHAIN_BONES if bones is None else bones).items() if name in goals)
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,107 @@
+"""The trunk's lexicographic Gauss-Newton step: each priority level's least squares in the null space of
+the levels above, exactly (SPEC §8; ``trunk.py`` iterates it).
+
+Every operation is per frame (elementwise, term-by-term products in index order, numpy's stacked
+``eigh``), so a frame's step is the same bits in any batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..vectors import dot, matvec, tmatvec
+
+# Squared singular values (chain units² per unit of a scaled variable) below this count as no
+# freedom at all: the direction is left out of the step and of the projection. Above it the
+# projection is exact, so a lower goal cannot pull a higher one off (a damped projection leaks
+# ~λ²/σ² of every lower step into the higher goals: 0.02 mm on a body, measured).
+SINGULAR_SQUARED = 1e-8
+# Damping (chain units²) added to every kept squared singular value: keeps steps bounded next to
+# the threshold, and is small enough that a converging step is a Newton step.
+DAMPING_SQUARED = 1e-7
+# Damping per squared residual (chain units² per chain unit²) of a level (prioritised_step).
+RESIDUAL_DAMPING = 100.0
+# Fraction of the way back to the reference pose taken per step, in the goals' null space.
+PULL = 1.0
+
+Level = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
+"""A level's stacked rows: residuals ``(n, r)``, Jacobian ``(n, r, m)``, and which rows are held ``(n, r)``
+(their step is zero: they constrain the levels below without moving themselves) or None (none)."""
+
+
+def level_rows(level: Level, frames: np.ndarray) -> Level:
+    """``level`` on the batch rows ``frames``."""
+    residuals, jacobian, held = level
+    return residuals[frames], jacobian[frames], None if held is None else held[frames]
+
+
+def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ bᵀ`` for stacks ``a (n, i, k)``, ``b (n, j, k)`` → ``(n, i, j)``, summed term by term in index
+    order (elementwise: the same bits in any batch, and cheaper than one BLAS call per small matrix)."""
+    a_t = np.ascontiguousarray(np.moveaxis(a, 2, 0))[:, :, :, None]
+    b_t = np.ascontiguousarray(np.moveaxis(b, 2, 0))[:, :, None, :]
+    total = a_t[0] * b_t[0]
+    for k in range(1, a_t.shape[0]):
+        total += a_t[k] * b_t[k]
+    return total
+
+
+def prioritised_step(levels: list[Level], scales: np.ndarray,
+                      back: np.ndarray | None) -> np.ndarray:
+    """The lexicographic Gauss-Newton step ``(n, m)``: each level's least-squares step in the null space of
+    the levels above, then ``PULL · back`` projected on what is left. Variables are scaled by
+    ``scales (n, m)`` (``sqrt(weight)``, 0 for a variable held at a limit).
+
+    The levels above are kept as an orthonormal basis of their rows (``basis (n, r, m)``, zero rows for
+    directions dropped as singular), so a projection is two small products, never an ``m × m`` matrix.
+    """
+    n, m = scales.shape
+    dz = np.zeros((n, m))
+    basis = np.zeros((n, 0, m))
+    pulled = None
+    if back is not None:
+        pulled = PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
+    for k, (residuals, jacobian, held) in enumerate(levels):
+        # Frames where a level asks nothing (limbs within reach) add exact zeros: they are left out.
+        on = np.flatnonzero(np.any(jacobian != 0.0, axis=(1, 2)))
+        if on.size == 0:
+            continue
+        every = on.size == n
+        sub = slice(None) if every else on
+        step, free, vectors, exact = level_step(residuals[sub], jacobian[sub], scales[sub], dz[sub], basis[sub],
+                                                 None if held is None else held[sub])
+        dz[sub] += step
+        # The last level's rows serve only to project the pull (which level is last is the problem's
+        # structure, never the batch's: the two ways round differ in the last bit).
+        if k == len(levels) - 1:
+            if pulled is not None:
+                pulled[sub] -= tmatvec(free, matvec(vectors, exact * exact * tmatvec(vectors, matvec(free, pulled[sub]))))
+            break
+        part = products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2)) * exact[:, :, None]  # Uᵀ F / σ
+        rows = part if every else np.zeros((n,) + part.shape[1:])
+        if not every:
+            rows[on] = part
+        basis = np.concatenate([basis, rows], 1)
+    if pulled is not None:
+        dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
+    return dz * scales
+
+
+def level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray, dz: np.ndarray,
+                basis: np.ndarray, held: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One level's step ``(n, m)`` (scaled variables) in the null space of ``basis (n, r, m)``, from the steps
+    of the levels above ``dz``; and its rows there ``F (n, r_level, m)`` with the eigenvectors ``U`` and
+    inverse singular values ``1/σ`` (0 for dropped directions) of ``F Fᵀ``: ``Uᵀ F / σ`` are orthonormal."""
+    scaled = jacobian * scales[:, None, :]
+    free = scaled - products(products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
+    left = residuals - matvec(scaled, dz)
+    if held is not None:  # held rows ask this level's step to leave them where the steps above put them
+        left = np.where(held, 0.0, left)
+    values, vectors = np.linalg.eigh(products(free, free))
+    kept = values > SINGULAR_SQUARED
+    # Levenberg-Marquardt damping growing with the level's residual (Sugihara 2011): Newton steps as
+    # a goal is met, short ones while it cannot be (a hand out of reach stops pushing the body).
+    damping = DAMPING_SQUARED + RESIDUAL_DAMPING * dot(residuals, residuals)
+    inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
+    exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
+    return tmatvec(free, matvec(vectors, tmatvec(vectors, left) * inverse)), free, vectors, exact
