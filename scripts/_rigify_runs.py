@@ -133,18 +133,23 @@ def add_blender_ik(setup: RigifySetup, pole: bool) -> object:
 
 def bake_blender(setup: RigifySetup) -> float:
     """``nla.bake`` (visual keying, constraints kept) of the chain bones over all frames; seconds."""
+    return nla_bake(setup.rig, set(setup.bones), setup.frame_end)
+
+
+def nla_bake(rig, bones: set[str], frame_end: int) -> float:
+    """Blender's ``nla.bake`` (visual keying, constraints kept) of ``bones`` of ``rig`` over frames 1 …
+    ``frame_end``, in Pose Mode with just those bones selected; seconds."""
     import bpy
 
     from ik_solvers.blender import compat
 
-    rig = setup.rig
     bpy.context.view_layer.objects.active = rig
     with bpy.context.temp_override(active_object=rig, object=rig, selected_objects=[rig]):
         bpy.ops.object.mode_set(mode="POSE")
         for pose_bone in rig.pose.bones:
-            compat.select_pose_bone(pose_bone, pose_bone.name in setup.bones)
+            compat.select_pose_bone(pose_bone, pose_bone.name in bones)
         started = time.perf_counter()
-        result = bpy.ops.nla.bake(frame_start=1, frame_end=setup.frame_end, only_selected=True, visual_keying=True,
+        result = bpy.ops.nla.bake(frame_start=1, frame_end=frame_end, only_selected=True, visual_keying=True,
                                   clear_constraints=False, bake_types={"POSE"})
         seconds = time.perf_counter() - started
         bpy.ops.object.mode_set(mode="OBJECT")

@@ -36,6 +36,7 @@ from _cli import Parser, UsageError, import_bpy, run_main
 from _measure import backward_joints, bend_angles, check_markers, markers, paste_between_markers
 from _measure import format_number as _fmt
 from _rigify_rigs import add_empty, chain_bones, fresh_scene, metarig, rest_geometry
+from _rigify_runs import nla_bake
 from _rigs import key_path
 
 BODY_MARKERS = markers("body")
@@ -148,25 +149,8 @@ def add_blender(setup: BodySetup) -> None:
 
 
 def bake_blender(setup: BodySetup) -> float:
-    import bpy
-
-    from ik_solvers.blender import compat
-
-    rig = setup.rig
-    assert bpy.context.view_layer is not None  # the setup's scene
-    bpy.context.view_layer.objects.active = rig
-    keyed = set(setup.bones()) | {b for tip, count in BLENDER_CHAIN_COUNT.items() for b in chain_bones(rig, tip, count)}
-    with bpy.context.temp_override(active_object=rig, object=rig, selected_objects=[rig]):
-        bpy.ops.object.mode_set(mode="POSE")
-        for pose_bone in rig.pose.bones:
-            compat.select_pose_bone(pose_bone, pose_bone.name in keyed)
-        started = time.perf_counter()
-        result = bpy.ops.nla.bake(frame_start=1, frame_end=setup.frame_end, only_selected=True, visual_keying=True,
-                                  clear_constraints=False, bake_types={"POSE"})
-        seconds = time.perf_counter() - started
-        bpy.ops.object.mode_set(mode="OBJECT")
-    assert result == {"FINISHED"}, result
-    return seconds
+    keyed = set(setup.bones()) | {b for tip, count in BLENDER_CHAIN_COUNT.items() for b in chain_bones(setup.rig, tip, count)}
+    return nla_bake(setup.rig, keyed, setup.frame_end)
 
 
 def evaluate(setup: BodySetup) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -37,20 +37,11 @@ UNMOVED = 1e-5
 """How far a bone may move when every goal already sits at its tip (float32 rounding, HI's swivel)."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def rigify_enabled():
-    """Rigify on for this module's tests, off afterwards so other modules see the usual add-ons."""
-    import addon_utils
-
-    was_loaded = addon_utils.check("rigify")[1]
-    yield
-    if not was_loaded and addon_utils.check("rigify")[1]:
-        addon_utils.disable("rigify", default_set=True)
+pytestmark = pytest.mark.usefixtures("rigify_enabled")
 
 
-@pytest.fixture
-def body(addon):
-    """The human metarig with the five chains (targets at their tips), solved together from the hips."""
+def metarig_body(body_root: str = "spine"):
+    """The human metarig with the five chains (targets at their tips), solved together from ``body_root``."""
     rr.enable_rigify()
     bpy.ops.object.armature_human_metarig_add()
     obj = bpy.context.object
@@ -61,10 +52,16 @@ def body(addon):
         chain.name, chain.priority = name, priority
         chain.target.name = f"goal.{name}"
     obj.ik_solvers.solve_together = True
-    obj.ik_solvers.body_root = "spine"
+    obj.ik_solvers.body_root = body_root
     bpy.context.view_layer.objects.active = obj
     bpy.context.view_layer.update()
     return obj
+
+
+@pytest.fixture
+def body(addon):
+    """The human metarig with the five chains (targets at their tips), solved together from the hips."""
+    return metarig_body()
 
 
 def _target(obj, name):

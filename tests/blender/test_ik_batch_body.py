@@ -10,19 +10,16 @@ exits 2 naming ``body_root``. Every key is read back from the saved file.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import bpy
 import numpy as np
 import pytest
 from conftest import evaluated_tip
-from test_body_metarig import CHAINS, rigify_enabled  # noqa: F401  (rigify_enabled: an autouse fixture here too)
+from test_body_metarig import CHAINS, metarig_body
 from test_ik_batch import REPO, baked_keys, problems, run_batch
 
-sys.path.insert(0, str(REPO / "scripts"))
-import _rigify_rigs as rr
-
+pytestmark = pytest.mark.usefixtures("rigify_enabled")
 FRAMES = (1, 12)
 MOVES = {"chest": (0.05, -0.2), "arm.L": (0.1, -0.2), "arm.R": (0.0, -0.25)}
 """Per goal (x, z) over the frames: a crouch with the feet planted (scene units)."""
@@ -33,17 +30,7 @@ REACHED = 1e-5
 def build_body_file(path: Path, body_root: str = "spine") -> Path:
     """The metarig with the five chains, their goals keyed on a crouch over ``FRAMES``, saved to ``path``."""
     bpy.ops.wm.read_homefile(use_empty=True)
-    rr.enable_rigify()
-    bpy.ops.object.armature_human_metarig_add()
-    obj = bpy.context.object
-    for name, (tip, count, priority) in CHAINS.items():
-        obj.data.bones.active = obj.data.bones[tip]
-        assert bpy.ops.ik_solvers.chain_add_with_target(chain_length=count) == {"FINISHED"}
-        chain = obj.ik_solvers.chains[-1]
-        chain.name, chain.priority = name, priority
-        chain.target.name = f"goal.{name}"
-    obj.ik_solvers.solve_together = True
-    obj.ik_solvers.body_root = body_root
+    obj = metarig_body(body_root)
     count = FRAMES[1] - FRAMES[0]
     for name, (dx, dz) in MOVES.items():
         target = obj.ik_solvers.chains[name].target
