@@ -214,12 +214,14 @@ def measure_body(bpy, moves: int) -> dict:
 
 def body_breakdown_us(bpy, setup, path: np.ndarray) -> dict[str, float]:
     """Median µs of our handler's work for a goal move (``body_live.update_live_body``, forced) and of
-    its parts run one by one: reading the body, sampling its goals, the solve, the write (pose and status)."""
+    its parts run one by one as it runs them: the body (kept, or read again: ``live_body_spec``), sampling
+    its goals, the solve, the write (pose and status)."""
     from ik_solvers.blender import body, body_live
 
     rig = setup.rig
     depsgraph = bpy.context.evaluated_depsgraph_get()
     live = [chain for chain in rig.ik_solvers.chains if chain.use_live]
+    chains = body.body_chain_settings(rig)
     parts: dict[str, list[float]] = {key: [] for key in ("handler_us", "read_us", "sample_us", "solve_us", "write_us")}
     for position in path:
         setup.targets[BODY_MOVED_GOAL].location = tuple(position)
@@ -227,9 +229,10 @@ def body_breakdown_us(bpy, setup, path: np.ndarray) -> dict[str, float]:
         started = time.perf_counter()
         assert body_live.update_live_body(rig, live, depsgraph, force=True) == 1
         parts["handler_us"].append((time.perf_counter() - started) * 1e6)
+        record = body_live.bodies[rig.session_uid]  # the parts as the next update runs them: the body kept
         bpy.context.view_layer.update()
         started = time.perf_counter()
-        spec = body.read_body(rig)
+        spec, _, fresh = body_live.live_body_spec(rig, record, chains)
         parts["read_us"].append((time.perf_counter() - started) * 1e6)
         started = time.perf_counter()
         inputs = body.sample_body(rig, spec, depsgraph)
@@ -238,39 +241,46 @@ def body_breakdown_us(bpy, setup, path: np.ndarray) -> dict[str, float]:
         result = body.solve_body_inputs(spec, inputs)
         parts["solve_us"].append((time.perf_counter() - started) * 1e6)
         started = time.perf_counter()
-        body.write_body_pose(rig, spec, result)
-        body.store_goal_outcomes(rig, spec, result)
+        body_live.write_live_body(rig, record, result, fresh)
         parts["write_us"].append((time.perf_counter() - started) * 1e6)
         bpy.context.view_layer.update()
     return {key: statistics.median(values) for key, values in parts.items()}
 
 
-def print_chain_table(rows: list[dict]) -> None:
-    header = (f"{'rig':<18}{'method':<14}{'nothing':>9}{'Blender IK':>12}{'ours live':>11}{'ours/Blender':>14}"
-              f"{'goal ≤3×':>10}{'handler':>9}{'full upd':>10}{'2nd upd':>9}{'1 solve':>9}{'1 quick':>9}")
-    print(header + "   (µs, medians)")
+_LEAD = (("rig", "rig", 18, "text"),)
+_VERSUS = (("nothing", "nothing_us", 9, "us"), ("Blender IK", "blender_us", 12, "us"), ("ours live", "ours_us", 11, "us"),
+           ("ours/Blender", "ratio_ours_over_blender", 14, "ratio"), ("goal ≤3×", "ratio_ours_over_blender", 10, "met"))
+CHAIN_COLUMNS = (*_LEAD, ("method", "method", 14, "text"), *_VERSUS, ("handler", "handler_us", 9, "us"),
+                 ("full upd", "full_update_us", 10, "us"), ("2nd upd", "second_pass_us", 9, "us"),
+                 ("1 solve", "single_solve_us", 9, "us"), ("1 quick", "single_quick_solve_us", 9, "us"))
+BODY_COLUMNS = (*_LEAD, *_VERSUS, ("handler", "handler_us", 9, "us"), ("read", "read_us", 8, "us"),
+                ("sample", "sample_us", 8, "us"), ("solve", "solve_us", 8, "us"), ("write", "write_us", 8, "us"),
+                ("2nd upd", "second_pass_us", 9, "us"))
+"""(title, row key, width, kind) of each printed column."""
+
+
+def print_table(rows: list[dict], columns: tuple, note: str) -> None:
+    def cell(kind: str, width: int, value: Any) -> str:
+        if kind == "text":
+            return f"{value:<{width}}"
+        if kind == "ratio":
+            return f"{value:>{width - 1}.1f}×"
+        if kind == "met":
+            return f"{'met' if value <= GOAL_RATIO else 'NOT':>{width}}"
+        return f"{value:>{width}.0f}"
+
+    header = "".join(f"{title:<{width}}" if kind == "text" else f"{title:>{width}}" for title, _, width, kind in columns)
+    print(f"{header}   ({note})")
     print("-" * len(header))
     for row in rows:
-        met = "met" if row["ratio_ours_over_blender"] <= GOAL_RATIO else "NOT"
-        print(f"{row['rig']:<18}{row['method']:<14}{row['nothing_us']:>9.0f}{row['blender_us']:>12.0f}"
-              f"{row['ours_us']:>11.0f}{row['ratio_ours_over_blender']:>13.1f}×{met:>10}{row['handler_us']:>9.0f}"
-              f"{row['full_update_us']:>10.0f}{row['second_pass_us']:>9.0f}{row['single_solve_us']:>9.0f}"
-              f"{row['single_quick_solve_us']:>9.0f}")
+        print("".join(cell(kind, width, row[key]) for _, key, width, kind in columns))
+
+
+def print_chain_table(rows: list[dict]) -> None:
+    print_table(rows, CHAIN_COLUMNS, "µs, medians")
     chain10 = rows[-1]["single_solve_us"]
     print(f"single 10-bone solve: {chain10:.0f} µs median (goal ≤ {SINGLE_SOLVE_GOAL_US:.0f} µs: "
           f"{'met' if chain10 <= SINGLE_SOLVE_GOAL_US else 'NOT met'})")
-
-
-def print_body_table(rows: list[dict]) -> None:
-    header = (f"{'rig':<18}{'nothing':>9}{'Blender IK':>12}{'ours live':>11}{'ours/Blender':>14}{'goal ≤3×':>10}"
-              f"{'handler':>9}{'read':>8}{'sample':>8}{'solve':>8}{'write':>8}{'2nd upd':>9}")
-    print(header + "   (µs, medians; one goal moved, five solved)")
-    print("-" * len(header))
-    for row in rows:
-        met = "met" if row["ratio_ours_over_blender"] <= GOAL_RATIO else "NOT"
-        print(f"{row['rig']:<18}{row['nothing_us']:>9.0f}{row['blender_us']:>12.0f}{row['ours_us']:>11.0f}"
-              f"{row['ratio_ours_over_blender']:>13.1f}×{met:>10}{row['handler_us']:>9.0f}{row['read_us']:>8.0f}"
-              f"{row['sample_us']:>8.0f}{row['solve_us']:>8.0f}{row['write_us']:>8.0f}{row['second_pass_us']:>9.0f}")
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -303,7 +313,7 @@ def _main(argv: list[str] | None) -> int:
         print_chain_table(rows)
         _write_csv(args.out / "bench_live.csv", rows)
     if body_rows:
-        print_body_table(body_rows)
+        print_table(body_rows, BODY_COLUMNS, "µs, medians; one goal moved, five solved")
         _write_csv(args.out / "bench_live_body.csv", body_rows)
     meta = {"blender": bpy.app.version_string, "moves": args.moves, "goal_ratio": GOAL_RATIO,
             "single_solve_goal_us": SINGLE_SOLVE_GOAL_US, "cpus": os.cpu_count()}

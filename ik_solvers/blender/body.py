@@ -139,7 +139,7 @@ def read_body(obj: bpy.types.Object) -> BodySpec:
     if root is not None and root not in names:
         raise IKSolversError(f"No chain hangs from the body root '{root}'; pick one of the chains' parents.",
                              field="body_root")
-    _check_targets_apart(obj, specs, [root] if root is not None else [spec.bone_names[0] for spec in specs])
+    _check_targets_apart(obj, specs, _movers(specs, root))
     owner = {bone: (k, joint) for k, spec in enumerate(specs) for joint, bone in enumerate(spec.rig.joint_bones)}
     root_rig = None if root is None else _root_rig(obj, root)
     columns: dict[str, list] = {key: [] for key in ("kinds", "offsets", "rests", "tails", "axes", "lower", "upper",
@@ -171,6 +171,27 @@ def read_body(obj: bpy.types.Object) -> BodySpec:
                     priorities=tuple(int(c.priority) for c in chains), root=root, root_rig=root_rig,
                     fixed_bones=fixed, reference=reference, tolerance=min(s.options.tolerance for s in specs),
                     geometry=body_geometry(obj, names, root))
+
+
+def recheck_body(obj: bpy.types.Object, kept: BodySpec) -> BodySpec | None:
+    """``kept`` if it still is ``obj``'s body, for a caller that knows the armature (its bones, pose
+    and IK settings) and the body settings (chain list, weights, priorities, root) are as when
+    ``kept`` was read (live mode): the checks of the scene around each chain and the targets run again
+    (``read_body``'s, which read other objects: a goal parented to a solved bone, a target gone), and
+    each chain's spec must be the one kept. None: read the body again; IKSolversError as ``read_body``."""
+    chains = body_chain_settings(obj)
+    if [chain.name for chain in chains] != [spec.name for spec in kept.specs]:
+        return None
+    for chain, spec in zip(chains, kept.specs):
+        if chain_spec(obj, chain, spec.rig, reuse=spec) is not spec:
+            return None
+    _check_targets_apart(obj, kept.specs, _movers(kept.specs, kept.root))
+    return kept
+
+
+def _movers(specs: tuple[ChainSpec, ...], root: str | None) -> list[str]:
+    """The bones whose moves carry the body: the root, else each chain's start."""
+    return [root] if root is not None else [spec.bone_names[0] for spec in specs]
 
 
 def body_geometry(obj: bpy.types.Object, names: tuple[str, ...] | list[str], root: str | None) -> bytes:
@@ -388,8 +409,10 @@ def solve_body_pose(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> t
     return spec, result
 
 
-def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResult) -> None:
-    """Each chain keeps its goal's status, error and bound (scene units) of the solve just written."""
+def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResult, *,
+                        remember_bones: bool = True) -> None:
+    """Each chain keeps its goal's status, error and bound (scene units) of the solve just written
+    (and remembers its bones, unless ``remember_bones`` is False: live mode did at the body's read)."""
     scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
     by_name = {chain.name: chain for chain in body_chain_settings(obj)}
     for chain, goal in zip(spec.specs, result.goals):
@@ -401,7 +424,8 @@ def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResul
                       orientation_error=turn)
         if settings.last_goal_status != status:
             settings.last_goal_status = status
-        remember(obj, settings, chain.bone_names)
+        if remember_bones:
+            remember(obj, settings, chain.bone_names)
 
 
 def goals_sentence(obj: bpy.types.Object, result: BodyResult, frame: int = 0) -> str:
