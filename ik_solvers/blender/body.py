@@ -21,12 +21,21 @@ import numpy as np
 
 from ..core import IKInputError, JointKind
 from ..core.body import Body, BodyChain, BodyGoal, BodyResult, GoalStatus, solve_body
+from ..core.kinematics import local_quaternions
 from ..core.rotations import rotvecs_from_quaternions
 from .chains import store_outcome
 from .checks import check_chains_apart, check_target_bone_independent, check_target_independent
 from .errors import IKSolversError
 from .identity import remember
-from .rig import UNIT_SCALE_TOLERANCE, basis_quaternion, bone_offset, orthonormalised, read_chain, write_pose
+from .rig import (
+    UNIT_SCALE_TOLERANCE,
+    basis_quaternion,
+    bone_offset,
+    orthonormalised,
+    read_chain,
+    write_pose,
+    write_quaternion_joints,
+)
 from .rig_chain import RigChain
 from .root_space import uniform_scale
 from .sampling import goal_rotation_world, goal_world
@@ -377,19 +386,44 @@ def solve_body_inputs(spec: BodySpec, inputs: BodyInputs) -> BodyResult:
         raise IKSolversError.from_input(error) from error
 
 
-def write_body_pose(obj: bpy.types.Object, spec: BodySpec, result: BodyResult, row: int = 0) -> None:
+def write_body_pose(obj: bpy.types.Object, spec: BodySpec, result: BodyResult, row: int = 0, *,
+                    quaternion_bones: list[int] | None = None) -> None:
     """Set every chain bone's rotation and the body root's location and rotation to frame ``row`` of
-    ``result``; everything is checked before the first channel changes (``rig.write_pose``)."""
+    ``result``; everything is checked before the first channel changes (``rig.write_pose``).
+    ``quaternion_bones`` (:func:`quaternion_bone_indices`, live mode): the same channel values in one
+    bulk write (``rig.write_quaternion_joints``) instead of one per chain."""
     q = result.q[row]
     location = result.root_location[row]
     if not np.all(np.isfinite(q)) or not np.all(np.isfinite(location)):
         raise IKSolversError("The body solve produced non-finite values; the pose was not changed.")
-    for chain, dofs in zip(spec.specs, spec.chain_dofs):
-        write_pose(obj, chain.rig, q[dofs])
+    if quaternion_bones is not None:
+        rotations = [local_quaternions(rig.chain, q[dofs][None])[0] for rig, dofs in _written_rigs(spec)]
+        write_quaternion_joints(obj, np.concatenate(rotations), quaternion_bones)
+    else:
+        for rig, dofs in _written_rigs(spec):
+            write_pose(obj, rig, q[dofs])
     if spec.root is not None and spec.root_rig is not None:
-        write_pose(obj, spec.root_rig, q[spec.root_dofs])
         assert obj.pose is not None  # read_body read the root from this armature's pose
         obj.pose.bones[spec.root].location = location.tolist()
+
+
+def _written_rigs(spec: BodySpec) -> list[tuple[RigChain, np.ndarray]]:
+    """Every chain's rig and the root's, with their variables in the body."""
+    rigs = [(chain.rig, dofs) for chain, dofs in zip(spec.specs, spec.chain_dofs)]
+    if spec.root is not None and spec.root_rig is not None:
+        rigs.append((spec.root_rig, spec.root_dofs))
+    return rigs
+
+
+def quaternion_bone_indices(obj: bpy.types.Object, spec: BodySpec) -> list[int] | None:
+    """The indices in ``obj.pose.bones`` of the bones :func:`write_body_pose` turns (each rig's joint
+    bones, in ``_written_rigs`` order), if every one is in quaternion mode; else None."""
+    assert obj.pose is not None  # read_body read the body from this armature's pose
+    pose_bones = obj.pose.bones
+    names = [bone for rig, _ in _written_rigs(spec) for bone in rig.joint_bones]
+    if any(pose_bones[name].rotation_mode != "QUATERNION" for name in names):
+        return None
+    return [pose_bones.find(name) for name in names]
 
 
 def solve_body_pose(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> tuple[BodySpec, BodyResult]:

@@ -25,6 +25,7 @@ from .body import (
     BodyResult,
     BodySpec,
     body_chain_settings,
+    quaternion_bone_indices,
     read_body,
     recheck_body,
     sample_body,
@@ -55,12 +56,15 @@ class LiveBody:
         The armature's values and the body settings after our last write: equal, ``spec`` holds.
     solved : bytes or None
         The inputs of the last solve: equal (with ``read_key``), nothing to solve.
+    quaternion_bones : list of int or None
+        ``body.quaternion_bone_indices`` of ``spec`` (its bones' rotation modes are in ``read_key``).
     """
 
     spec: BodySpec | None = None
     armature: LiveChain = field(default_factory=LiveChain)
     read_key: bytes | None = None
     solved: bytes | None = None
+    quaternion_bones: list[int] | None = None
 
 
 bodies: dict[int, LiveBody] = {}
@@ -111,6 +115,7 @@ def live_body_spec(obj: bpy.types.Object, record: LiveBody, chains: list[IK_SOLV
     fresh = spec is None
     if spec is None:
         record.spec = spec = read_body(obj)
+        record.quaternion_bones = quaternion_bone_indices(obj, spec)
         key = armature_key(obj, record, chains)  # with the names of the body's bones
     record.read_key = key
     return spec, as_left, fresh
@@ -120,7 +125,7 @@ def write_live_body(obj: bpy.types.Object, record: LiveBody, result: BodyResult,
     """Write the pose and each goal's status of ``result`` (a solve of ``record``'s body; ``fresh``: read
     again this update, its chains remember their bones) and remember the armature as written."""
     assert record.spec is not None and record.read_key is not None  # live_body_spec read them
-    write_body_pose(obj, record.spec, result)
+    write_body_pose(obj, record.spec, result, quaternion_bones=record.quaternion_bones)
     store_goal_outcomes(obj, record.spec, result, remember_bones=fresh)
     record.read_key = _key_after_write(obj, record, record.read_key)
 

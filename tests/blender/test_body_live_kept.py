@@ -58,12 +58,13 @@ def test_goal_moves_reuse_the_body_and_match_the_operator(live_body):
         bpy.context.view_layer.update()
         assert counts["solves"] == solves + 1, step
     assert counts["reads"] == reads  # the body read at live mode's start served every move
+    assert body_live.bodies[obj.session_uid].quaternion_bones is not None  # written in one bulk write
     for name in ("leg.L", "leg.R"):  # the feet outrank the rest: planted throughout
         assert _tip_error(obj, name) <= REACHED, name
     _matches_the_operator(obj, before)
 
 
-@pytest.mark.parametrize("change", ["stiffness", "weight", "fixed_link_pose"])
+@pytest.mark.parametrize("change", ["stiffness", "weight", "fixed_link_pose", "euler_elbow"])
 def test_what_a_body_read_depends_on_is_read_again(live_body, change):
     obj, counts, _ = live_body
     _target(obj, "arm.L").location.x += 0.3  # out of reach: weights and stiffness matter
@@ -74,11 +75,15 @@ def test_what_a_body_read_depends_on_is_read_again(live_body, change):
         obj.pose.bones["spine.002"].ik_stiffness_x = 0.6
     elif change == "weight":
         obj.ik_solvers.chains["arm.L"].weight = 0.3
+    elif change == "euler_elbow":  # a chain bone out of quaternion mode: written bone by bone
+        obj.pose.bones["forearm.L"].rotation_mode = "XYZ"
+        before = PoseSnapshot(obj)
     else:  # the animator turns a fixed link: the arm's start moves
         obj.pose.bones["shoulder.L"].rotation_quaternion = (0.99, 0.1, 0.0, 0.0)
         before = PoseSnapshot(obj)  # the operator solves with that pose of the fixed link too
     bpy.context.view_layer.update()
     assert counts["reads"] == reads + 1 and counts["solves"] == solves + 1
+    assert (body_live.bodies[obj.session_uid].quaternion_bones is None) == (change == "euler_elbow")
     _matches_the_operator(obj, before)
 
 
