@@ -11,9 +11,19 @@ runs no post-update handlers, so this is Blender's empty update), and a single s
 (the core's ``solve`` for one target, goal ≤ 1 ms for the 10-bone chain; and the one-target HI
 solve of the quick path, ``solve_hi_one``).
 
-Prints a table and writes ``DIR/bench_live.csv`` and ``DIR/bench_live.json``.
+With ``--body`` (or only it, ``--body-only``), issue 22's row: the five-goal body of
+``compare_body.py`` on Rigify's human metarig (its set-up: both ankles, both wrists, the head, the
+hips as body root), one goal Empty (``wrist.L``) moved per update along a small path round its rest
+place, (a) with nothing solving, (b) with Blender's five IK constraints (one tree) and (c) with our
+live body (one chain Live, the five solved together); the goal: (c) ≤ 3 × (b). Also timed: our
+handler's work for a goal move (``body_live.update_live_body``, forced) and its parts as it runs
+them: the body (kept between moves, ``body_live.live_body_spec``), sampling the goals, the core's
+solve, the write (pose, each goal's status, the armature as written).
 
-    .venv/bin/python scripts/bench_live.py [--out DIR] [--moves K]
+Prints a table per kind and writes ``DIR/bench_live.csv`` (chains), ``DIR/bench_live_body.csv``
+(the body) and ``DIR/bench_live.json`` (both).
+
+    .venv/bin/python scripts/bench_live.py [--out DIR] [--moves K] [--body | --body-only]
 """
 
 from __future__ import annotations
