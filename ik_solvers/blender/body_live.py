@@ -109,6 +109,8 @@ def live_body_spec(obj: bpy.types.Object, record: LiveBody, chains: list[IK_SOLV
                    ) -> tuple[BodySpec, bool, bool]:
     """The body of ``obj`` (the ``record``'s kept one if it holds, else read again and kept), whether the
     armature and the body settings are as the last write left them, and whether the body was read again."""
+    if not chains:
+        read_body(obj)  # refuses the body in its own words: no enabled chain
     key = armature_key(obj, record, chains)
     as_left = record.spec is not None and key == record.read_key
     spec = recheck_body(obj, record.spec) if as_left and record.spec is not None else None

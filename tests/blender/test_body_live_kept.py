@@ -16,7 +16,7 @@ try:  # Rigify off after this module (the fixture lives in test_body_metarig or,
 except ImportError:
     pass
 
-from ik_solvers.blender import body_live
+from ik_solvers.blender import body_live, live
 from ik_solvers.blender.snapshots import PoseSnapshot
 
 pytestmark = pytest.mark.usefixtures("rigify_enabled")
@@ -104,3 +104,13 @@ def test_a_goal_parented_to_a_solved_bone_turns_a_kept_body_off(live_body):
     assert counts["reads"] == reads  # the kept body's checks found it
     assert not chain.use_live
     assert "depends on the chain" in chain.last_message
+
+
+def test_a_kept_body_whose_chains_are_all_disabled_turns_off_in_words(live_body):
+    obj, _, _ = live_body
+    for chain in obj.ik_solvers.chains:
+        chain.enabled = False
+    live.update_live_chains(bpy.context.scene, bpy.context.evaluated_depsgraph_get(), force=True)
+    chain = obj.ik_solvers.chains["arm.L"]
+    assert not chain.use_live
+    assert "no enabled chain" in chain.last_message
