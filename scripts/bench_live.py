@@ -11,9 +11,19 @@ runs no post-update handlers, so this is Blender's empty update), and a single s
 (the core's ``solve`` for one target, goal ≤ 1 ms for the 10-bone chain; and the one-target HI
 solve of the quick path, ``solve_hi_one``).
 
-Prints a table and writes ``DIR/bench_live.csv`` and ``DIR/bench_live.json``.
+With ``--body`` (or only it, ``--body-only``), issue 22's row: the five-goal body of
+``compare_body.py`` on Rigify's human metarig (its set-up: both ankles, both wrists, the head, the
+hips as body root), one goal Empty (``wrist.L``) moved per update along a small path round its rest
+place, (a) with nothing solving, (b) with Blender's five IK constraints (one tree) and (c) with our
+live body (one chain Live, the five solved together); the goal: (c) ≤ 3 × (b). Also timed: our
+handler's work for a goal move (``body_live.update_live_body``, forced) and its parts as it runs
+them: the body (kept between moves, ``body_live.live_body_spec``), sampling the goals, the core's
+solve, the write (pose, each goal's status, the armature as written).
 
-    .venv/bin/python scripts/bench_live.py [--out DIR] [--moves K]
+Prints a table per kind and writes ``DIR/bench_live.csv`` (chains), ``DIR/bench_live_body.csv``
+(the body) and ``DIR/bench_live.json`` (both).
+
+    .venv/bin/python scripts/bench_live.py [--out DIR] [--moves K] [--body | --body-only]
 """
 
 from __future__ import annotations
@@ -145,10 +155,157 @@ def single_solve_us(obj, chain, targets: np.ndarray) -> tuple[float, float]:
     return statistics.median(batch), statistics.median(one) if one else float("nan")
 
 
+# --------------------------------------------------------------------------- the body (issue 22)
+BODY_MOVED_GOAL = "wrist.L"
+"""The goal an Empty of which is moved per timed move (a small path round its rest place)."""
+BODY_PATH_RADIUS = 0.05
+
+
+def _body_setup(bpy):
+    """compare_body's metarig and five goal Empties, unkeyed (each move is the only change)."""
+    from compare_body import BodySetup
+
+    setup = BodySetup(2)
+    for target in setup.targets.values():
+        target.animation_data_clear()
+    bpy.context.view_layer.update()
+    return setup
+
+
+def _body_moves(bpy, setup, path: np.ndarray) -> tuple[list[float], float]:
+    """µs of each move of the moved goal + update along ``path``, and the largest evaluated error of that goal."""
+    from compare_body import GOALS
+
+    target, tip = setup.targets[BODY_MOVED_GOAL], GOALS[BODY_MOVED_GOAL][0]
+    return _moves(bpy, setup.rig, target, tip, path)
+
+
+def measure_body(bpy, moves: int) -> dict:
+    """Ours live (five chains solved together) against Blender's five IK constraints (one tree), per goal move."""
+    from compare_body import add_blender, add_ours
+
+    row: dict[str, Any] = {"rig": "body (5 goals)", "moves": moves, "method": "body"}
+    setup = _body_setup(bpy)
+    path = target_path(moves, setup.rest_joints[BODY_MOVED_GOAL][-1], BODY_PATH_RADIUS)
+    _body_moves(bpy, setup, path[:20])
+    times, _ = _body_moves(bpy, setup, path)
+    row["nothing_us"] = statistics.median(times)
+
+    setup = _body_setup(bpy)
+    add_blender(setup)
+    _body_moves(bpy, setup, path[:20])
+    times, row["blender_tip_error_max"] = _body_moves(bpy, setup, path)
+    row["blender_us"] = statistics.median(times)
+
+    setup = _body_setup(bpy)
+    add_ours(setup)
+    rig = setup.rig
+    bpy.context.view_layer.objects.active = rig
+    with bpy.context.temp_override(active_object=rig, object=rig, selected_objects=[rig]):
+        assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    _body_moves(bpy, setup, path[:20])
+    times, row["ours_tip_error_max"] = _body_moves(bpy, setup, path)
+    row["ours_us"] = statistics.median(times)
+    row["ours_us_p95"] = float(np.percentile(times, 95))
+    row.update(body_breakdown_us(bpy, setup, path[: min(moves, 200)]))
+    second = []
+    for position in path[: min(moves, 200)]:
+        setup.targets[BODY_MOVED_GOAL].location = tuple(position)
+        bpy.context.view_layer.update()
+        started = time.perf_counter()
+        bpy.context.view_layer.update()
+        second.append((time.perf_counter() - started) * 1e6)
+    row["second_pass_us"] = statistics.median(second)
+    row["ratio_ours_over_blender"] = row["ours_us"] / row["blender_us"]
+    row["ratio_extra_ours_over_blender"] = (row["ours_us"] - row["nothing_us"]) / max(
+        row["blender_us"] - row["nothing_us"], 1e-9)
+    return row
+
+
+def body_breakdown_us(bpy, setup, path: np.ndarray) -> dict[str, float]:
+    """Median µs of our handler's work for a goal move (``body_live.update_live_body``, forced) and of
+    its parts run one by one as it runs them: the body (kept, or read again: ``live_body_spec``), sampling
+    its goals, the solve, the write (pose and status)."""
+    from ik_solvers.blender import body, body_live
+
+    rig = setup.rig
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    live = [chain for chain in rig.ik_solvers.chains if chain.use_live]
+    chains = body.body_chain_settings(rig)
+    parts: dict[str, list[float]] = {key: [] for key in ("handler_us", "read_us", "sample_us", "solve_us", "write_us")}
+    for position in path:
+        setup.targets[BODY_MOVED_GOAL].location = tuple(position)
+        bpy.context.view_layer.update()
+        started = time.perf_counter()
+        assert body_live.update_live_body(rig, live, depsgraph, force=True) == 1
+        parts["handler_us"].append((time.perf_counter() - started) * 1e6)
+        record = body_live.bodies[rig.session_uid]  # the parts as the next update runs them: the body kept
+        bpy.context.view_layer.update()
+        started = time.perf_counter()
+        spec, _, fresh = body_live.live_body_spec(rig, record, chains)
+        parts["read_us"].append((time.perf_counter() - started) * 1e6)
+        started = time.perf_counter()
+        inputs = body.sample_body(rig, spec, depsgraph)
+        parts["sample_us"].append((time.perf_counter() - started) * 1e6)
+        started = time.perf_counter()
+        result = body.solve_body_inputs(spec, inputs)
+        parts["solve_us"].append((time.perf_counter() - started) * 1e6)
+        started = time.perf_counter()
+        body_live.write_live_body(rig, record, result, fresh)
+        parts["write_us"].append((time.perf_counter() - started) * 1e6)
+        bpy.context.view_layer.update()
+    return {key: statistics.median(values) for key, values in parts.items()}
+
+
+_LEAD = (("rig", "rig", 18, "text"),)
+_VERSUS = (("nothing", "nothing_us", 9, "us"), ("Blender IK", "blender_us", 12, "us"), ("ours live", "ours_us", 11, "us"),
+           ("ours/Blender", "ratio_ours_over_blender", 14, "ratio"), ("goal ≤3×", "ratio_ours_over_blender", 10, "met"))
+CHAIN_COLUMNS = (*_LEAD, ("method", "method", 14, "text"), *_VERSUS, ("handler", "handler_us", 9, "us"),
+                 ("full upd", "full_update_us", 10, "us"), ("2nd upd", "second_pass_us", 9, "us"),
+                 ("1 solve", "single_solve_us", 9, "us"), ("1 quick", "single_quick_solve_us", 9, "us"))
+BODY_COLUMNS = (*_LEAD, *_VERSUS, ("handler", "handler_us", 9, "us"), ("read", "read_us", 8, "us"),
+                ("sample", "sample_us", 8, "us"), ("solve", "solve_us", 8, "us"), ("write", "write_us", 8, "us"),
+                ("2nd upd", "second_pass_us", 9, "us"))
+"""(title, row key, width, kind) of each printed column."""
+
+
+def print_table(rows: list[dict], columns: tuple, note: str) -> None:
+    def cell(kind: str, width: int, value: Any) -> str:
+        if kind == "text":
+            return f"{value:<{width}}"
+        if kind == "ratio":
+            return f"{value:>{width - 1}.1f}×"
+        if kind == "met":
+            return f"{'met' if value <= GOAL_RATIO else 'NOT':>{width}}"
+        return f"{value:>{width}.0f}"
+
+    header = "".join(f"{title:<{width}}" if kind == "text" else f"{title:>{width}}" for title, _, width, kind in columns)
+    print(f"{header}   ({note})")
+    print("-" * len(header))
+    for row in rows:
+        print("".join(cell(kind, width, row[key]) for _, key, width, kind in columns))
+
+
+def print_chain_table(rows: list[dict]) -> None:
+    print_table(rows, CHAIN_COLUMNS, "µs, medians")
+    chain10 = rows[-1]["single_solve_us"]
+    print(f"single 10-bone solve: {chain10:.0f} µs median (goal ≤ {SINGLE_SOLVE_GOAL_US:.0f} µs: "
+          f"{'met' if chain10 <= SINGLE_SOLVE_GOAL_US else 'NOT met'})")
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def _main(argv: list[str] | None) -> int:
     parser = Parser(prog="bench_live.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("out/bench_live"))
     parser.add_argument("--moves", type=int, default=300, help="target moves timed per case")
+    parser.add_argument("--body", action="store_true", help="also the five-goal body on Rigify's human metarig")
+    parser.add_argument("--body-only", action="store_true", help="only the body row")
     args = parser.parse_args(argv)
     if args.moves < 1:
         raise UsageError("--moves needs at least 1")
@@ -158,30 +315,21 @@ def _main(argv: list[str] | None) -> int:
 
     bpy.ops.wm.read_homefile(use_empty=True)
     try:
-        rows = [measure(bpy, rig_name, args.moves) for rig_name in LIVE_RIGS]
+        rows = [] if args.body_only else [measure(bpy, rig_name, args.moves) for rig_name in LIVE_RIGS]
+        body_rows = [measure_body(bpy, args.moves)] if args.body or args.body_only else []
     finally:
         ik_solvers.unregister()
-    header = (f"{'rig':<18}{'method':<14}{'nothing':>9}{'Blender IK':>12}{'ours live':>11}{'ours/Blender':>14}"
-              f"{'goal ≤3×':>10}{'handler':>9}{'full upd':>10}{'2nd upd':>9}{'1 solve':>9}{'1 quick':>9}")
-    print(header + "   (µs, medians)")
-    print("-" * len(header))
-    for row in rows:
-        met = "met" if row["ratio_ours_over_blender"] <= GOAL_RATIO else "NOT"
-        print(f"{row['rig']:<18}{row['method']:<14}{row['nothing_us']:>9.0f}{row['blender_us']:>12.0f}"
-              f"{row['ours_us']:>11.0f}{row['ratio_ours_over_blender']:>13.1f}×{met:>10}{row['handler_us']:>9.0f}"
-              f"{row['full_update_us']:>10.0f}{row['second_pass_us']:>9.0f}{row['single_solve_us']:>9.0f}"
-              f"{row['single_quick_solve_us']:>9.0f}")
-    chain10 = rows[-1]["single_solve_us"]
-    print(f"single 10-bone solve: {chain10:.0f} µs median (goal ≤ {SINGLE_SOLVE_GOAL_US:.0f} µs: "
-          f"{'met' if chain10 <= SINGLE_SOLVE_GOAL_US else 'NOT met'})")
-    with open(args.out / "bench_live.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    if rows:
+        print_chain_table(rows)
+        _write_csv(args.out / "bench_live.csv", rows)
+    if body_rows:
+        print_table(body_rows, BODY_COLUMNS, "µs, medians; one goal moved, five solved")
+        _write_csv(args.out / "bench_live_body.csv", body_rows)
     meta = {"blender": bpy.app.version_string, "moves": args.moves, "goal_ratio": GOAL_RATIO,
             "single_solve_goal_us": SINGLE_SOLVE_GOAL_US, "cpus": os.cpu_count()}
-    (args.out / "bench_live.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {args.out / 'bench_live.csv'}, {args.out / 'bench_live.json'}")
+    (args.out / "bench_live.json").write_text(json.dumps({"meta": meta, "rows": rows, "body_rows": body_rows},
+                                                         indent=1))
+    print(f"wrote {args.out} (bench_live.json and the CSV of each table)")
     return 0
 
 

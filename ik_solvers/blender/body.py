@@ -21,12 +21,21 @@ import numpy as np
 
 from ..core import IKInputError, JointKind
 from ..core.body import Body, BodyChain, BodyGoal, BodyResult, GoalStatus, solve_body
+from ..core.kinematics import local_quaternions
 from ..core.rotations import rotvecs_from_quaternions
 from .chains import store_outcome
 from .checks import check_chains_apart, check_target_bone_independent, check_target_independent
 from .errors import IKSolversError
 from .identity import remember
-from .rig import UNIT_SCALE_TOLERANCE, basis_quaternion, bone_offset, orthonormalised, read_chain, write_pose
+from .rig import (
+    UNIT_SCALE_TOLERANCE,
+    basis_quaternion,
+    bone_offset,
+    orthonormalised,
+    read_chain,
+    write_pose,
+    write_quaternion_joints,
+)
 from .rig_chain import RigChain
 from .root_space import uniform_scale
 from .sampling import goal_rotation_world, goal_world
@@ -139,7 +148,7 @@ def read_body(obj: bpy.types.Object) -> BodySpec:
     if root is not None and root not in names:
         raise IKSolversError(f"No chain hangs from the body root '{root}'; pick one of the chains' parents.",
                              field="body_root")
-    _check_targets_apart(obj, specs, [root] if root is not None else [spec.bone_names[0] for spec in specs])
+    _check_targets_apart(obj, specs, _movers(specs, root))
     owner = {bone: (k, joint) for k, spec in enumerate(specs) for joint, bone in enumerate(spec.rig.joint_bones)}
     root_rig = None if root is None else _root_rig(obj, root)
     columns: dict[str, list] = {key: [] for key in ("kinds", "offsets", "rests", "tails", "axes", "lower", "upper",
@@ -171,6 +180,27 @@ def read_body(obj: bpy.types.Object) -> BodySpec:
                     priorities=tuple(int(c.priority) for c in chains), root=root, root_rig=root_rig,
                     fixed_bones=fixed, reference=reference, tolerance=min(s.options.tolerance for s in specs),
                     geometry=body_geometry(obj, names, root))
+
+
+def recheck_body(obj: bpy.types.Object, kept: BodySpec) -> BodySpec | None:
+    """``kept`` if it still is ``obj``'s body, for a caller that knows the armature (its bones, pose
+    and IK settings) and the body settings (chain list, weights, priorities, root) are as when
+    ``kept`` was read (live mode): the checks of the scene around each chain and the targets run again
+    (``read_body``'s, which read other objects: a goal parented to a solved bone, a target gone), and
+    each chain's spec must be the one kept. None: read the body again; IKSolversError as ``read_body``."""
+    chains = body_chain_settings(obj)
+    if [chain.name for chain in chains] != [spec.name for spec in kept.specs]:
+        return None
+    for chain, spec in zip(chains, kept.specs):
+        if chain_spec(obj, chain, spec.rig, reuse=spec) is not spec:
+            return None
+    _check_targets_apart(obj, kept.specs, _movers(kept.specs, kept.root))
+    return kept
+
+
+def _movers(specs: tuple[ChainSpec, ...], root: str | None) -> list[str]:
+    """The bones whose moves carry the body: the root, else each chain's start."""
+    return [root] if root is not None else [spec.bone_names[0] for spec in specs]
 
 
 def body_geometry(obj: bpy.types.Object, names: tuple[str, ...] | list[str], root: str | None) -> bytes:
@@ -360,19 +390,44 @@ def solve_body_inputs(spec: BodySpec, inputs: BodyInputs) -> BodyResult:
         raise IKSolversError.from_input(error) from error
 
 
-def write_body_pose(obj: bpy.types.Object, spec: BodySpec, result: BodyResult, row: int = 0) -> None:
+def write_body_pose(obj: bpy.types.Object, spec: BodySpec, result: BodyResult, row: int = 0, *,
+                    quaternion_bones: list[int] | None = None) -> None:
     """Set every chain bone's rotation and the body root's location and rotation to frame ``row`` of
-    ``result``; everything is checked before the first channel changes (``rig.write_pose``)."""
+    ``result``; everything is checked before the first channel changes (``rig.write_pose``).
+    ``quaternion_bones`` (:func:`quaternion_bone_indices`, live mode): the same channel values in one
+    bulk write (``rig.write_quaternion_joints``) instead of one per chain."""
     q = result.q[row]
     location = result.root_location[row]
     if not np.all(np.isfinite(q)) or not np.all(np.isfinite(location)):
         raise IKSolversError("The body solve produced non-finite values; the pose was not changed.")
-    for chain, dofs in zip(spec.specs, spec.chain_dofs):
-        write_pose(obj, chain.rig, q[dofs])
+    if quaternion_bones is not None:
+        rotations = [local_quaternions(rig.chain, q[dofs][None])[0] for rig, dofs in _written_rigs(spec)]
+        write_quaternion_joints(obj, np.concatenate(rotations), quaternion_bones)
+    else:
+        for rig, dofs in _written_rigs(spec):
+            write_pose(obj, rig, q[dofs])
     if spec.root is not None and spec.root_rig is not None:
-        write_pose(obj, spec.root_rig, q[spec.root_dofs])
         assert obj.pose is not None  # read_body read the root from this armature's pose
         obj.pose.bones[spec.root].location = location.tolist()
+
+
+def _written_rigs(spec: BodySpec) -> list[tuple[RigChain, np.ndarray]]:
+    """Every chain's rig and the root's, with their variables in the body."""
+    rigs = [(chain.rig, dofs) for chain, dofs in zip(spec.specs, spec.chain_dofs)]
+    if spec.root is not None and spec.root_rig is not None:
+        rigs.append((spec.root_rig, spec.root_dofs))
+    return rigs
+
+
+def quaternion_bone_indices(obj: bpy.types.Object, spec: BodySpec) -> list[int] | None:
+    """The indices in ``obj.pose.bones`` of the bones :func:`write_body_pose` turns (each rig's joint
+    bones, in ``_written_rigs`` order), if every one is in quaternion mode; else None."""
+    assert obj.pose is not None  # read_body read the body from this armature's pose
+    pose_bones = obj.pose.bones
+    names = [bone for rig, _ in _written_rigs(spec) for bone in rig.joint_bones]
+    if any(pose_bones[name].rotation_mode != "QUATERNION" for name in names):
+        return None
+    return [pose_bones.find(name) for name in names]
 
 
 def solve_body_pose(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> tuple[BodySpec, BodyResult]:
@@ -392,8 +447,10 @@ def solve_body_pose(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> t
     return spec, result
 
 
-def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResult) -> None:
-    """Each chain keeps its goal's status, error and bound (scene units) of the solve just written."""
+def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResult, *,
+                        remember_bones: bool = True) -> None:
+    """Each chain keeps its goal's status, error and bound (scene units) of the solve just written
+    (and remembers its bones, unless ``remember_bones`` is False: live mode did at the body's read)."""
     scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
     by_name = {chain.name: chain for chain in body_chain_settings(obj)}
     for chain, goal in zip(spec.specs, result.goals):
@@ -405,7 +462,8 @@ def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResul
                       orientation_error=turn)
         if settings.last_goal_status != status:
             settings.last_goal_status = status
-        remember(obj, settings, chain.bone_names)
+        if remember_bones:
+            remember(obj, settings, chain.bone_names)
 
 
 def goals_sentence(obj: bpy.types.Object, result: BodyResult, frame: int = 0) -> str:

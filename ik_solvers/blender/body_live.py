@@ -1,19 +1,39 @@
 """Live mode for a body (SPEC §8): an armature that solves its chains together is re-solved as one
 body whenever one of its enabled chains is Live and a goal, a setting or the frame changed.
 
-Every update reads and checks the whole body (``body.read_body``) and samples every goal; the solve
-runs only when that, or the pose left by the last write (an undo, a hand edit), changed, so our own
-write never causes another solve. There is no quick path: a goal move re-reads the body.
+Reading the body (``body.read_body``: every chain's rig, the fixed links, the ``Body``) costs
+more than anything but the solve, and a goal move changes none of it. Each update reads in bulk
+every armature value a body read depends on (``live_state.rig_values``: bones, pose, IK settings)
+and the body's settings; when both are as our last write left them, the body read then is kept
+(``body.recheck_body`` runs the checks that read other objects again), else it is read again. Every
+goal is sampled at every update; the solve runs only when the inputs, or the pose left by the last
+write (an undo, a hand edit), changed, so our own write never causes another solve. A kept body
+and a body read again give the same solve, bit for bit: a body read depends on nothing the write sets
+(the chains' rotations, the root's location and rotation). There is no quick path: every move of an
+object runs the full update of live mode (``live.update_live_chains``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs, store_goal_outcomes, write_body_pose
-from .live_state import turn_off
+from .body import (
+    BodyInputs,
+    BodyResult,
+    BodySpec,
+    body_chain_settings,
+    quaternion_bone_indices,
+    read_body,
+    recheck_body,
+    sample_body,
+    solve_body_inputs,
+    store_goal_outcomes,
+    write_body_pose,
+)
+from .live_state import LiveChain, after_write, rig_values, turn_off
 from .spec import settings_key
 
 if TYPE_CHECKING:
@@ -21,32 +41,95 @@ if TYPE_CHECKING:
 
     from .properties import IK_SOLVERS_PG_chain
 
-_solved: dict[int, tuple] = {}
-"""Armature ``session_uid`` → what its last live body solve read and the pose it wrote."""
 
-_POSE_CHANNELS = (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4), ("location", 3))
+@dataclass(eq=False)
+class LiveBody:
+    """Live mode's record of one body between updates.
+
+    Attributes
+    ----------
+    spec : BodySpec or None
+        The body as last read.
+    armature : LiveChain
+        Holds the buffer of the bulk read of the armature (``live_state.rig_values``).
+    read_key : bytes or None
+        The armature's values and the body settings after our last write: equal, ``spec`` holds.
+    solved : bytes or None
+        The inputs of the last solve: equal (with ``read_key``), nothing to solve.
+    quaternion_bones : list of int or None
+        ``body.quaternion_bone_indices`` of ``spec`` (its bones' rotation modes are in ``read_key``).
+    """
+
+    spec: BodySpec | None = None
+    armature: LiveChain = field(default_factory=LiveChain)
+    read_key: bytes | None = None
+    solved: bytes | None = None
+    quaternion_bones: list[int] | None = None
 
 
-def _pose_key(obj: bpy.types.Object) -> bytes:
-    """Every pose bone's rotation and location channels, as stored."""
-    assert obj.pose is not None  # a body's armature
-    bones = obj.pose.bones
-    parts = []
-    for prop, width in _POSE_CHANNELS:
-        values = np.empty(len(bones) * width, dtype=np.float32)
-        bones.foreach_get(prop, values)
-        parts.append(values.tobytes())
-    return b"".join(parts)
+bodies: dict[int, LiveBody] = {}
+"""Armature ``session_uid`` → its body's record."""
 
 
-def _inputs_key(obj: bpy.types.Object, spec: BodySpec, inputs: BodyInputs) -> tuple:
+def armature_key(obj: bpy.types.Object, record: LiveBody, chains: list[IK_SOLVERS_PG_chain]) -> bytes:
+    """Every armature value and body setting a body read depends on, as bytes (the settings first:
+    :func:`_key_after_write` keeps them)."""
     settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+    values = rig_values(obj, chains[0], record.armature)
+    bones = obj.data.bones  # type: ignore[union-attr]  # a body's armature
+    names = record.spec.body.names if record.spec is not None else ()
+    parents = tuple((name, getattr(bones[name].parent, "name", "")) if name in bones else (name,) for name in names)
+    body = (settings.body_root, parents, np.array(obj.matrix_world, dtype=float).tobytes(),
+            tuple((c.name, c.weight, c.priority, settings_key(c)) for c in chains))
+    described = repr(body).encode()
+    return len(described).to_bytes(8, "little") + described + values.values.tobytes()
+
+
+def _key_after_write(obj: bpy.types.Object, record: LiveBody, before: bytes) -> bytes:
+    """The :func:`armature_key` the next update reads if nothing but our write changed the armature
+    since ``before`` (read this update): only the channels the write sets are read again."""
+    values = record.armature.rig_values
+    assert values is not None  # armature_key read them
+    after_write(obj, values, _WRITTEN_CHANNELS)
+    settings = 8 + int.from_bytes(before[:8], "little")
+    return before[:settings] + values.values.tobytes()
+
+
+_WRITTEN_CHANNELS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle", "location")
+"""What ``body.write_body_pose`` may set: the chains' rotations, the root's location and rotation."""
+
+
+def _inputs_key(inputs: BodyInputs) -> bytes:
     arrays = [*inputs.positions, *(r for r in inputs.rotations if r is not None),
-              *(p for p in inputs.poles if p is not None), inputs.swivels, inputs.fixed_q,
-              np.array(obj.matrix_world, dtype=float)]
-    return (settings.body_root, tuple(chain.name for chain in spec.specs), spec.weights, spec.priorities,
-            tuple(settings_key(c) for c in settings.chains),
-            b"".join(np.ascontiguousarray(a).tobytes() for a in arrays))
+              *(p for p in inputs.poles if p is not None), inputs.swivels, inputs.fixed_q]
+    return b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
+
+
+def live_body_spec(obj: bpy.types.Object, record: LiveBody, chains: list[IK_SOLVERS_PG_chain],
+                   ) -> tuple[BodySpec, bool, bool]:
+    """The body of ``obj`` (the ``record``'s kept one if it holds, else read again and kept), whether the
+    armature and the body settings are as the last write left them, and whether the body was read again."""
+    if not chains:
+        read_body(obj)  # refuses the body in its own words: no enabled chain
+    key = armature_key(obj, record, chains)
+    as_left = record.spec is not None and key == record.read_key
+    spec = recheck_body(obj, record.spec) if as_left and record.spec is not None else None
+    fresh = spec is None
+    if spec is None:
+        record.spec = spec = read_body(obj)
+        record.quaternion_bones = quaternion_bone_indices(obj, spec)
+        key = armature_key(obj, record, chains)  # with the names of the body's bones
+    record.read_key = key
+    return spec, as_left, fresh
+
+
+def write_live_body(obj: bpy.types.Object, record: LiveBody, result: BodyResult, fresh: bool) -> None:
+    """Write the pose and each goal's status of ``result`` (a solve of ``record``'s body; ``fresh``: read
+    again this update, its chains remember their bones) and remember the armature as written."""
+    assert record.spec is not None and record.read_key is not None  # live_body_spec read them
+    write_body_pose(obj, record.spec, result, quaternion_bones=record.quaternion_bones)
+    store_goal_outcomes(obj, record.spec, result, remember_bones=fresh)
+    record.read_key = _key_after_write(obj, record, record.read_key)
 
 
 def update_live_body(obj: bpy.types.Object, live: list[IK_SOLVERS_PG_chain], depsgraph: bpy.types.Depsgraph | None,
@@ -56,25 +139,24 @@ def update_live_body(obj: bpy.types.Object, live: list[IK_SOLVERS_PG_chain], dep
     A body that cannot be solved keeps its pose and turns live mode off on its ``live`` chains with
     the reason (``live_state.turn_off``); nothing is raised into Blender's handler loop.
     """
+    record = bodies.setdefault(obj.session_uid, LiveBody())
     try:
-        spec = read_body(obj)
+        chains = body_chain_settings(obj)
+        spec, as_left, fresh = live_body_spec(obj, record, chains)
         inputs = sample_body(obj, spec, depsgraph)
-        read = _inputs_key(obj, spec, inputs)
-        last = _solved.get(obj.session_uid)
-        if not force and last is not None and last == (read, _pose_key(obj)):
+        sampled = _inputs_key(inputs)
+        if not force and not fresh and as_left and record.solved == sampled:
             return 0
-        result = solve_body_inputs(spec, inputs)
-        write_body_pose(obj, spec, result)
-        store_goal_outcomes(obj, spec, result)
-        _solved[obj.session_uid] = (read, _pose_key(obj))
+        write_live_body(obj, record, solve_body_inputs(spec, inputs), fresh)
+        record.solved = sampled
         return 1
     except Exception as error:  # never into Blender's handler loop
-        _solved.pop(obj.session_uid, None)
+        bodies.pop(obj.session_uid, None)
         for chain in live:
             turn_off(obj, chain, error)
         return 0
 
 
 def forget_bodies() -> None:
-    """Forget every body's last solve (a file load)."""
-    _solved.clear()
+    """Forget every body's last read and solve (a file load)."""
+    bodies.clear()
