@@ -31,6 +31,13 @@ STRAIGHT_START = 1e-3
 # (radians), and the least negative curvature (per unit of the reach) that counts as a way down.
 ESCAPE_DIFFERENCE = 1e-4
 ESCAPE_CURVATURE = 1e-6
+# A part of the path ending on the root (``_close_onto_root``) closes along the tip's line to it from
+# this near (fraction of the reach), its vertices' distances shrinking by CLOSE_RATIO down to
+# CLOSE_LAST, then onto the root; each vertex by at most CLOSE_NEWTON Gauss–Newton steps.
+CLOSE_START = 0.05
+CLOSE_RATIO = 0.7
+CLOSE_LAST = 1e-6
+CLOSE_NEWTON = 8
 
 
 def _path_slopes(lengths: np.ndarray, turns: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -149,17 +156,21 @@ def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pre
     """
     outer = _flow_to(lengths, lower, upper, preferred, np.zeros_like(preferred), 1.0)
     if not np.any(preferred) and np.any(curled):  # straight: the first segment leads off it toward the curl
-        inner = [preferred] + _flow_to(lengths, lower, upper, STRAIGHT_START * curled, curled, -1.0)
+        inner = [preferred] + _flow_to(lengths, lower, upper, STRAIGHT_START * curled, curled, -1.0, settle=True)
     else:
-        inner = _flow_to(lengths, lower, upper, preferred, curled, -1.0)
+        inner = _flow_to(lengths, lower, upper, preferred, curled, -1.0, settle=True)
     if folded is not None and np.any(folded != curled):
+        start = inner[-1]  # the curled pose, or one as near the root where the flow settled
         free_lower, free_upper = free_box(curled)
-        part = _flow(lengths, free_lower, free_upper, curled, folded, -1.0)
+        part = _flow(lengths, free_lower, free_upper, start, folded, -1.0)
         if len(part) == 1:  # the curled pose is stationary (a joint folded flat): no first-order way down
-            escaped = _escape(lengths, curled, folded)
+            escaped = _escape(lengths, start, folded)
             if escaped is not None:
-                part = [curled, *_flow(lengths, free_lower, free_upper, escaped, folded, -1.0)]
-        if np.any(part[-1] != folded):
+                part = [start, *_flow(lengths, free_lower, free_upper, escaped, folded, -1.0)]
+        closed = _close_onto_root(lengths, free_lower, free_upper, part, folded)
+        if closed is not None:
+            part = closed
+        elif np.any(part[-1] != folded):
             part += _line(part[-1], folded)[1:]
         inner += part[1:]
     return np.array(outer[::-1] + inner[1:]), len(outer) - 1
@@ -211,9 +222,80 @@ def _escape(lengths: np.ndarray, start: np.ndarray, goal: np.ndarray) -> np.ndar
 
 
 def _flow_to(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, goal: np.ndarray,
-             sense: float) -> list[np.ndarray]:
-    """:func:`_flow` from ``start`` toward ``goal``, then the line from where it stops to ``goal`` exactly."""
+             sense: float, settle: bool = False) -> list[np.ndarray]:
+    """:func:`_flow` from ``start`` toward ``goal``, then the line from where it stops to ``goal`` exactly.
+
+    ``settle`` (the inner half, ``goal`` the curled pose): a curled pose on the root is closed onto
+    along the tip's line (:func:`_close_onto_root`); a flow that stops as near the root as the curled
+    pose (within ``CURL_TIE`` of the reach) ends there, not with a line to the search's pose (poses as
+    near the root can be many, and the line between two of them may carry the tip away and back)."""
     part = _flow(lengths, lower, upper, start, goal, sense)
+    if settle:
+        closed = _close_onto_root(lengths, lower, upper, part, goal)
+        if closed is not None:
+            return closed
+    if settle and np.any(part[-1] != goal):
+        near = plane_distances(lengths, np.stack([part[-1], goal]))
+        if near[0] <= near[1] + CURL_TIE * float(lengths.sum()):
+            return part
     if np.any(part[-1] != goal):
         part += _line(part[-1], goal)[1:]
     return part
+
+
+def _close_onto_root(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, part: list[np.ndarray],
+                     goal: np.ndarray) -> list[np.ndarray] | None:
+    """``part`` (a flow toward ``goal``, a pose with the tip on the root) up to a vertex within
+    ``CLOSE_START`` of the reach from the root (the first after its start that closes), then on to the
+    root with the tip kept on its line from there: vertices whose tips are that vertex's scaled by
+    ``CLOSE_RATIO`` per vertex (Gauss–Newton, the least turn change), the last on the root. None where ``goal`` is off the root, no vertex comes
+    that near, or a vertex cannot be put on the line inside the box (the caller's line then).
+
+    Why (issue 20): the distance is the tip's length, and near the root a flow step can carry the tip
+    through it to the other side; the placement turns the chain so its tip lies on the EE axis, so
+    the whole chain turned half a turn between two vertices 1 mm apart (the Rigify wolf's front leg:
+    a target 5 mm from the root moved the elbow 529 mm). On the tip's line its heading holds, and
+    the placement with it."""
+    scale = float(lengths.sum())
+    if plane_distances(lengths, goal[None])[0] > CURL_TIE * scale:
+        return None
+    distances = plane_distances(lengths, np.array(part))
+    # Not the part's first vertex: a flat fold it may start from is where the tip's line is ill-posed.
+    for start in np.flatnonzero((distances <= CLOSE_START * scale) & (distances > CLOSE_LAST * scale))[:PATH_CHECKS]:
+        if start > 0:
+            closed = _closed_from(lengths, lower, upper, part[start], float(distances[start]))
+            if closed is not None:
+                return list(part[:start]) + closed
+    return None
+
+
+def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turns: np.ndarray,
+                 distance: float) -> list[np.ndarray] | None:
+    """Vertices from ``turns`` (its tip ``distance`` from the root) onto the root along the tip's line
+    (:func:`_close_onto_root`), ``turns`` first; None where one misses the line."""
+    scale = float(lengths.sum())
+    tip0 = _plane_points(lengths, turns)[-1]
+    vertices = [turns]
+    fraction = CLOSE_RATIO
+    while True:
+        last = fraction * distance <= CLOSE_LAST * scale
+        wanted = np.zeros(2) if last else fraction * tip0
+        for _ in range(CLOSE_NEWTON):
+            points = _plane_points(lengths, turns)
+            arms = points[-1] - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
+            turns = np.clip(turns - np.linalg.lstsq(np.stack([-arms[:, 1], arms[:, 0]]), points[-1] - wanted,
+                                                    rcond=None)[0], lower, upper)
+        miss = _plane_points(lengths, turns)[-1] - wanted
+        if np.hypot(miss[0], miss[1]) > (CURL_TIE * scale if last else 1e-3 * fraction * distance):
+            return None
+        vertices.append(turns)
+        if last:
+            return vertices
+        fraction *= CLOSE_RATIO
+
+
+def _plane_points(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """The plane chain's joints and tip ``(n + 1, 2)``, the root at the origin, bone 0 along +x."""
+    headings = np.concatenate([[0.0], np.add.accumulate(turns)])
+    return np.concatenate([[[0.0, 0.0]], np.add.accumulate(lengths[:, None] * np.stack(
+        [np.cos(headings), np.sin(headings)], axis=1), axis=0)])
