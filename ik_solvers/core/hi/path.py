@@ -31,10 +31,15 @@ STRAIGHT_START = 1e-3
 # (radians), and the least negative curvature (per unit of the reach) that counts as a way down.
 ESCAPE_DIFFERENCE = 1e-4
 ESCAPE_CURVATURE = 1e-6
-# A part of the path ending on the root (``_close_onto_root``) closes along the tip's line to it from
-# this near (fraction of the reach), its vertices' distances shrinking by CLOSE_RATIO down to
-# CLOSE_LAST, then onto the root; each vertex by at most CLOSE_NEWTON Gauss–Newton steps.
-CLOSE_START = 0.05
+# A part of the path ending near the root (``_close_onto_root``: its end within CLOSE_END of the reach
+# from it) goes its last stretch, from within CLOSE_START, with the tip's distance and heading moving
+# together (from within CLOSE_RADIAL onto the root itself, the heading held: less change near a fold):
+# the distance's gap to the end's shrinking by CLOSE_RATIO per vertex (by FLOW_STEP of the
+# reach at most) down to CLOSE_LAST (of the reach), then onto the end; each vertex by at most
+# CLOSE_NEWTON Gauss–Newton steps.
+CLOSE_END = 0.01
+CLOSE_START = 0.3
+CLOSE_RADIAL = 0.05
 CLOSE_RATIO = 0.7
 CLOSE_LAST = 1e-6
 CLOSE_NEWTON = 8
@@ -245,53 +250,67 @@ def _flow_to(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: n
 
 def _close_onto_root(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, part: list[np.ndarray],
                      goal: np.ndarray) -> list[np.ndarray] | None:
-    """``part`` (a flow toward ``goal``, a pose with the tip on the root) up to a vertex within
-    ``CLOSE_START`` of the reach from the root (the first after its start that closes), then on to the
-    root with the tip kept on its line from there: vertices whose tips are that vertex's scaled by
-    ``CLOSE_RATIO`` per vertex (Gauss–Newton, the least turn change), the last on the root. None where ``goal`` is off the root, no vertex comes
-    that near, or a vertex cannot be put on the line inside the box (the caller's line then).
+    """``part`` (a flow toward ``goal``, whose tip lies within ``CLOSE_END`` of the reach from the root)
+    up to a vertex within ``CLOSE_START`` of it (``CLOSE_RADIAL`` where ``goal``'s tip is on the root) (the first after its start from which :func:`_closed_from` closes),
+    then on to ``goal`` with the tip's heading turning in step with its distance. None where ``goal``
+    is farther, no vertex comes that near, or no vertex closes (the caller's line then).
 
-    Why (issue 20): the distance is the tip's length, and near the root a flow step can carry the tip
-    through it to the other side; the placement turns the chain so its tip lies on the EE axis, so
-    the whole chain turned half a turn between two vertices 1 mm apart (the Rigify wolf's front leg:
-    a target 5 mm from the root moved the elbow 529 mm). On the tip's line its heading holds, and
-    the placement with it."""
+    Why (issue 20): the placement turns the chain about the root so its tip lies on the EE axis, so
+    near the root a small sideways move of the tip turns the whole chain. A flow step could carry the
+    tip through the root (the Rigify wolf's front leg: the chain turned half a turn between two
+    vertices, a target 5 mm from the root moved the elbow 529 mm); a flow into a curled pose a few mm
+    off the root swung the tip's heading by 87° over its last 40 mm, most of it in the last 10 (the
+    shark's body: 347 mm for a 7.7 mm target step)."""
     scale = float(lengths.sum())
-    if plane_distances(lengths, goal[None])[0] > CURL_TIE * scale:
+    end = float(plane_distances(lengths, goal[None])[0])
+    if end > CLOSE_END * scale:
         return None
     distances = plane_distances(lengths, np.array(part))
     # Not the part's first vertex: a flat fold it may start from is where the tip's line is ill-posed.
-    for start in np.flatnonzero((distances <= CLOSE_START * scale) & (distances > CLOSE_LAST * scale))[:PATH_CHECKS]:
+    on_root = end <= CURL_TIE * scale
+    near = (distances <= (CLOSE_RADIAL if on_root else CLOSE_START) * scale) & (distances > end + CLOSE_LAST * scale)
+    for start in np.flatnonzero(near)[:PATH_CHECKS]:
         if start > 0:
-            closed = _closed_from(lengths, lower, upper, part[start], float(distances[start]))
+            closed = _closed_from(lengths, lower, upper, part[start], goal, on_root)
             if closed is not None:
                 return list(part[:start]) + closed
     return None
 
 
-def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turns: np.ndarray,
-                 distance: float) -> list[np.ndarray] | None:
-    """Vertices from ``turns`` (its tip ``distance`` from the root) onto the root along the tip's line
-    (:func:`_close_onto_root`), ``turns`` first; None where one misses the line."""
+def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turns: np.ndarray, goal: np.ndarray,
+                 on_root: bool) -> list[np.ndarray] | None:
+    """Vertices from ``turns`` to ``goal`` (:func:`_close_onto_root`), ``turns`` first: tips at distances
+    whose gap to the goal's shrinks by ``CLOSE_RATIO`` per vertex, the heading's gap in the same ratio
+    (Gauss–Newton, the least turn change); then ``goal``, or (``on_root``) a pose with the tip on the
+    root found the same way. None where a vertex misses its tip inside the box."""
     scale = float(lengths.sum())
-    tip0 = _plane_points(lengths, turns)[-1]
+    tip, end_tip = _plane_points(lengths, turns)[-1], _plane_points(lengths, goal)[-1]
+    start_distance, end_distance = float(np.hypot(tip[0], tip[1])), float(np.hypot(end_tip[0], end_tip[1]))
+    heading = float(np.arctan2(tip[1], tip[0]))
+    # On the root the end's heading is the start's (the tip's line); off it, the shorter way round.
+    turn = 0.0 if on_root else float(np.remainder(np.arctan2(end_tip[1], end_tip[0]) - heading + np.pi, 2.0 * np.pi) - np.pi)
+    gap = start_distance - end_distance
     vertices = [turns]
-    fraction = CLOSE_RATIO
+    fraction = max(CLOSE_RATIO, 1.0 - FLOW_STEP * scale / gap)
     while True:
-        last = fraction * distance <= CLOSE_LAST * scale
-        wanted = np.zeros(2) if last else fraction * tip0
+        last = fraction * gap <= CLOSE_LAST * scale
+        if last and not on_root:
+            return vertices + [goal]
+        angle = heading + (1.0 - fraction) * turn
+        wanted = np.zeros(2) if last else (end_distance + fraction * gap) * np.array([np.cos(angle), np.sin(angle)])
         for _ in range(CLOSE_NEWTON):
             points = _plane_points(lengths, turns)
             arms = points[-1] - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
             turns = np.clip(turns - np.linalg.lstsq(np.stack([-arms[:, 1], arms[:, 0]]), points[-1] - wanted,
                                                     rcond=None)[0], lower, upper)
         miss = _plane_points(lengths, turns)[-1] - wanted
-        if np.hypot(miss[0], miss[1]) > (CURL_TIE * scale if last else 1e-3 * fraction * distance):
+        if np.hypot(miss[0], miss[1]) > (CURL_TIE * scale if last else 1e-3 * fraction * gap):
             return None
         vertices.append(turns)
         if last:
             return vertices
-        fraction *= CLOSE_RATIO
+        # Steps of at most FLOW_STEP of the reach in distance, as the flow's.
+        fraction = max(fraction * CLOSE_RATIO, fraction - FLOW_STEP * scale / gap)
 
 
 def _plane_points(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
