@@ -172,12 +172,7 @@ def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pre
             escaped = _escape(lengths, start, folded)
             if escaped is not None:
                 part = [start, *_flow(lengths, free_lower, free_upper, escaped, folded, -1.0)]
-        closed = _close_onto_root(lengths, free_lower, free_upper, part, folded)
-        if closed is not None:
-            part = closed
-        elif np.any(part[-1] != folded):
-            part += _line(part[-1], folded)[1:]
-        inner += part[1:]
+        inner += _finish(lengths, free_lower, free_upper, part, folded, True)[1:]
     return np.array(outer[::-1] + inner[1:]), len(outer) - 1
 
 
@@ -228,13 +223,18 @@ def _escape(lengths: np.ndarray, start: np.ndarray, goal: np.ndarray) -> np.ndar
 
 def _flow_to(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, goal: np.ndarray,
              sense: float, settle: bool = False) -> list[np.ndarray]:
-    """:func:`_flow` from ``start`` toward ``goal``, then the line from where it stops to ``goal`` exactly.
+    """:func:`_flow` from ``start`` toward ``goal``, then on to ``goal`` (:func:`_finish`)."""
+    return _finish(lengths, lower, upper, _flow(lengths, lower, upper, start, goal, sense), goal, settle)
 
-    ``settle`` (the inner half, ``goal`` the curled pose): a curled pose on the root is closed onto
-    along the tip's line (:func:`_close_onto_root`); a flow that stops as near the root as the curled
-    pose (within ``CURL_TIE`` of the reach) ends there, not with a line to the search's pose (poses as
-    near the root can be many, and the line between two of them may carry the tip away and back)."""
-    part = _flow(lengths, lower, upper, start, goal, sense)
+
+def _finish(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, part: list[np.ndarray], goal: np.ndarray,
+            settle: bool) -> list[np.ndarray]:
+    """A flow ``part`` toward ``goal`` taken on to it: by the line from where it stops to ``goal`` exactly.
+
+    ``settle`` (a part toward the root: ``goal`` the curled or the folded pose): an end near the root is
+    approached as :func:`_close_onto_root` says; a flow that stops as near the root as ``goal`` (within
+    ``CURL_TIE`` of the reach) ends there, not with a line to the search's pose (poses as near the
+    root can be many, and the line between two of them may carry the tip away and back)."""
     if settle:
         closed = _close_onto_root(lengths, lower, upper, part, goal)
         if closed is not None:
