@@ -31,6 +31,18 @@ STRAIGHT_START = 1e-3
 # (radians), and the least negative curvature (per unit of the reach) that counts as a way down.
 ESCAPE_DIFFERENCE = 1e-4
 ESCAPE_CURVATURE = 1e-6
+# A part of the path ending near the root (``_close_onto_root``: its end within CLOSE_END of the reach
+# from it) goes its last stretch, from within CLOSE_START, with the tip's distance and heading moving
+# together (from within CLOSE_RADIAL onto the root itself, the heading held: less change near a fold):
+# the distance's gap to the end's shrinking by CLOSE_RATIO per vertex (by FLOW_STEP of the
+# reach at most) down to CLOSE_LAST (of the reach), then onto the end; each vertex by at most
+# CLOSE_NEWTON Gauss–Newton steps.
+CLOSE_END = 0.01
+CLOSE_START = 0.3
+CLOSE_RADIAL = 0.05
+CLOSE_RATIO = 0.7
+CLOSE_LAST = 1e-6
+CLOSE_NEWTON = 8
 
 
 def _path_slopes(lengths: np.ndarray, turns: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -149,19 +161,18 @@ def monotone_path(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, pre
     """
     outer = _flow_to(lengths, lower, upper, preferred, np.zeros_like(preferred), 1.0)
     if not np.any(preferred) and np.any(curled):  # straight: the first segment leads off it toward the curl
-        inner = [preferred] + _flow_to(lengths, lower, upper, STRAIGHT_START * curled, curled, -1.0)
+        inner = [preferred] + _flow_to(lengths, lower, upper, STRAIGHT_START * curled, curled, -1.0, settle=True)
     else:
-        inner = _flow_to(lengths, lower, upper, preferred, curled, -1.0)
+        inner = _flow_to(lengths, lower, upper, preferred, curled, -1.0, settle=True)
     if folded is not None and np.any(folded != curled):
+        start = inner[-1]  # the curled pose, or one as near the root where the flow settled
         free_lower, free_upper = free_box(curled)
-        part = _flow(lengths, free_lower, free_upper, curled, folded, -1.0)
+        part = _flow(lengths, free_lower, free_upper, start, folded, -1.0)
         if len(part) == 1:  # the curled pose is stationary (a joint folded flat): no first-order way down
-            escaped = _escape(lengths, curled, folded)
+            escaped = _escape(lengths, start, folded)
             if escaped is not None:
-                part = [curled, *_flow(lengths, free_lower, free_upper, escaped, folded, -1.0)]
-        if np.any(part[-1] != folded):
-            part += _line(part[-1], folded)[1:]
-        inner += part[1:]
+                part = [start, *_flow(lengths, free_lower, free_upper, escaped, folded, -1.0)]
+        inner += _finish(lengths, free_lower, free_upper, part, folded, True)[1:]
     return np.array(outer[::-1] + inner[1:]), len(outer) - 1
 
 
@@ -211,9 +222,99 @@ def _escape(lengths: np.ndarray, start: np.ndarray, goal: np.ndarray) -> np.ndar
 
 
 def _flow_to(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, start: np.ndarray, goal: np.ndarray,
-             sense: float) -> list[np.ndarray]:
-    """:func:`_flow` from ``start`` toward ``goal``, then the line from where it stops to ``goal`` exactly."""
-    part = _flow(lengths, lower, upper, start, goal, sense)
+             sense: float, settle: bool = False) -> list[np.ndarray]:
+    """:func:`_flow` from ``start`` toward ``goal``, then on to ``goal`` (:func:`_finish`)."""
+    return _finish(lengths, lower, upper, _flow(lengths, lower, upper, start, goal, sense), goal, settle)
+
+
+def _finish(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, part: list[np.ndarray], goal: np.ndarray,
+            settle: bool) -> list[np.ndarray]:
+    """A flow ``part`` toward ``goal`` taken on to it: by the line from where it stops to ``goal`` exactly.
+
+    ``settle`` (a part toward the root: ``goal`` the curled or the folded pose): an end near the root is
+    approached as :func:`_close_onto_root` says; a flow that stops as near the root as ``goal`` (within
+    ``CURL_TIE`` of the reach) ends there, not with a line to the search's pose (poses as near the
+    root can be many, and the line between two of them may carry the tip away and back)."""
+    if settle:
+        closed = _close_onto_root(lengths, lower, upper, part, goal)
+        if closed is not None:
+            return closed
+    if settle and np.any(part[-1] != goal):
+        near = plane_distances(lengths, np.stack([part[-1], goal]))
+        if near[0] <= near[1] + CURL_TIE * float(lengths.sum()):
+            return part
     if np.any(part[-1] != goal):
         part += _line(part[-1], goal)[1:]
     return part
+
+
+def _close_onto_root(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, part: list[np.ndarray],
+                     goal: np.ndarray) -> list[np.ndarray] | None:
+    """``part`` (a flow toward ``goal``, whose tip lies within ``CLOSE_END`` of the reach from the root)
+    up to a vertex within ``CLOSE_START`` of it (``CLOSE_RADIAL`` where ``goal``'s tip is on the root) (the first after its start from which :func:`_closed_from` closes),
+    then on to ``goal`` with the tip's heading turning in step with its distance. None where ``goal``
+    is farther, no vertex comes that near, or no vertex closes (the caller's line then).
+
+    Why (issue 20): the placement turns the chain about the root so its tip lies on the EE axis, so
+    near the root a small sideways move of the tip turns the whole chain. A flow step could carry the
+    tip through the root (the Rigify wolf's front leg: the chain turned half a turn between two
+    vertices, a target 5 mm from the root moved the elbow 529 mm); a flow into a curled pose a few mm
+    off the root swung the tip's heading by 87° over its last 40 mm, most of it in the last 10 (the
+    shark's body: 347 mm for a 7.7 mm target step)."""
+    scale = float(lengths.sum())
+    end = float(plane_distances(lengths, goal[None])[0])
+    if end > CLOSE_END * scale:
+        return None
+    distances = plane_distances(lengths, np.array(part))
+    # Not the part's first vertex: a flat fold it may start from is where the tip's line is ill-posed.
+    on_root = end <= CURL_TIE * scale
+    near = (distances <= (CLOSE_RADIAL if on_root else CLOSE_START) * scale) & (distances > end + CLOSE_LAST * scale)
+    for start in np.flatnonzero(near)[:PATH_CHECKS]:
+        if start > 0:
+            closed = _closed_from(lengths, lower, upper, part[start], goal, on_root)
+            if closed is not None:
+                return list(part[:start]) + closed
+    return None
+
+
+def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turns: np.ndarray, goal: np.ndarray,
+                 on_root: bool) -> list[np.ndarray] | None:
+    """Vertices from ``turns`` to ``goal`` (:func:`_close_onto_root`), ``turns`` first: tips at distances
+    whose gap to the goal's shrinks by ``CLOSE_RATIO`` per vertex, the heading's gap in the same ratio
+    (Gauss–Newton, the least turn change); then ``goal``, or (``on_root``) a pose with the tip on the
+    root found the same way. None where a vertex misses its tip inside the box."""
+    scale = float(lengths.sum())
+    tip, end_tip = _plane_points(lengths, turns)[-1], _plane_points(lengths, goal)[-1]
+    start_distance, end_distance = float(np.hypot(tip[0], tip[1])), float(np.hypot(end_tip[0], end_tip[1]))
+    heading = float(np.arctan2(tip[1], tip[0]))
+    # On the root the end's heading is the start's (the tip's line); off it, the shorter way round.
+    turn = 0.0 if on_root else float(np.remainder(np.arctan2(end_tip[1], end_tip[0]) - heading + np.pi, 2.0 * np.pi) - np.pi)
+    gap = start_distance - end_distance
+    vertices = [turns]
+    fraction = max(CLOSE_RATIO, 1.0 - FLOW_STEP * scale / gap)
+    while True:
+        last = fraction * gap <= CLOSE_LAST * scale
+        if last and not on_root:
+            return vertices + [goal]
+        angle = heading + (1.0 - fraction) * turn
+        wanted = np.zeros(2) if last else (end_distance + fraction * gap) * np.array([np.cos(angle), np.sin(angle)])
+        for _ in range(CLOSE_NEWTON):
+            points = _plane_points(lengths, turns)
+            arms = points[-1] - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
+            turns = np.clip(turns - np.linalg.lstsq(np.stack([-arms[:, 1], arms[:, 0]]), points[-1] - wanted,
+                                                    rcond=None)[0], lower, upper)
+        miss = _plane_points(lengths, turns)[-1] - wanted
+        if np.hypot(miss[0], miss[1]) > (CURL_TIE * scale if last else 1e-3 * fraction * gap):
+            return None
+        vertices.append(turns)
+        if last:
+            return vertices
+        # Steps of at most FLOW_STEP of the reach in distance, as the flow's.
+        fraction = max(fraction * CLOSE_RATIO, fraction - FLOW_STEP * scale / gap)
+
+
+def _plane_points(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """The plane chain's joints and tip ``(n + 1, 2)``, the root at the origin, bone 0 along +x."""
+    headings = np.concatenate([[0.0], np.add.accumulate(turns)])
+    return np.concatenate([[[0.0, 0.0]], np.add.accumulate(lengths[:, None] * np.stack(
+        [np.cos(headings), np.sin(headings)], axis=1), axis=0)])
