@@ -79,7 +79,10 @@ def test_a_straight_chain_bends_toward_its_bend_direction_and_keeps_its_tip_pose
     assert solved.error.max() <= 1e-9
     assert _plane_turns(solved.positions, pref.n0_world).min() >= -1e-12
     knee = solved.positions[:, 1] - solved.positions[:, 0]
-    assert (knee @ side).min() > 0.0
+    # The first joint lies on d's side wherever the chain is bent as a limb bends; curled deeper than
+    # half its reach, a short first bone of a chain whose every joint turns toward d can tilt back
+    # across the axis (seen: a 0.125 bone before three of 0.5, 0.004 across).
+    assert (knee[r >= 0.5 * pref.in_plane_reach] @ side).min() > 0.0
     assert np.abs(knee @ pref.n0_world).max() <= 1e-9  # in the plane of the EE axis and d
     for k in (0, 30, 59):  # live mode's one-target solve: the batch's bits
         assert np.array_equal(np.array(solve_hi_one(pref, targets[k]).q), solved.q[k])

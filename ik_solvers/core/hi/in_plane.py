@@ -19,7 +19,7 @@ from .in_plane_constants import InPlaneConstants, Lift
 from .plane_chain import plane_tip, segment_parameter, segment_parameters
 from .sphere import PreferredPose
 
-# Safeguarded Newton steps on the lifted chain's reach (:func:`lifted`): quadratic from the first
+# Safeguarded Newton steps on the lifted chain's reach (:func:`lift_factor`): quadratic from the first
 # steps, a bisection where Newton leaves the bracket; a fixed count, so every row of a batch and one
 # target alone take the same steps.
 LIFT_STEPS = 40
@@ -105,8 +105,12 @@ def in_plane(pref: PreferredPose, r: np.ndarray) -> Bent:
     if k.lift is None or not np.any(r > k.distances[2]):
         return bent
     rows = np.flatnonzero(r > k.distances[2])
+    factors = np.zeros(rows.size)  # from ΣB on the chain is straight: no steps to take
+    partial = np.flatnonzero(r[rows] < k.lift.reach)
     with np.errstate(divide="ignore", invalid="ignore"):
-        xs, hs, lifts = lifted(NUMPY_OPS, k.lift, r[rows])
+        if partial.size:
+            factors[partial] = lift_factor(NUMPY_OPS, k.lift, r[rows][partial])
+        xs, hs, lifts = lifted(NUMPY_OPS, k.lift, factors)
     all_xs, all_hs, all_lifts = bent.xs.copy(), np.broadcast_to(bent.hs, bent.xs.shape).copy(), np.zeros(bent.bends.shape)
     all_xs[rows], all_hs[rows], all_lifts[rows] = xs, hs, lifts
     return bent._replace(xs=all_xs, hs=all_hs, lifts=all_lifts)
@@ -130,18 +134,16 @@ def row_bent(xp: ArrayOps, pref: PreferredPose, r: float) -> Bent:
     bent = chain_bent(xp, k, r, bases, directions, t, steps)
     if k.lift is None or not r > k.distances[2]:
         return bent
-    xs, hs, lifts = lifted(xp, k.lift, r)
+    xs, hs, lifts = lifted(xp, k.lift, 0.0 if r >= k.lift.reach else lift_factor(xp, k.lift, r))
     return bent._replace(xs=xs, hs=hs, lifts=lifts)
 
 
-def lifted(xp: ArrayOps, lift: Lift, r: Real) -> tuple[Any, Any, Any]:
-    """Past the in-plane reach ``ΣL`` of a non-planar chain: the straight in-plane pose with every bone
-    height ``h`` shrunk to ``s·h`` so the tip reaches ``min(r, ΣB)`` along the EE axis (SPEC §5: out of
-    reach, the geometric bound). ``u = s²`` solves ``Σ √(B² − u·h²) = r`` (decreasing and concave in
-    ``u``, ``u = 1`` at ``ΣL``: continuous with the in-plane pose; ``u = 0`` from ``ΣB`` on: straight).
-
-    Returns the joints' ``xs`` and ``hs`` (``n + 1``, as ``Bent``'s) and each joint's turn about
-    ``n0 × a0`` (``n``, ``Bent.lifts``: the change of its bone's elevation less its parent's)."""
+def lift_factor(xp: ArrayOps, lift: Lift, r: Real) -> Real:
+    """Past the in-plane reach ``ΣL`` of a non-planar chain, short of ``ΣB``: the factor ``u = s²`` by which
+    the straight in-plane pose's bone heights ``h`` shrink (squared) so that the tip reaches ``r`` along
+    the EE axis (SPEC §5: out of reach, the geometric bound). It solves ``Σ √(B² − u·h²) = r`` (decreasing
+    and concave in ``u``, ``u = 1`` at ``ΣL``: continuous with the in-plane pose; ``u = 0`` at ``ΣB``, which
+    the callers take from there on without steps: straight)."""
     joints, divide = xp.joints, xp.divide
     lo, hi = r * 0.0, r * 0.0 + 1.0
     u = lo
@@ -153,8 +155,17 @@ def lifted(xp: ArrayOps, lift: Lift, r: Real) -> tuple[Any, Any, Any]:
         lo, hi = xp.where(f > 0.0, u, lo), xp.where(f > 0.0, hi, u)
         newton = u - divide(f, slope)
         u = xp.where((newton > lo) & (newton < hi), newton, 0.5 * (lo + hi))
+    return u
+
+
+def lifted(xp: ArrayOps, lift: Lift, u: Real) -> tuple[Any, Any, Any]:
+    """The straight in-plane pose with every bone height ``h`` shrunk to ``√u·h`` (:func:`lift_factor`).
+
+    Returns the joints' ``xs`` and ``hs`` (``n + 1``, as ``Bent``'s) and each joint's turn about
+    ``n0 × a0`` (``n``, ``Bent.lifts``: the change of its bone's elevation less its parent's)."""
+    joints = xp.joints
     scale = xp.sqrt(u)
-    along = [xp.sqrt(xp.maximum(b2 - u * h2, 0.0)) for b2, h2 in pairs]
+    along = [xp.sqrt(xp.maximum(b2 - u * h2, 0.0)) for b2, h2 in zip(lift.squares, lift.height_squares)]
     heights = [scale * h for h in lift.heights]
     elevations = xp.atan2_all(heights, along)
     turns = [e0 - e for e0, e in zip(lift.elevations, elevations)]
