@@ -5,9 +5,9 @@ settings module adds and removes ``Object.ik_solvers``; live mode adds and remov
 operators and panels register their classes through ``bpy.utils.register_classes_factory``.
 """
 
-from . import live, operators, panel, properties
+from . import bake_operator, live, operators, panel, properties
 
-_MODULES = (properties, operators, live, panel)
+_MODULES = (properties, operators, bake_operator, live, panel)
 """Registration order; each module has ``register()`` / ``unregister()``."""
 
 

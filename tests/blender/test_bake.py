@@ -16,7 +16,7 @@ import psutil
 import pytest
 from conftest import add_empty, build_arm, build_armature, build_long_chain, build_two_arms
 
-from ik_solvers.blender import bake, compat, operators, sampling
+from ik_solvers.blender import bake, bake_operator, compat, sampling
 from ik_solvers.blender.chains import capture_preferred_pose
 from ik_solvers.blender.errors import IKSolversError
 from ik_solvers.blender.frames import SolvedFrames
@@ -807,11 +807,11 @@ class _ModalStandIn:
         self.reports.append((kind, message))
 
     def __getattr__(self, name):  # _end, _fail, _done: the operator's own helpers, bound to us
-        return getattr(operators.IK_SOLVERS_OT_bake, name).__get__(self)
+        return getattr(bake_operator.IK_SOLVERS_OT_bake, name).__get__(self)
 
 
 def _tick(operator, kind):
-    return operators.IK_SOLVERS_OT_bake.modal(operator, bpy.context, type("Event", (), {"type": kind})())
+    return bake_operator.IK_SOLVERS_OT_bake.modal(operator, bpy.context, type("Event", (), {"type": kind})())
 
 
 def test_modal_bake_advances_per_tick_and_esc_restores_the_action(baking):

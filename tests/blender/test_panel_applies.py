@@ -9,7 +9,7 @@ import pytest
 from conftest import add_empty, build_arm
 from test_panel import draw_all
 
-from ik_solvers.blender import operators, panel
+from ik_solvers.blender import bake_operator, operators, panel
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_ik_stretch_is_named_in_the_panel_and_the_solve_and_bake_reports(arm_cha
     assert operators.IK_SOLVERS_OT_solve.execute(operator, bpy.context) == {"FINISHED"}
     assert ({"WARNING"}, f"Chain 'Arm': {labels[0][0]}") in operator.reports
 
-    operator = _StandIn(operators.IK_SOLVERS_OT_bake, frame_start=1, frame_end=3, step=1, all_chains=False, chain="",
+    operator = _StandIn(bake_operator.IK_SOLVERS_OT_bake, frame_start=1, frame_end=3, step=1, all_chains=False, chain="",
                         reduce_keys=False, key_error=0.0)
-    assert operators.IK_SOLVERS_OT_bake.execute(operator, bpy.context) == {"FINISHED"}
+    assert bake_operator.IK_SOLVERS_OT_bake.execute(operator, bpy.context) == {"FINISHED"}
     assert ({"WARNING"}, f"Chain 'Arm': {labels[0][0]}") in operator.reports
