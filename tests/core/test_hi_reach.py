@@ -208,6 +208,40 @@ def test_error_never_beats_the_geometric_bound_and_unreachable_means_at_it(case)
         assert not short.any(), (result.error[short], bound[short])
 
 
+def test_a_target_on_the_start_joint_is_reached_where_the_curled_pose_has_a_joint_on_its_bound():
+    # Found by a random seed of the test above: the curled pose of this non-planar chain lies 6e-12 from
+    # the start joint with its first turn on the box bound (0); the close onto the root clipped its
+    # Gauss–Newton steps and stopped 1.4e-9 off (BUDGET_EXHAUSTED at tolerance 1e-9).
+    chain = Chain.straight(np.array([0.5, 0.0625, 0.5, 0.5]), JointKind.BALL)
+    preferred = np.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.5, 0.0, -1.5, 0.0, 0.0, 0.0, 0.5])
+    pref = preferred_pose(chain, preferred)
+    assert least_distance(pref) <= 1e-15 * chain.reach
+    start = forward_kinematics(chain, preferred[None]).positions[0, 0]
+    targets = start + np.array([[0.0, 0.0, 0.0], [1e-13, 0.0, 0.0], [0.0, 1e-6, 0.0]])
+    result = solve_hi(chain, targets, pref, options=SolveOptions(tolerance=1e-12)).result
+    assert set(result.status) == {Status.CONVERGED}
+    tips = forward_kinematics(chain, result.q).positions[:, -1]
+    assert np.linalg.norm(tips - targets, axis=1).max() <= 1e-12
+
+
+def test_a_chain_that_cannot_close_folds_flat_exactly_to_its_least_distance():
+    # 2·max L > ΣL: the nearest the tip gets to the start joint is 2·0.984375 − 1.921875 = 0.046875, the
+    # longest bone with the others folded flat back along it. The curl search used to stop ~1e-4 rad short
+    # of the flat fold (distance flat to second order there): 1.7e-9 above the bound, so SOLVER_LIMIT.
+    chain = Chain.straight(np.array([0.984375, 0.4375, 0.28125, 0.21875]), JointKind.BALL)
+    preferred = np.zeros(12)
+    preferred[-1] = 1.0
+    pref = preferred_pose(chain, preferred)
+    assert abs(least_distance(pref) - 0.046875) <= 1e-15
+    targets = np.array([[0.0, 0.0, 0.0], [0.0, 1e-3, 0.0], [0.0, 0.0, 0.01]])
+    result = solve_hi(chain, targets, pref, options=SolveOptions(tolerance=1e-12)).result
+    assert set(result.status) == {Status.UNREACHABLE}
+    expected = 0.046875 - np.linalg.norm(targets, axis=1)
+    np.testing.assert_allclose(result.error, expected, rtol=0.0, atol=1e-15)
+    tips = forward_kinematics(chain, result.q).positions[:, -1]
+    np.testing.assert_allclose(np.linalg.norm(tips - targets, axis=1), expected, rtol=0.0, atol=1e-12)
+
+
 def _hinged_copy(chain: Chain, preferred: np.ndarray) -> Chain:
     """``chain`` (ball joints) with every joint after the start joint a hinge about the preferred plane's
     normal, the preferred rotations folded into the rest rotations: the same preferred pose at q = 0."""

@@ -299,10 +299,7 @@ def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turn
         angle = heading + (1.0 - fraction) * turn
         wanted = np.zeros(2) if last else (end_distance + fraction * gap) * np.array([np.cos(angle), np.sin(angle)])
         for _ in range(CLOSE_NEWTON):
-            points = _plane_points(lengths, turns)
-            arms = points[-1] - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
-            turns = np.clip(turns - np.linalg.lstsq(np.stack([-arms[:, 1], arms[:, 0]]), points[-1] - wanted,
-                                                    rcond=None)[0], lower, upper)
+            turns = _bounded_newton_step(lengths, lower, upper, turns, wanted)
         miss = _plane_points(lengths, turns)[-1] - wanted
         if np.hypot(miss[0], miss[1]) > (CURL_TIE * scale if last else 1e-3 * fraction * gap):
             return None
@@ -311,6 +308,24 @@ def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turn
             return vertices
         # Steps of at most FLOW_STEP of the reach in distance, as the flow's.
         fraction = max(fraction * CLOSE_RATIO, fraction - FLOW_STEP * scale / gap)
+
+
+def _bounded_newton_step(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turns: np.ndarray,
+                         wanted: np.ndarray) -> np.ndarray:
+    """One Gauss–Newton step (the least turn change) of turns ``(n − 1,)`` moving the plane chain's tip
+    onto ``wanted`` ``(2,)``, kept in the box ``[lower, upper]``: turns the step would carry out of the box
+    stay on their bound and the others take the step solved without them. Why: clipping the full step
+    alone leaves the free turns short of their share, so a close whose curled end has a turn on its bound
+    (a joint straight) converged linearly and ended ~1e-9 of the reach off the root, not at rounding."""
+    points = _plane_points(lengths, turns)
+    arms = points[-1] - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
+    jacobian, miss = np.stack([-arms[:, 1], arms[:, 0]]), points[-1] - wanted
+    moved = turns - np.linalg.lstsq(jacobian, miss, rcond=None)[0]
+    pinned = (moved < lower) | (moved > upper)
+    if pinned.any() and not pinned.all():
+        moved = turns.copy()
+        moved[~pinned] -= np.linalg.lstsq(jacobian[:, ~pinned], miss, rcond=None)[0]
+    return np.clip(moved, lower, upper)
 
 
 def _plane_points(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:

@@ -177,7 +177,8 @@ class PreferredPose:
         distances = plane_distances(self.in_plane_lengths, vertices)
         # The path's ends and the preferred vertex have the distances every other test reads.
         distances[preferred] = self.preferred_distance
-        if folded is self.curled_turns:
+        if folded is self.curled_turns and np.array_equal(vertices[-1], self.curled_turns):
+            # (A close onto the root ends on a pose of its own, nearer the root: its distance stands.)
             distances[-1] = self.curled_distance
         return (_read_only(vertices), _read_only(np.ascontiguousarray(np.diff(vertices, axis=0))),
                 _read_only(distances), preferred)
