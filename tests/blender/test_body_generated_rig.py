@@ -262,9 +262,8 @@ def test_a_body_on_the_org_bones_bakes_and_says_each_chain_blender_poses_otherwi
     through and each limb's report and warning say, in one sentence, that Blender's evaluation
     differs from the solve."""
     rig = generated_body()
-    for name, (tip, _, _, _) in CHAINS.items():
-        chain = rig.ik_solvers.chains[name]
-        chain.tip_bone = FOLLOWERS.get(name, "ORG-spine.003")
+    for chain in rig.ik_solvers.chains:
+        chain.tip_bone = FOLLOWERS.get(chain.name, "ORG-spine.003")
     hand = rig.pose.bones["hand_ik.L"]
     hand.keyframe_insert("location", frame=1)
     hand.location.z -= 0.2
