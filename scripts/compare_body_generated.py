@@ -192,16 +192,18 @@ def run(solver: str, frames: int) -> dict:
         assert rig.pose is not None  # an armature
         key_controls(rig, frames)
         frame_end = frames * len(PATHS)
-        seconds = None
+        seconds, statuses = None, {}
         if solver == "ours":
             seconds = bake(rig, 1, frame_end)
+            statuses = {chain.name: json.loads(chain.last_bake_report)["goals"]["status_counts"]
+                        for chain in rig.ik_solvers.chains}  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime
         else:
             for name in IK_FK_SWITCHES:
                 rig.pose.bones[name]["IK_FK"] = 0.0
         evaluated = evaluate(rig, frame_end)
     finally:
         ik_solvers.unregister()
-    row: dict = {"solver": solver, "frames": frame_end, "bake_seconds": seconds, "paths": {}}
+    row: dict = {"solver": solver, "frames": frame_end, "bake_seconds": seconds, "statuses": statuses, "paths": {}}
     for k, path in enumerate(PATHS):
         span = slice(k * frames, (k + 1) * frames)
         torso = evaluated["torso"][span]

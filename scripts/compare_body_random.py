@@ -328,7 +328,7 @@ def write_csv(path: Path, results: list[tuple[dict, dict]]) -> None:
                                      f"{parts['angle_degrees'][k]:.6g}", int(parts["backward"][k])])
 
 
-def plot(path: Path, results: list[tuple[dict, dict]], tolerance_mm: float) -> None:
+def plot(path: Path, results: list[tuple[dict, dict]], tolerance_mm: float, tolerance_degrees: float) -> None:
     """Each goal's position error distribution (left) and orientation error (right), per solver."""
     import matplotlib
 
@@ -344,6 +344,7 @@ def plot(path: Path, results: list[tuple[dict, dict]], tolerance_mm: float) -> N
                 angles = np.sort(np.maximum(parts["angle_degrees"], 1e-9))
                 right.plot(angles, np.arange(1, angles.size + 1) / angles.size, style, label=f"{row['solver']}: {goal}")
     left.axvline(tolerance_mm, color="k", linestyle="--", linewidth=0.8)
+    right.axvline(tolerance_degrees, color="k", linestyle="--", linewidth=0.8)
     for axis, what in ((left, "position error (mm)"), (right, "orientation error (°)")):
         axis.set_xscale("log")
         axis.set_xlabel(what)
@@ -368,7 +369,7 @@ def measure_all(args: Namespace, log: Callable[[str], object] = print) -> list[d
     (out / "summary.json").write_text(json.dumps(rows, indent=2))
     (out / "table.md").write_text(table_markdown(rows, args))
     write_csv(out / "random_sets.csv", results)
-    plot(out / "random_sets.png", results, args.tolerance_mm)
+    plot(out / "random_sets.png", results, args.tolerance_mm, args.tolerance_degrees)
     return rows
 
 
