@@ -194,16 +194,14 @@ def variable_target_base(target: bpy.types.DriverTarget, variable_type: str) -> 
 def _driver_dependencies(id_data: bpy.types.ID | None, owner: str, pose_bone: str | None = None,
                          ) -> Iterator[tuple[bpy.types.Object, str, str]]:
     """(object, bone name or '', how) the drivers of ``id_data`` read, any variable type: with
-    ``pose_bone``, only the drivers of that pose bone's properties (``pose.bones["name"]…``); without,
-    those of everything else. A driver of an armature's bone moves that bone, not the object: it
-    counts for a point that follows the bone (:func:`_bone_dependencies`), not for every point that
-    follows the armature (the finger drivers of a Rigify rig do not move its hand_ik bone)."""
+    ``pose_bone``, only the drivers of that pose bone's pose (its channels, constraints, …); without,
+    those of everything else (a bone's custom property included: anything may read it). A driver of
+    a bone's pose moves that bone, not the object: it counts for a point that follows the bone
+    (:func:`_bone_dependencies`), not for every point that follows the armature (the finger drivers
+    of a Rigify rig do not move its hand_ik bone)."""
     anim_data = getattr(id_data, "animation_data", None)
     for fcurve in () if anim_data is None else anim_data.drivers:
-        driven = _POSE_BONE.match(fcurve.data_path)
-        driven_bone = None if driven is None else bpy.utils.unescape_identifier(
-            driven.group(1) if driven.group(1) is not None else driven.group(2))
-        if driven_bone != pose_bone:
+        if pose_bone_of_path(fcurve.data_path) != pose_bone:
             continue
         how = f"the driver of '{owner}' {fcurve.data_path} reads"
         for variable in fcurve.driver.variables:
