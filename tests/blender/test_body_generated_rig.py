@@ -47,6 +47,13 @@ FRAMES = 6
 pytestmark = pytest.mark.usefixtures("rigify_enabled")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def generated_rig_ui():
+    """The panels and operators each generated rig's UI script registers go at the module's end."""
+    yield
+    rr.unregister_generated_rig_ui()
+
+
 @pytest.fixture
 def rig(addon):
     return generated_body()
