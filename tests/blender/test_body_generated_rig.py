@@ -32,6 +32,7 @@ from compare_body_generated import (
     BODY_ROOT,
     CHAINS,
     FOLLOWERS,
+    PARENT_SWITCHES,
     bake,
     evaluate,
     generated_body,
@@ -87,6 +88,18 @@ def test_rigify_ik_controls_that_can_switch_parent_to_the_torso_are_refused_in_o
     with pytest.raises(RuntimeError, match="SWITCH_PARENT"):
         bake(rig, 1, 3)
     assert pose_snapshot(rig) == before and rig.animation_data.action is None
+
+
+def test_muting_the_parent_switches_leaves_the_controls_where_their_default_parent_puts_them(addon):
+    """The workaround the refusal above leaves: the IK controls follow ``root`` by default, so with the
+    root bone unposed, muted parent switches keep every control where it was (and keyed moves move it)."""
+    rig = generated_body(mute_parent_switches=False)
+    heads = {name: goal_location(rig, name) for name in CHAINS if name != "chest"}
+    for name in PARENT_SWITCHES:
+        rig.pose.bones[name].constraints["SWITCH_PARENT"].mute = True
+    bpy.context.view_layer.update()
+    for name, head in heads.items():
+        assert np.linalg.norm(goal_location(rig, name) - head) <= 1e-6, name
 
 
 def test_the_head_control_as_the_chests_goal_is_refused_in_one_sentence(rig):
