@@ -191,10 +191,18 @@ def variable_target_base(target: bpy.types.DriverTarget, variable_type: str) -> 
     return bpy.context.scene if target.context_property == "ACTIVE_SCENE" else bpy.context.view_layer
 
 
-def _driver_dependencies(id_data: bpy.types.ID | None, owner: str) -> Iterator[tuple[bpy.types.Object, str, str]]:
-    """(object, bone name or '', how) the drivers of ``id_data`` read, any variable type."""
+def _driver_dependencies(id_data: bpy.types.ID | None, owner: str, pose_bone: str | None = None,
+                         ) -> Iterator[tuple[bpy.types.Object, str, str]]:
+    """(object, bone name or '', how) the drivers of ``id_data`` read, any variable type: with
+    ``pose_bone``, only the drivers of that pose bone's pose (its channels, constraints, …); without,
+    those of everything else (a bone's custom property included: anything may read it). A driver of
+    a bone's pose moves that bone, not the object: it counts for a point that follows the bone
+    (:func:`_bone_dependencies`), not for every point that follows the armature (the finger drivers
+    of a Rigify rig do not move its hand_ik bone)."""
     anim_data = getattr(id_data, "animation_data", None)
     for fcurve in () if anim_data is None else anim_data.drivers:
+        if pose_bone_of_path(fcurve.data_path) != pose_bone:
+            continue
         how = f"the driver of '{owner}' {fcurve.data_path} reads"
         for variable in fcurve.driver.variables:
             for target in variable.targets:
@@ -286,7 +294,7 @@ def _deformers(obj: bpy.types.Object, vertices: tuple[int, ...], reason: str,
 def _bone_dependencies(armature: bpy.types.Object, bone_name: str,
                        ) -> Iterator[tuple[bpy.types.Object, str, str, tuple[int, ...] | None]]:
     """(object, bone name or '', how, None) that a bone of ``armature`` (not the chain's) follows
-    through its constraints and its parents' constraints."""
+    through its and its parents' constraints and drivers."""
     pose_bone = armature.pose.bones.get(bone_name) if armature.pose is not None else None
     while pose_bone is not None:
         for constraint in pose_bone.constraints:
@@ -294,6 +302,8 @@ def _bone_dependencies(armature: bpy.types.Object, bone_name: str,
                 for target, subtarget in constraint_targets(constraint):
                     yield (target, subtarget, f"constraint '{constraint.name}' of bone '{pose_bone.name}' of "
                            f"'{armature.name}' follows", None)
+        for other, bone, how in _driver_dependencies(armature, armature.name, pose_bone.name):
+            yield other, bone, how, None
         pose_bone = pose_bone.parent
 
 
