@@ -71,11 +71,11 @@ def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
 def chain_points(chain: Chain, rotations: Sequence[np.ndarray]) -> np.ndarray:
     """Root-space joint origins and tip ``(M, n + 1, 3)`` for the joints' variable rotations,
     ``rotations[i]`` of shape ``(M, 3, 3)`` (the rotation part of each joint bone's basis matrix)."""
-    count = rotations[0].shape[0]
-    frame = np.broadcast_to(chain.root_rotation, (count, 3, 3))
-    position = np.broadcast_to(chain.root_position, (count, 3))
-    points = np.empty((count, chain.n_joints + 1, 3))
-    for joint in range(chain.n_joints):
+    points = np.empty((rotations[0].shape[0], chain.n_joints + 1, 3))
+    position = chain.root_position + chain.root_rotation @ chain.offsets[0]  # the first joint does not move
+    points[:, 0] = position
+    frame = chain.root_rotation @ chain.rest_rotations[0] @ rotations[0]
+    for joint in range(1, chain.n_joints):
         position = position + frame @ chain.offsets[joint]
         points[:, joint] = position
         frame = frame @ chain.rest_rotations[joint] @ rotations[joint]
@@ -168,6 +168,10 @@ class _Problem:
         bounds = np.cumsum([0] + [np.shape(v)[1] for v in values]).tolist()
         self.slices = list(zip(bounds[:-1], bounds[1:]))
         self.rotations = rotations
+        groups: dict[RotationsOf, list[int]] = {}
+        for joint, rotate in enumerate(rotations):
+            groups.setdefault(rotate, []).append(joint)
+        self.groups = list(groups.items())
         self.chain = chain
         self.scale = scale
         self.reference = self.points(self.values)
@@ -191,33 +195,48 @@ class _Problem:
         return [values[..., start:stop] for start, stop in self.slices]
 
     def points(self, values: np.ndarray) -> np.ndarray:
-        return chain_points(self.chain, [rotate(v) for rotate, v in zip(self.rotations, self.joints(values))])
+        """Joints and tip ``(M, n + 1, 3)`` of channel values ``(M, C)``; the joints that share a
+        rotation mode are converted in one call (the loop's cost is numpy's per-call overhead)."""
+        joints, count = self.joints(values), values.shape[0]
+        rotations: list[np.ndarray] = [np.empty(0)] * len(joints)
+        for rotate, members in self.groups:
+            stacked = rotate(np.concatenate([joints[j] for j in members]) if len(members) > 1 else joints[members[0]])
+            for place, joint in enumerate(members):
+                rotations[joint] = stacked[place * count:(place + 1) * count]
+        return chain_points(self.chain, rotations)
 
     def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
         offsets = self.points(values) - self.reference[rows]
         return self.scale * np.linalg.norm(offsets, axis=-1).max(axis=-1)
 
-    def segments(self, a: int, ends: np.ndarray, budget: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fitted controls ``(k, 4, C)`` of the candidate segments from sample ``a`` to each of
-        ``ends (k,)`` (all greater than ``a + 1``), each candidate's largest world error ``(k,)``
-        over the frames between its keys and the world error of those frames, candidate after
-        candidate ``(R,)``; all candidates evaluated in one batch.
+    def segments(self, starts: np.ndarray | int, ends: np.ndarray, budget: float, windows: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fitted controls ``(k, 4, C)`` of the candidate segments from sample ``starts`` (one, or
+        one per candidate) to each of ``ends (k,)`` (each more than one sample past its start),
+        each candidate's largest world error ``(k,)`` over the frames between its keys and the
+        world error of those frames, candidate after candidate ``(R,)``; all candidates evaluated
+        in one batch. ``windows (k,)``: the search window of each candidate (candidates of one
+        window contiguous, their ends increasing; default: one window).
 
         The fit aims at the largest error, not the sum of squares: up to :data:`MINIMAX_ROUNDS`
         rounds of Lawson's reweighting (each frame's weight times its world error), the round with
         the smallest largest error kept per candidate. A candidate leaves the rounds once it holds
-        ``budget`` (it is taken as it is), when a longer one holds (only the longest that holds is
-        taken: ``ends`` increase) or its largest error is beyond :data:`HOPELESS` × ``budget``."""
-        lengths = ends - a - 1
-        starts = np.cumsum(lengths) - lengths
-        batch = SegmentBatch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, a, ends)
+        ``budget`` (it is taken as it is), when a longer one of its window holds (only the longest
+        that holds is taken) or its largest error is beyond :data:`HOPELESS` × ``budget``. A
+        candidate's result does not depend on the others in the batch."""
+        starts = np.broadcast_to(np.asarray(starts), ends.shape)
+        windows = np.zeros(len(ends), dtype=int) if windows is None else windows
+        window_first = np.flatnonzero(np.concatenate([[True], windows[1:] != windows[:-1]]))
+        window_of = np.cumsum(np.concatenate([[False], windows[1:] != windows[:-1]]))
+        lengths = ends - starts - 1
+        batch = SegmentBatch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, starts, ends)
         best = np.empty((len(ends), 4, self.values.shape[1]))
         best_largest = np.full(len(ends), np.inf)
         best_errors = np.empty(int(lengths.sum()))
         active, weights, mask = np.arange(len(ends)), None, None
-        rows, segment, basis = batch.rows, batch.segment, batch.basis
-        for _ in range(MINIMAX_ROUNDS):
+        rows, segment, basis, at = batch.rows, batch.segment, batch.basis, np.arange(len(batch.rows))
+        for round_ in range(MINIMAX_ROUNDS):
             controls = batch.fit(weights, active, mask)
             errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
             counts = lengths[active]
@@ -225,11 +244,10 @@ class _Problem:
             better = largest < best_largest[active]
             best[active[better]] = controls[better]
             best_largest[active[better]] = largest[better]
-            at = starts[active][segment] + rows - a - 1
             best_errors[at[better[segment]]] = errors[better[segment]]
-            held = np.flatnonzero(best_largest <= budget)
-            longer = active > (held[-1] if held.size else -1)  # only the longest that holds is taken
-            going = longer & (best_largest[active] > budget) & (best_largest[active] <= HOPELESS * budget)
+            held = np.maximum.reduceat(np.where(best_largest <= budget, np.arange(len(ends)), -1), window_first)
+            longer = active > held[window_of[active]]  # only the longest that holds is taken
+            going = longer & (best_largest[active] > budget) & (best_largest[active] <= HOPELESS[min(round_, 2)] * budget)
             if not going.any():
                 break
             scaled = (errors + 1e-3 * largest[segment]) / np.maximum(largest[segment], 1e-300)
@@ -241,7 +259,7 @@ class _Problem:
             else:
                 mask = mask.copy()
                 mask[mask] = kept
-            weights, active = weights[kept], active[going]
+            weights, active, at = weights[kept], active[going], at[kept]
             rows, segment, basis = rows[kept], np.repeat(np.arange(len(active)), counts[going]), basis[kept]
         return best, best_largest, best_errors
 
@@ -255,41 +273,76 @@ class _Problem:
 MINIMAX_ROUNDS = 4
 """Fits per candidate segment: least squares, then Lawson reweightings toward the smallest largest error."""
 
-HOPELESS = 3.0
-"""A candidate whose largest error is beyond this many bounds leaves the reweighting rounds: they
-bring the largest error down by much less (one round of the fit is then all it costs)."""
+HOPELESS = (3.0, 1.5, 1.2)
+"""After the plain fit, the first and the later reweightings: a candidate whose largest error is
+beyond this many bounds leaves the rounds (the first reweighting brings the largest error down by
+up to half, the later ones by a few per cent: on the benchmark's paths the same keys as 3 bounds
+throughout, in a third fewer rounds)."""
 
 FIRST_GUESS = 8
 """Segment length (samples) around which the first key's candidates are tried; later keys start
 around the length of the segment before."""
 
 
-def _longest_segment(problem: _Problem, a: int, limit: int, budget: float, guess: int
-                     ) -> tuple[int, np.ndarray, np.ndarray]:
-    """The longest segment found from sample ``a`` (at most to ``limit``) within ``budget``: its end,
-    controls ``(4, C)`` and the world error of the frames between its keys.
+class _Search:
+    """The search for the longest segment from sample ``a`` (at most to ``limit``) within the bound,
+    one window of lengths at a time: every length from half to twice ``guess`` first; while the
+    longest of a window holds, the next window doubles it; when none holds, every shorter length
+    is tried; the longest that holds is taken (a segment without inner frames always holds)."""
 
-    Every length from half to twice ``guess`` is tried in one batch; while the longest of them
-    holds, the next batch doubles it; when none holds, every shorter length is tried; the longest
-    that holds is taken (a segment without inner frames always holds)."""
-    most = limit - a
-    found = a + 1, problem.straight(a), np.zeros(0)
-    low, high = max(2, guess // 2), min(most, 2 * guess)
-    while low <= high:
-        lengths = np.arange(low, high + 1)
-        controls, largest, errors = problem.segments(a, a + lengths, budget)
+    def __init__(self, problem: _Problem, a: int, limit: int, guess: int) -> None:
+        self.a, self.most = a, limit - a
+        self.found: tuple[int, np.ndarray, np.ndarray] = a + 1, problem.straight(a), np.zeros(0)
+        self.low, self.high = max(2, guess // 2), min(self.most, 2 * guess)
+
+    @property
+    def done(self) -> bool:
+        return self.low > self.high
+
+    def lengths(self) -> np.ndarray:
+        """The current window's segment lengths (samples)."""
+        return np.arange(self.low, self.high + 1)
+
+    def update(self, controls: np.ndarray, largest: np.ndarray, errors: np.ndarray, budget: float) -> None:
+        """Take the window's results (:meth:`_Problem.segments` of :meth:`lengths`) and move on."""
+        lengths = self.lengths()
         held = np.flatnonzero(largest <= budget)
         if held.size:
-            best = held[-1]
+            best = int(held[-1])
             start = int((lengths[:best] - 1).sum())
-            found = a + int(lengths[best]), controls[best], errors[start:start + int(lengths[best]) - 1]
+            self.found = self.a + int(lengths[best]), controls[best], errors[start:start + int(lengths[best]) - 1]
         if held.size and best == len(lengths) - 1:
-            low, high = high + 1, min(most, 2 * high)
-        elif held.size or low == 2:
-            break
+            self.low, self.high = self.high + 1, min(self.most, 2 * self.high)
+        elif held.size or self.low == 2:
+            self.low = self.high + 1
         else:  # nothing from ``low`` on held: only shorter lengths are left
-            low, high, most = 2, low - 1, low - 1
-    return found
+            self.low, self.high, self.most = 2, self.low - 1, self.low - 1
+
+
+SPECULATIVE_ROWS = 80
+"""Rows (frames of candidate segments) a batch may spend on the windows of the keys that follow
+if every next segment is as long as the last one: speculation, checked before it is used."""
+
+
+def _search(searches: dict[tuple[int, int], _Search], problem: _Problem, a: int, limit: int, guess: int) -> _Search:
+    """The search from ``a`` after a segment of ``guess`` samples, as far as it has got (``searches``)."""
+    if (a, guess) not in searches:
+        searches[a, guess] = _Search(problem, a, limit, guess)
+    return searches[a, guess]
+
+
+def _advance(problem: _Problem, searches: list[_Search], budget: float) -> None:
+    """One window of every search, all fitted and checked in one batch."""
+    lengths = [search.lengths() for search in searches]
+    starts = np.concatenate([np.full(len(window), search.a) for window, search in zip(lengths, searches)])
+    windows = np.repeat(np.arange(len(searches)), [len(window) for window in lengths])
+    controls, largest, errors = problem.segments(starts, starts + np.concatenate(lengths), budget, windows)
+    first, row = 0, 0
+    for window, search in zip(lengths, searches):
+        rows = int((window - 1).sum())
+        search.update(controls[first:first + len(window)], largest[first:first + len(window)],
+                      errors[row:row + rows], budget)
+        first, row = first + len(window), row + rows
 
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
@@ -324,16 +377,36 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     if keep is not None:
         forced[np.asarray(keep, dtype=int)] = True
     budget = key_error * (1.0 - FLOAT32_MARGIN)
+    limits = np.flatnonzero(forced)[np.searchsorted(np.flatnonzero(forced), np.arange(count), side="right")
+                                    .clip(max=int(forced.sum()) - 1)]  # the next forced key after each sample
     errors = np.zeros(count)
     keys, segments = [0], []
+    searches: dict[tuple[int, int], _Search] = {}
     while keys[-1] < count - 1:
         a = keys[-1]
-        limit = int(np.flatnonzero(forced[a + 1:])[0]) + a + 1
         guess = keys[-1] - keys[-2] if len(keys) > 1 else FIRST_GUESS
-        b, controls, inner = _longest_segment(problem, a, limit, budget, guess)
-        errors[a + 1:b] = inner
-        keys.append(b)
-        segments.append(problem.joints(controls))
+        search = _search(searches, problem, a, int(limits[a]), guess)
+        if search.done:
+            b, controls, inner = search.found
+            errors[a + 1:b] = inner
+            keys.append(b)
+            segments.append(problem.joints(controls))
+            continue
+        # The same batch runs the windows of the keys that would follow if every segment were as
+        # long as the last one (the search is the same whichever batch runs it).
+        batch, rows, start = [search], 0, a
+        while start + guess < count - 1 and limits[start] >= start + guess:
+            start += guess
+            following = _search(searches, problem, start, int(limits[start]), guess)
+            if following.done:
+                if following.found[0] != start + guess:
+                    break
+                continue
+            rows += int((following.lengths() - 1).sum())
+            if rows > SPECULATIVE_ROWS:
+                break
+            batch.append(following)
+        _advance(problem, batch, budget)
     indices = np.array(keys)
     errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))
     stacked = [np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)]
