@@ -23,12 +23,26 @@ def solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray
     Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
     the last bits with the thread count, and the keys must not depend on the process (the
     operator and ``ik_batch`` write the same keys bit for bit)."""
-    augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
+    # The systems on the last axis: each step's few operations then run over contiguous rows.
+    augmented = np.ascontiguousarray(np.concatenate([matrices, rhs[:, :, None]], axis=2).transpose(1, 2, 0))
     for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
-        row = augmented[:, j, j:] / augmented[:, j, j, None]
-        augmented[:, :, j:] -= augmented[:, :, j, None] * row[:, None]  # columns before j are done
-        augmented[:, j, j:] = row
-    return augmented[:, :, -1]
+        right = augmented[:, j:]  # columns before j are done
+        row = right[j] / right[j, :1]
+        right -= right[:, :1] * row[None]
+        right[j] = row
+    return augmented[:, -1].T
+
+
+def _normal_index(channels: int) -> np.ndarray:
+    """Index ``(2C, 2C)`` of every entry of a segment's normal matrix (unknowns: the C start slopes,
+    then the C end slopes) into its summed products: block d0², d0·d1, d1² (``C (C + 1) / 2``
+    upper-triangle entries of the world metric each)."""
+    upper = channels * (channels + 1) // 2
+    triangle = np.zeros((channels, channels), dtype=int)
+    triangle[np.triu_indices(channels)] = np.arange(upper)
+    triangle = np.maximum(triangle, triangle.T)
+    blocks = np.array([[0, 1], [1, 2]])
+    return (blocks[:, None, :, None] * upper + triangle[None, :, None, :]).reshape(2 * channels, 2 * channels)
 
 
 class SegmentBatch:
@@ -65,8 +79,12 @@ class SegmentBatch:
         residual = (values[rows] - (basis[:, 0] + basis[:, 1])[:, None] * self.y0[segment]
                     - (basis[:, 2] + basis[:, 3])[:, None] * self.y1[segment])
         g = metric[rows]
-        dd = (d[:, :, None] * d[:, None, :]).reshape(-1, 4)
-        self.products = (dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1)
+        # The normal matrix is symmetric, and so are its blocks: only the d0², d0·d1, d1² blocks'
+        # upper triangles are summed (their entries bit for bit those of the full products).
+        upper_i, upper_j = np.triu_indices(channels)
+        dd = np.stack([d[:, 0] * d[:, 0], d[:, 0] * d[:, 1], d[:, 1] * d[:, 1]], axis=1)
+        self.products = (dd[:, :, None] * g[:, upper_i, upper_j][:, None, :]).reshape(len(rows), -1)
+        self.normal_index = _normal_index(channels)
         gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
         self.pulls = (d[:, :, None] * gr[:, None, :]).reshape(len(rows), -1)
         weight = SLOPE_REGULARISATION * spans * max(metric_mean, 1e-300)
@@ -91,8 +109,7 @@ class SegmentBatch:
         # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
         # blocking (thread count) would change the last bits and so the keys between processes.
         k, channels = len(spans), y0.shape[1]
-        normal = np.add.reduceat(products, starts, axis=0)
-        normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
+        normal = np.add.reduceat(products, starts, axis=0)[:, self.normal_index]
         m = solve_positive_definite(normal + regular, np.add.reduceat(pulls, starts, axis=0) + regular_rhs)
         m = m.reshape(k, 2, channels)
         third = (spans / 3.0)[:, None]
