@@ -9,6 +9,8 @@ memory alignment): the operator and ``ik_batch`` must write the same keys bit fo
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 SLOPE_REGULARISATION = 3e-5
@@ -33,13 +35,19 @@ def solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray
     return augmented[:, -1].T
 
 
+@functools.lru_cache(maxsize=8)
+def _upper_triangle(channels: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(channels)
+
+
+@functools.lru_cache(maxsize=8)
 def _normal_index(channels: int) -> np.ndarray:
     """Index ``(2C, 2C)`` of every entry of a segment's normal matrix (unknowns: the C start slopes,
     then the C end slopes) into its summed products: block d0², d0·d1, d1² (``C (C + 1) / 2``
     upper-triangle entries of the world metric each)."""
     upper = channels * (channels + 1) // 2
     triangle = np.zeros((channels, channels), dtype=int)
-    triangle[np.triu_indices(channels)] = np.arange(upper)
+    triangle[_upper_triangle(channels)] = np.arange(upper)
     triangle = np.maximum(triangle, triangle.T)
     blocks = np.array([[0, 1], [1, 2]])
     return (blocks[:, None, :, None] * upper + triangle[None, :, None, :]).reshape(2 * channels, 2 * channels)
@@ -81,7 +89,7 @@ class SegmentBatch:
         g = metric[rows]
         # The normal matrix is symmetric, and so are its blocks: only the d0², d0·d1, d1² blocks'
         # upper triangles are summed (their entries bit for bit those of the full products).
-        upper_i, upper_j = np.triu_indices(channels)
+        upper_i, upper_j = _upper_triangle(channels)
         dd = np.stack([d[:, 0] * d[:, 0], d[:, 0] * d[:, 1], d[:, 1] * d[:, 1]], axis=1)
         self.products = (dd[:, :, None] * g[:, upper_i, upper_j][:, None, :]).reshape(len(rows), -1)
         self.normal_index = _normal_index(channels)
