@@ -30,6 +30,7 @@ import numpy as np
 from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
+from .key_search import search_keys
 from .rotations import matrices_from_axis_angles
 
 RotationsOf = Callable[[np.ndarray], np.ndarray]
@@ -279,71 +280,6 @@ beyond this many bounds leaves the rounds (the first reweighting brings the larg
 up to half, the later ones by a few per cent: on the benchmark's paths the same keys as 3 bounds
 throughout, in a third fewer rounds)."""
 
-FIRST_GUESS = 8
-"""Segment length (samples) around which the first key's candidates are tried; later keys start
-around the length of the segment before."""
-
-
-class _Search:
-    """The search for the longest segment from sample ``a`` (at most to ``limit``) within the bound,
-    one window of lengths at a time: every length from half to twice ``guess`` first; while the
-    longest of a window holds, the next window doubles it; when none holds, every shorter length
-    is tried; the longest that holds is taken (a segment without inner frames always holds)."""
-
-    def __init__(self, problem: _Problem, a: int, limit: int, guess: int) -> None:
-        self.a, self.most = a, limit - a
-        self.found: tuple[int, np.ndarray, np.ndarray] = a + 1, problem.straight(a), np.zeros(0)
-        self.low, self.high = max(2, guess // 2), min(self.most, 2 * guess)
-
-    @property
-    def done(self) -> bool:
-        return self.low > self.high
-
-    def lengths(self) -> np.ndarray:
-        """The current window's segment lengths (samples)."""
-        return np.arange(self.low, self.high + 1)
-
-    def update(self, controls: np.ndarray, largest: np.ndarray, errors: np.ndarray, budget: float) -> None:
-        """Take the window's results (:meth:`_Problem.segments` of :meth:`lengths`) and move on."""
-        lengths = self.lengths()
-        held = np.flatnonzero(largest <= budget)
-        if held.size:
-            best = int(held[-1])
-            start = int((lengths[:best] - 1).sum())
-            self.found = self.a + int(lengths[best]), controls[best], errors[start:start + int(lengths[best]) - 1]
-        if held.size and best == len(lengths) - 1:
-            self.low, self.high = self.high + 1, min(self.most, 2 * self.high)
-        elif held.size or self.low == 2:
-            self.low = self.high + 1
-        else:  # nothing from ``low`` on held: only shorter lengths are left
-            self.low, self.high, self.most = 2, self.low - 1, self.low - 1
-
-
-SPECULATIVE_ROWS = 80
-"""Rows (frames of candidate segments) a batch may spend on the windows of the keys that follow
-if every next segment is as long as the last one: speculation, checked before it is used."""
-
-
-def _search(searches: dict[tuple[int, int], _Search], problem: _Problem, a: int, limit: int, guess: int) -> _Search:
-    """The search from ``a`` after a segment of ``guess`` samples, as far as it has got (``searches``)."""
-    if (a, guess) not in searches:
-        searches[a, guess] = _Search(problem, a, limit, guess)
-    return searches[a, guess]
-
-
-def _advance(problem: _Problem, searches: list[_Search], budget: float) -> None:
-    """One window of every search, all fitted and checked in one batch."""
-    lengths = [search.lengths() for search in searches]
-    starts = np.concatenate([np.full(len(window), search.a) for window, search in zip(lengths, searches)])
-    windows = np.repeat(np.arange(len(searches)), [len(window) for window in lengths])
-    controls, largest, errors = problem.segments(starts, starts + np.concatenate(lengths), budget, windows)
-    first, row = 0, 0
-    for window, search in zip(lengths, searches):
-        rows = int((window - 1).sum())
-        search.update(controls[first:first + len(window)], largest[first:first + len(window)],
-                      errors[row:row + rows], budget)
-        first, row = first + len(window), row + rows
-
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
                 key_error: float, scale: float = 1.0, keep: np.ndarray | None = None) -> ReducedKeys:
@@ -377,36 +313,8 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     if keep is not None:
         forced[np.asarray(keep, dtype=int)] = True
     budget = key_error * (1.0 - FLOAT32_MARGIN)
-    limits = np.flatnonzero(forced)[np.searchsorted(np.flatnonzero(forced), np.arange(count), side="right")
-                                    .clip(max=int(forced.sum()) - 1)]  # the next forced key after each sample
-    errors = np.zeros(count)
-    keys, segments = [0], []
-    searches: dict[tuple[int, int], _Search] = {}
-    while keys[-1] < count - 1:
-        a = keys[-1]
-        guess = keys[-1] - keys[-2] if len(keys) > 1 else FIRST_GUESS
-        search = _search(searches, problem, a, int(limits[a]), guess)
-        if search.done:
-            b, controls, inner = search.found
-            errors[a + 1:b] = inner
-            keys.append(b)
-            segments.append(problem.joints(controls))
-            continue
-        # The same batch runs the windows of the keys that would follow if every segment were as
-        # long as the last one (the search is the same whichever batch runs it).
-        batch, rows, start = [search], 0, a
-        while start + guess < count - 1 and limits[start] >= start + guess:
-            start += guess
-            following = _search(searches, problem, start, int(limits[start]), guess)
-            if following.done:
-                if following.found[0] != start + guess:
-                    break
-                continue
-            rows += int((following.lengths() - 1).sum())
-            if rows > SPECULATIVE_ROWS:
-                break
-            batch.append(following)
-        _advance(problem, batch, budget)
+    keys, controls, errors = search_keys(problem, forced, budget)
+    segments = [problem.joints(segment) for segment in controls]
     indices = np.array(keys)
     errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))
     stacked = [np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)]

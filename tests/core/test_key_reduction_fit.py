@@ -264,8 +264,10 @@ def test_the_fit_solves_its_systems_as_lapack_does():
 
 @pytest.mark.parametrize("key_error", [1e-4, 3e-3])
 def test_every_segment_is_as_long_as_it_can_be(key_error):
-    """The search around the last segment's length takes the longest length that holds: one
-    frame longer, every kept segment (but one ending at the last frame) breaks the bound."""
+    """The search around the last segment's length takes the longest length that holds, forward
+    from the first frame and backward from the last: one frame longer, every kept segment breaks
+    the bound — those before where the two searches joined ending a frame later, those after it
+    starting a frame earlier (the joining segment is the one that leaves the fewest keys)."""
     from ik_solvers.core import key_reduction
 
     chain = leg_chain()
@@ -274,5 +276,12 @@ def test_every_segment_is_as_long_as_it_can_be(key_error):
     reduced = check_bound(chain, frames, channels, key_error)
     problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
     budget = key_error * (1.0 - key_reduction.FLOAT32_MARGIN)
-    for a, b in zip(reduced.indices[:-2], reduced.indices[1:-1]):
-        assert problem.segments(int(a), np.array([b + 1]), budget)[1][0] > budget, (a, b)
+
+    def breaks(a, b):
+        return problem.segments(int(a), np.array([b]), budget)[1][0] > budget
+
+    segments = list(zip(reduced.indices[:-1].tolist(), reduced.indices[1:].tolist()))
+    later = [b == 120 or breaks(a, b + 1) for a, b in segments]
+    earlier = [a == 0 or breaks(a - 1, b) for a, b in segments]
+    assert any(all(later[:join]) and all(earlier[join + 1:]) for join in range(len(segments))), (later, earlier)
+    assert sum(later) >= 2 and sum(earlier) >= 2  # both searches kept keys
