@@ -278,7 +278,7 @@ HOPELESS = (2.0, 1.3, 1.1)
 """After the plain fit, after the first and after the later reweightings: a candidate whose largest
 error is beyond this many bounds leaves the rounds (the first reweighting brings the largest error
 down by up to half, the later ones by a few per cent; on the benchmark's paths 729 → 730 keys
-against 3 bounds throughout, in 40 % fewer rounds)."""
+against 3 bounds throughout, in a fifth fewer rounds)."""
 
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
