@@ -94,7 +94,7 @@ class _Chain:
         return abs(self.keys[-1] - self.keys[-2]) if len(self.keys) > 1 else FIRST_GUESS
 
     def take(self, stop: int) -> None:
-        """Add the keys whose searches are done, until one reaches ``stop`` (the other chain's frontier)."""
+        """Add the keys whose searches are done, until one reaches ``stop``."""
         while (self.keys[-1] - stop) * self.step < 0:
             search = self.search(self.keys[-1], self.guess)
             if not search.done:
@@ -147,14 +147,19 @@ def search_keys(problem: _Problem, forced: np.ndarray, budget: float
     index = np.arange(count)
     after = at[np.searchsorted(at, index, side="right").clip(max=len(at) - 1)]  # the next forced key
     before = at[(np.searchsorted(at, index, side="left") - 1).clip(min=0)]  # the forced key before
-    forward, backward = _Chain(problem, 0, after, 1), _Chain(problem, count - 1, before, -1)
+    # Each chain runs to the middle frame (not to the other's frontier): where they meet, and so the
+    # keys, do not depend on how many windows a batch runs.
+    middle = count // 2
+    chains = _Chain(problem, 0, after, 1), _Chain(problem, count - 1, before, -1)
     while True:
-        forward.take(backward.keys[-1])
-        backward.take(forward.keys[-1])
-        if forward.keys[-1] >= backward.keys[-1]:
-            break
-        _advance(problem, forward.pending(backward.keys[-1]) + backward.pending(forward.keys[-1]), budget)
-    return _join(problem, forward, backward, after, budget)
+        pending = []
+        for chain in chains:
+            chain.take(middle)
+            if (chain.keys[-1] - middle) * chain.step < 0:
+                pending += chain.pending(middle)
+        if not pending:
+            return _join(problem, *chains, after, budget)
+        _advance(problem, pending, budget)
 
 
 def _join(problem: _Problem, forward: _Chain, backward: _Chain, after: np.ndarray, budget: float

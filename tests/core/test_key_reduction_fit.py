@@ -285,3 +285,43 @@ def test_every_segment_is_as_long_as_it_can_be(key_error):
     earlier = [a == 0 or breaks(a - 1, b) for a, b in segments]
     assert any(all(later[:join]) and all(earlier[join + 1:]) for join in range(len(segments))), (later, earlier)
     assert sum(later) >= 2 and sum(earlier) >= 2  # both searches kept keys
+
+
+def test_a_candidates_fit_and_check_do_not_depend_on_the_rest_of_its_batch():
+    """The search runs many windows in one batch (both chains, speculation): a candidate segment's
+    controls, largest error and per-frame errors are the same bit for bit alone or among others."""
+    from ik_solvers.core import key_reduction
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    alone = problem.segments(40, np.array([44, 45, 46, 47, 48]), 1e-4)
+    starts = np.array([3, 3, 3, 40, 40, 40, 40, 40, 100, 100])
+    ends = np.array([6, 9, 12, 44, 45, 46, 47, 48, 110, 120])
+    among = problem.segments(starts, ends, 1e-4, np.array([0, 0, 0, 1, 1, 1, 1, 1, 2, 2]))
+    np.testing.assert_array_equal(among[0][3:8], alone[0])
+    np.testing.assert_array_equal(among[1][3:8], alone[1])
+    rows = (ends - starts - 1)
+    first = int(rows[:3].sum())
+    np.testing.assert_array_equal(among[2][first:first + int(rows[3:8].sum())], alone[2])
+
+
+@pytest.mark.parametrize("noise", [0.0, 3e-4])
+def test_speculation_changes_no_key(monkeypatch, noise):
+    """The windows run speculatively beside the next keys' are a matter of speed only: without them
+    the same keys and handles, bit for bit."""
+    from ik_solvers.core import key_search
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    rotvecs = smooth_path(8, 121, 12, amplitude=0.25) + np.random.default_rng(3).normal(scale=noise, size=(121, 9))
+    channels = quaternion_path(rotvecs)
+    for key_error in (1e-4, 1e-3):
+        fast = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, key_error)
+        with monkeypatch.context() as patch:
+            patch.setattr(key_search, "SPECULATIVE_ROWS", 0)
+            plain = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, key_error)
+        np.testing.assert_array_equal(fast.indices, plain.indices)
+        for ours, theirs in zip(fast.controls, plain.controls):
+            np.testing.assert_array_equal(ours, theirs)
