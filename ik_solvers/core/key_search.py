@@ -181,15 +181,7 @@ def _join(problem: _Problem, forward: _Chain, backward: _Chain, after: np.ndarra
     meeting = min((kept for kept, _, _, between in options if between is None), default=len(ahead) + len(behind))
     candidates = sorted({between for kept, _, _, between in options
                          if between is not None and between[1] - between[0] > 1 and kept < meeting})
-    held: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    if candidates:
-        starts, ends = np.array(candidates).T
-        controls, largest, errors = problem.segments(starts, ends, budget, np.arange(len(candidates)))
-        row = 0
-        for c, (a, b) in enumerate(candidates):
-            if largest[c] <= budget:
-                held[a, b] = controls[c], errors[row:row + b - a - 1]
-            row += b - a - 1
+    held = _holding(problem, candidates, budget)
     for a, b in {between for _, _, _, between in options if between is not None and between[1] - between[0] == 1}:
         held[a, b] = problem.straight(a), np.zeros(0)  # no frame between: always holds
     usable = [option for option in options if option[3] is None or option[3] in held]
@@ -207,6 +199,22 @@ def _join(problem: _Problem, forward: _Chain, backward: _Chain, after: np.ndarra
     else:
         found.insert(i, held[between])
     return _assembled(problem, keys, found)
+
+
+def _holding(problem: _Problem, segments: list[tuple[int, int]], budget: float
+             ) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """The ``segments`` (earlier and later key) that hold, all fitted and checked in one batch (each
+    its own window): their controls and the world error of the frames between their keys."""
+    held: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    if segments:
+        starts, ends = np.array(segments).T
+        controls, largest, errors = problem.segments(starts, ends, budget, np.arange(len(segments)))
+        row = 0
+        for c, (a, b) in enumerate(segments):
+            if largest[c] <= budget:
+                held[a, b] = controls[c], errors[row:row + b - a - 1]
+            row += b - a - 1
+    return held
 
 
 def _assembled(problem: _Problem, keys: list[int], found: list[tuple[np.ndarray, np.ndarray]]

@@ -325,3 +325,20 @@ def test_speculation_changes_no_key(monkeypatch, noise):
         np.testing.assert_array_equal(fast.indices, plain.indices)
         for ours, theirs in zip(fast.controls, plain.controls):
             np.testing.assert_array_equal(ours, theirs)
+
+
+def test_chains_that_no_segment_joins_go_on_forward_within_the_bound(monkeypatch):
+    """Where no segment between a key of each chain holds (a segment's length that holds need not
+    make a shorter one hold), the forward chain goes on to the last frame: the bound still holds
+    at every frame, and each of its segments is as long as it can be."""
+    from ik_solvers.core import key_reduction, key_search
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
+    monkeypatch.setattr(key_search, "_holding", lambda problem, segments, budget: {})
+    reduced = check_bound(chain, frames, channels, 1e-4)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    budget = 1e-4 * (1.0 - key_reduction.FLOAT32_MARGIN)
+    for a, b in zip(reduced.indices[:-2].tolist(), reduced.indices[1:-1].tolist()):
+        assert problem.segments(a, np.array([b + 1]), budget)[1][0] > budget, (a, b)
