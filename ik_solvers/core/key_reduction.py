@@ -211,7 +211,7 @@ class _Problem:
     def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
         offsets = self.points(values) - self.reference[rows]
-        return self.scale * np.linalg.norm(offsets, axis=-1).max(axis=-1)
+        return self.scale * np.sqrt((offsets * offsets).sum(axis=-1).max(axis=-1))
 
     def segments(self, starts: np.ndarray | int, ends: np.ndarray, budget: float, windows: np.ndarray | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

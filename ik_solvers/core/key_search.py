@@ -40,7 +40,8 @@ class _Search:
     def __init__(self, problem: _Problem, a: int, limit: int, guess: int, step: int) -> None:
         self.a, self.step, self.most = a, step, abs(limit - a)
         self.found: tuple[int, np.ndarray, np.ndarray] = a + step, problem.straight(min(a, a + step)), np.zeros(0)
-        self.low, self.high = max(2, guess // 2), min(self.most, 2 * guess)
+        self.high = min(self.most, 2 * guess)
+        self.low = min(max(2, guess // 2), max(2, self.high))  # up to a forced key nearer than half the guess
 
     @property
     def done(self) -> bool:

@@ -342,3 +342,21 @@ def test_chains_that_no_segment_joins_go_on_forward_within_the_bound(monkeypatch
     budget = 1e-4 * (1.0 - key_reduction.FLOAT32_MARGIN)
     for a, b in zip(reduced.indices[:-2].tolist(), reduced.indices[1:-1].tolist()):
         assert problem.segments(a, np.array([b + 1]), budget)[1][0] > budget, (a, b)
+
+
+def test_a_key_forced_near_the_last_one_takes_no_extra_key():
+    """A forced key (a contact) nearer than half the last segment's length: the segment up to it
+    is still as long as it can be (no straight one-frame segment and a key more before it)."""
+    chain = leg_chain()
+    frames = np.arange(10.0, 71.0)
+    s = (frames - 10.0) / 60.0
+    rng = np.random.default_rng(2)
+    channels = []
+    for _joint in range(3):
+        coefficients = rng.normal(scale=0.3, size=(4, 4))
+        coefficients[0] = [1.0, 0.1, -0.2, 0.1]
+        channels.append(np.polynomial.polynomial.polyval(s, coefficients).T)
+    keep = np.array([3, 30, 57])  # near the first and the last key, and where the two searches meet
+    reduced = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, 1e-5, keep=keep)
+    assert reduced.indices.tolist() == [0, 3, 30, 57, 60]
+    assert reduced.max_error <= 1e-5
