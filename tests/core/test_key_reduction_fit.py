@@ -134,9 +134,8 @@ def test_a_parents_error_counts_at_the_tip_and_scale_multiplies_the_error():
     assert scaled.max_error <= 1e-4
 
 
-def test_a_cubic_path_needs_two_keys():
-    chain = leg_chain()
-    frames = np.arange(10.0, 71.0)
+def cubic_channels(frames: np.ndarray) -> list[np.ndarray]:
+    """Per joint, quaternion channels ``(N, 4)`` that are each one cubic over ``frames`` (10 to 70)."""
     s = (frames - 10.0) / 60.0
     rng = np.random.default_rng(2)
     channels = []
@@ -144,6 +143,13 @@ def test_a_cubic_path_needs_two_keys():
         coefficients = rng.normal(scale=0.3, size=(4, 4))
         coefficients[0] = [1.0, 0.1, -0.2, 0.1]
         channels.append(np.polynomial.polynomial.polyval(s, coefficients).T)
+    return channels
+
+
+def test_a_cubic_path_needs_two_keys():
+    chain = leg_chain()
+    frames = np.arange(10.0, 71.0)
+    channels = cubic_channels(frames)
     reduced = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, 1e-5)
     assert reduced.keys_after == 2
     assert reduced.max_error <= 1e-5
@@ -349,13 +355,7 @@ def test_a_key_forced_near_the_last_one_takes_no_extra_key():
     is still as long as it can be (no straight one-frame segment and a key more before it)."""
     chain = leg_chain()
     frames = np.arange(10.0, 71.0)
-    s = (frames - 10.0) / 60.0
-    rng = np.random.default_rng(2)
-    channels = []
-    for _joint in range(3):
-        coefficients = rng.normal(scale=0.3, size=(4, 4))
-        coefficients[0] = [1.0, 0.1, -0.2, 0.1]
-        channels.append(np.polynomial.polynomial.polyval(s, coefficients).T)
+    channels = cubic_channels(frames)
     keep = np.array([3, 30, 57])  # near the first and the last key, and where the two searches meet
     reduced = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, 1e-5, keep=keep)
     assert reduced.indices.tolist() == [0, 3, 30, 57, 60]
