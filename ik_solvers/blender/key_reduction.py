@@ -26,7 +26,14 @@ from ..core.key_reduction import (
 from . import compat
 from .errors import IKSolversError
 from .euler import matrices_from_eulers
-from .keyframes import key_coordinates, read_keyframes, rotation_data_path, values_at_keys, write_keyframes
+from .keyframes import (
+    KEYFRAME_ATTRIBUTES,
+    key_coordinates,
+    read_keyframes,
+    rotation_data_path,
+    values_at_keys,
+    write_keyframes,
+)
 from .rig_chain import RigChain
 from .root_space import root_matrices_world, uniform_scale
 
@@ -119,25 +126,31 @@ def write_bezier_keys(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.n
     replacing the curve's keys in ``[start, end]`` and keeping every other key with all its data."""
     x = key_coordinates(fcurve)[:, 0]
     before, after = x < start, x > end
-    n_before, count = int(before.sum()), len(frames)
-    old = read_keyframes(fcurve)
+    n_before, n_after, count = int(before.sum()), int(after.sum()), len(frames)
+    gaps = np.diff(frames) / 3.0
+    ours = {"co": np.column_stack([frames, values]),
+            "handle_left": np.column_stack([frames - np.concatenate([gaps[:1], gaps]), left]),
+            "handle_right": np.column_stack([frames + np.concatenate([gaps, gaps[-1:]]), right]),
+            "handle_left_type": np.full(count, FREE), "handle_right_type": np.full(count, FREE),
+            "interpolation": np.full(count, BEZIER)}
     points = fcurve.keyframe_points
+    if n_before == n_after == 0:  # fresh keys carry Blender's defaults in every other attribute
+        points.clear()
+        points.add(count)
+        for name, dtype, _width in KEYFRAME_ATTRIBUTES:
+            if name in ours:
+                points.foreach_set(name, ours[name].astype(dtype).ravel())
+        return
+    old = read_keyframes(fcurve)
     points.clear()
-    points.add(n_before + count + int(after.sum()))
+    points.add(n_before + count + n_after)
     keys = read_keyframes(fcurve)  # fresh keys: Blender's defaults for every attribute
     new = slice(n_before, n_before + count)
     for name, column in keys.items():
         column[:n_before] = old[name][before]
         column[new.stop:] = old[name][after]
-    gaps = np.diff(frames) / 3.0
-    before_gap = np.concatenate([gaps[:1], gaps])
-    after_gap = np.concatenate([gaps, gaps[-1:]])
-    keys["co"][new] = np.column_stack([frames, values])
-    keys["handle_left"][new] = np.column_stack([frames - before_gap, left])
-    keys["handle_right"][new] = np.column_stack([frames + after_gap, right])
-    keys["handle_left_type"][new] = FREE
-    keys["handle_right_type"][new] = FREE
-    keys["interpolation"][new] = BEZIER
+        if name in ours:
+            column[new] = ours[name]
     write_keyframes(fcurve, keys)
 
 

@@ -9,6 +9,8 @@ memory alignment): the operator and ``ik_batch`` must write the same keys bit fo
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 SLOPE_REGULARISATION = 3e-5
@@ -23,17 +25,38 @@ def solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray
     Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
     the last bits with the thread count, and the keys must not depend on the process (the
     operator and ``ik_batch`` write the same keys bit for bit)."""
-    augmented = np.concatenate([matrices, rhs[:, :, None]], axis=2)
+    # The systems on the last axis: each step's few operations then run over contiguous rows.
+    augmented = np.ascontiguousarray(np.concatenate([matrices, rhs[:, :, None]], axis=2).transpose(1, 2, 0))
     for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
-        row = augmented[:, j, j:] / augmented[:, j, j, None]
-        augmented[:, :, j:] -= augmented[:, :, j, None] * row[:, None]  # columns before j are done
-        augmented[:, j, j:] = row
-    return augmented[:, :, -1]
+        right = augmented[:, j:]  # columns before j are done
+        row = right[j] / right[j, :1]
+        right -= right[:, :1] * row[None]
+        right[j] = row
+    return augmented[:, -1].T
+
+
+@functools.lru_cache(maxsize=8)
+def _upper_triangle(channels: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(channels)
+
+
+@functools.lru_cache(maxsize=8)
+def _normal_index(channels: int) -> np.ndarray:
+    """Index ``(2C, 2C)`` of every entry of a segment's normal matrix (unknowns: the C start slopes,
+    then the C end slopes) into its summed products: block d0², d0·d1, d1² (``C (C + 1) / 2``
+    upper-triangle entries of the world metric each)."""
+    upper = channels * (channels + 1) // 2
+    triangle = np.zeros((channels, channels), dtype=int)
+    triangle[_upper_triangle(channels)] = np.arange(upper)
+    triangle = np.maximum(triangle, triangle.T)
+    blocks = np.array([[0, 1], [1, 2]])
+    return (blocks[:, None, :, None] * upper + triangle[None, :, None, :]).reshape(2 * channels, 2 * channels)
 
 
 class SegmentBatch:
-    """Candidate segments from sample ``a`` to each of ``ends (k,)`` of channels ``values (N, C)``,
-    whose handles :meth:`fit` fits in the world metric, as often as the weights change.
+    """Candidate segments from sample ``starts[i]`` to ``ends[i]`` (``(k,)`` each; a candidate's
+    rows are the samples between its keys) of channels ``values (N, C)``, whose handles :meth:`fit`
+    fits in the world metric, as often as the weights change.
 
     The keys are the samples; the handles of all channels of a segment are fitted together, a
     least-squares fit of the samples between its keys in the world metric ``metric (N, C, C)``
@@ -42,34 +65,39 @@ class SegmentBatch:
     a quaternion's length, cost nothing), pulled weakly toward the finite-difference ``slopes (N, C)``
     (which decides what the samples leave free). ``rows (R,)``: the samples between the keys of
     every candidate one after the other; ``segment (R,)``: each row's candidate; ``basis (R, 4)``:
-    its Bernstein basis. Everything but the rows' weights is formed once per batch.
+    its Bernstein basis. Everything but the rows' weights is formed once per batch. A candidate's
+    fit depends on its own rows only, not on the others in the batch (to the last bit).
     """
 
     def __init__(self, frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray,
-                 metric_mean: float, a: int, ends: np.ndarray) -> None:
+                 metric_mean: float, starts: np.ndarray, ends: np.ndarray) -> None:
         k, channels = len(ends), values.shape[1]
-        lengths = ends - a - 1
+        lengths = ends - starts - 1
         self.segment = segment = np.repeat(np.arange(k), lengths)
-        self.starts = starts = np.cumsum(lengths) - lengths
-        self.rows = rows = a + 1 + np.arange(segment.size) - np.repeat(starts, lengths)
-        self.spans = spans = frames[ends] - frames[a]
+        self.starts = first = np.cumsum(lengths) - lengths
+        self.rows = rows = np.repeat(starts - first + 1, lengths) + np.arange(segment.size)
+        self.spans = spans = frames[ends] - frames[starts]
         span = spans[segment]
-        s = (frames[rows] - frames[a]) / span
+        s = (frames[rows] - frames[starts][segment]) / span
         r = 1.0 - s
         self.basis = basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
-        self.y0, self.y1 = values[a], values[ends]
+        self.y0, self.y1 = values[starts], values[ends]
         # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
         d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
-        residual = values[rows] - np.outer(basis[:, 0] + basis[:, 1], self.y0) - (basis[:, 2] + basis[:, 3])[:, None] * self.y1[segment]
+        residual = (values[rows] - (basis[:, 0] + basis[:, 1])[:, None] * self.y0[segment]
+                    - (basis[:, 2] + basis[:, 3])[:, None] * self.y1[segment])
         g = metric[rows]
-        dd = (d[:, :, None] * d[:, None, :]).reshape(-1, 4)
-        self.products = (dd[:, :, None] * g.reshape(-1, 1, channels * channels)).reshape(len(rows), -1)
+        # The normal matrix is symmetric, and so are its blocks: only the d0², d0·d1, d1² blocks'
+        # upper triangles are summed (their entries bit for bit those of the full products).
+        upper_i, upper_j = _upper_triangle(channels)
+        dd = np.stack([d[:, 0] * d[:, 0], d[:, 0] * d[:, 1], d[:, 1] * d[:, 1]], axis=1)
+        self.products = (dd[:, :, None] * g[:, upper_i, upper_j][:, None, :]).reshape(len(rows), -1)
+        self.normal_index = _normal_index(channels)
         gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
         self.pulls = (d[:, :, None] * gr[:, None, :]).reshape(len(rows), -1)
         weight = SLOPE_REGULARISATION * spans * max(metric_mean, 1e-300)
         self.regular = weight[:, None, None] * np.eye(2 * channels)
-        self.regular_rhs = weight[:, None] * np.concatenate([np.broadcast_to(slopes[a], slopes[ends].shape), slopes[ends]],
-                                                            axis=1)
+        self.regular_rhs = weight[:, None] * np.concatenate([slopes[starts], slopes[ends]], axis=1)
 
     def fit(self, weights: np.ndarray | None = None, chosen: np.ndarray | None = None,
             mask: np.ndarray | None = None) -> np.ndarray:
@@ -82,16 +110,16 @@ class SegmentBatch:
             lengths = np.bincount(self.segment, minlength=len(spans))[chosen]
             starts = np.cumsum(lengths) - lengths
             products, pulls = products[mask], pulls[mask]
-            spans, regular, regular_rhs, y1 = spans[chosen], regular[chosen], regular_rhs[chosen], y1[chosen]
+            spans, regular, regular_rhs = spans[chosen], regular[chosen], regular_rhs[chosen]
+            y0, y1 = y0[chosen], y1[chosen]
         if weights is not None:
             products, pulls = products * weights[:, None], pulls * weights[:, None]
         # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
         # blocking (thread count) would change the last bits and so the keys between processes.
-        k, channels = len(spans), y0.shape[0]
-        normal = np.add.reduceat(products, starts, axis=0)
-        normal = normal.reshape(k, 2, 2, channels, channels).transpose(0, 1, 3, 2, 4).reshape(k, 2 * channels, -1)
+        k, channels = len(spans), y0.shape[1]
+        normal = np.add.reduceat(products, starts, axis=0)[:, self.normal_index]
         m = solve_positive_definite(normal + regular, np.add.reduceat(pulls, starts, axis=0) + regular_rhs)
         m = m.reshape(k, 2, channels)
         third = (spans / 3.0)[:, None]
-        controls = np.stack([np.broadcast_to(y0, y1.shape), y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
+        controls = np.stack([y0, y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
         return controls.astype(np.float32).astype(float)

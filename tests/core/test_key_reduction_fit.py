@@ -134,9 +134,8 @@ def test_a_parents_error_counts_at_the_tip_and_scale_multiplies_the_error():
     assert scaled.max_error <= 1e-4
 
 
-def test_a_cubic_path_needs_two_keys():
-    chain = leg_chain()
-    frames = np.arange(10.0, 71.0)
+def cubic_channels(frames: np.ndarray) -> list[np.ndarray]:
+    """Per joint, quaternion channels ``(N, 4)`` that are each one cubic over ``frames`` (10 to 70)."""
     s = (frames - 10.0) / 60.0
     rng = np.random.default_rng(2)
     channels = []
@@ -144,6 +143,13 @@ def test_a_cubic_path_needs_two_keys():
         coefficients = rng.normal(scale=0.3, size=(4, 4))
         coefficients[0] = [1.0, 0.1, -0.2, 0.1]
         channels.append(np.polynomial.polynomial.polyval(s, coefficients).T)
+    return channels
+
+
+def test_a_cubic_path_needs_two_keys():
+    chain = leg_chain()
+    frames = np.arange(10.0, 71.0)
+    channels = cubic_channels(frames)
     reduced = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, 1e-5)
     assert reduced.keys_after == 2
     assert reduced.max_error <= 1e-5
@@ -264,8 +270,10 @@ def test_the_fit_solves_its_systems_as_lapack_does():
 
 @pytest.mark.parametrize("key_error", [1e-4, 3e-3])
 def test_every_segment_is_as_long_as_it_can_be(key_error):
-    """The search around the last segment's length takes the longest length that holds: one
-    frame longer, every kept segment (but one ending at the last frame) breaks the bound."""
+    """The search around the last segment's length takes the longest length that holds, forward
+    from the first frame and backward from the last: one frame longer, every kept segment breaks
+    the bound — those before where the two searches joined ending a frame later, those after it
+    starting a frame earlier (the joining segment is the one that leaves the fewest keys)."""
     from ik_solvers.core import key_reduction
 
     chain = leg_chain()
@@ -274,5 +282,81 @@ def test_every_segment_is_as_long_as_it_can_be(key_error):
     reduced = check_bound(chain, frames, channels, key_error)
     problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
     budget = key_error * (1.0 - key_reduction.FLOAT32_MARGIN)
-    for a, b in zip(reduced.indices[:-2], reduced.indices[1:-1]):
-        assert problem.segments(int(a), np.array([b + 1]), budget)[1][0] > budget, (a, b)
+
+    def breaks(a, b):
+        return problem.segments(int(a), np.array([b]), budget)[1][0] > budget
+
+    segments = list(zip(reduced.indices[:-1].tolist(), reduced.indices[1:].tolist()))
+    later = [b == 120 or breaks(a, b + 1) for a, b in segments]
+    earlier = [a == 0 or breaks(a - 1, b) for a, b in segments]
+    assert any(all(later[:join]) and all(earlier[join + 1:]) for join in range(len(segments))), (later, earlier)
+    assert sum(later) >= 2 and sum(earlier) >= 2  # both searches kept keys
+
+
+def test_a_candidates_fit_and_check_do_not_depend_on_the_rest_of_its_batch():
+    """The search runs many windows in one batch (both chains, speculation): a candidate segment's
+    controls, largest error and per-frame errors are the same bit for bit alone or among others."""
+    from ik_solvers.core import key_reduction
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    alone = problem.segments(40, np.array([44, 45, 46, 47, 48]), 1e-4)
+    starts = np.array([3, 3, 3, 40, 40, 40, 40, 40, 100, 100])
+    ends = np.array([6, 9, 12, 44, 45, 46, 47, 48, 110, 120])
+    among = problem.segments(starts, ends, 1e-4, np.array([0, 0, 0, 1, 1, 1, 1, 1, 2, 2]))
+    np.testing.assert_array_equal(among[0][3:8], alone[0])
+    np.testing.assert_array_equal(among[1][3:8], alone[1])
+    rows = (ends - starts - 1)
+    first = int(rows[:3].sum())
+    np.testing.assert_array_equal(among[2][first:first + int(rows[3:8].sum())], alone[2])
+
+
+@pytest.mark.parametrize("noise", [0.0, 3e-4])
+def test_speculation_changes_no_key(monkeypatch, noise):
+    """The windows run speculatively beside the next keys' are a matter of speed only: without them
+    the same keys and handles, bit for bit."""
+    from ik_solvers.core import key_search
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    rotvecs = smooth_path(8, 121, 12, amplitude=0.25) + np.random.default_rng(3).normal(scale=noise, size=(121, 9))
+    channels = quaternion_path(rotvecs)
+    for key_error in (1e-4, 1e-3):
+        fast = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, key_error)
+        with monkeypatch.context() as patch:
+            patch.setattr(key_search, "SPECULATIVE_ROWS", 0)
+            plain = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, key_error)
+        np.testing.assert_array_equal(fast.indices, plain.indices)
+        for ours, theirs in zip(fast.controls, plain.controls):
+            np.testing.assert_array_equal(ours, theirs)
+
+
+def test_chains_that_no_segment_joins_go_on_forward_within_the_bound(monkeypatch):
+    """Where no segment between a key of each chain holds (a segment's length that holds need not
+    make a shorter one hold), the forward chain goes on to the last frame: the bound still holds
+    at every frame, and each of its segments is as long as it can be."""
+    from ik_solvers.core import key_reduction, key_search
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
+    monkeypatch.setattr(key_search, "_holding", lambda problem, segments, budget: {})
+    reduced = check_bound(chain, frames, channels, 1e-4)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    budget = 1e-4 * (1.0 - key_reduction.FLOAT32_MARGIN)
+    for a, b in zip(reduced.indices[:-2].tolist(), reduced.indices[1:-1].tolist()):
+        assert problem.segments(a, np.array([b + 1]), budget)[1][0] > budget, (a, b)
+
+
+def test_a_key_forced_near_the_last_one_takes_no_extra_key():
+    """A forced key (a contact) nearer than half the last segment's length: the segment up to it
+    is still as long as it can be (no straight one-frame segment and a key more before it)."""
+    chain = leg_chain()
+    frames = np.arange(10.0, 71.0)
+    channels = cubic_channels(frames)
+    keep = np.array([3, 30, 57])  # near the first and the last key, and where the two searches meet
+    reduced = reduce_keys(frames, channels, [quaternion_rotations] * 3, chain, 1e-5, keep=keep)
+    assert reduced.indices.tolist() == [0, 3, 30, 57, 60]
+    assert reduced.max_error <= 1e-5
