@@ -30,6 +30,7 @@ from .identity import remember
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
+from .verify import posed_tip_offset
 
 if TYPE_CHECKING:
     from bpy.stub_internal.rna_enums import OperatorReturnItems
@@ -208,6 +209,13 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
         summary = ", ".join(f"{c.name}: {result.status[0].value}" for c, (result, _) in zip(chains, outcomes))
         self.report({"INFO"}, f"Solved {summary}.")
         report_unhonoured(self, obj, chains)
+        view_layer.update()
+        for result, prepared in outcomes:
+            offset = posed_tip_offset(obj, prepared.spec, prepared.rig, result.q[0])
+            if offset is not None:
+                self.report({"WARNING"}, f"'{prepared.spec.name}': Blender's evaluated tip differs from the solve "
+                                         f"by {offset:.3g}; a constraint, driver or NLA strip on the chain "
+                                         "changes the solved pose.")
         return {"FINISHED"}
 
     def _solve_body(self, obj: bpy.types.Object, view_layer: bpy.types.ViewLayer,

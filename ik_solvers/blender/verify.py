@@ -127,6 +127,19 @@ def _mismatch_thresholds(spec: ChainSpec, rig: RigChain, root_world: np.ndarray,
     return np.maximum(spec.options.tolerance * scale, rounding)
 
 
+def posed_tip_offset(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain, q: np.ndarray) -> float | None:
+    """How far (scene units) Blender's evaluation puts the chain's tip from the solve's once the pose
+    ``q (n_dof,)`` is written and the view layer updated; None where that is within the tolerance or
+    float32 rounding (``_mismatch_thresholds``, the bake's check of its keys). A constraint or driver
+    on a chain bone may override the pose: the Solve operator says so, as the bake does."""
+    assert obj.pose is not None  # the chain was read from this armature's pose
+    root = root_matrices_world(obj, rig)
+    tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
+    solved = root[:3, :3] @ forward_kinematics(rig.chain, q[None]).positions[0, -1] + root[:3, 3]
+    offset = float(np.linalg.norm(tip - solved))
+    return None if offset <= _mismatch_thresholds(spec, rig, root[None], tip[None])[0] else offset
+
+
 class BakedCheck:
     """Blender's evaluation of one chain's baked keys (already written), resumable frame by frame.
 

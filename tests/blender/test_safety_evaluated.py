@@ -293,3 +293,26 @@ def test_clean_bakes_have_no_false_mismatches(addon, rig_name):
     assert report["sampling"] == "evaluated"
     assert report["evaluated_mismatch_frames"] == [], report["evaluated_max_offset"]
     assert report["evaluated_max_error"] == pytest.approx(report["max_excess"], abs=1e-5)
+
+
+def test_solve_says_when_blenders_evaluation_overrides_the_solved_pose(addon, capfd):
+    """The Solve operator (one frame) checks Blender's evaluation as the bake does: a Copy Rotation on
+    the forearm moves the tip off the solve's, and Solve warns with the offset Blender shows (headless
+    Blender prints an operator's reports: read from the process's output)."""
+    obj = build_arm()
+    target = add_empty(location=(0.4, 0.1, 1.3))
+    arm_chain(obj, target)
+    capfd.readouterr()
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    assert "Warning" not in capfd.readouterr().out  # nothing overrides the pose: Blender's tip is on the target
+    assert np.linalg.norm(evaluated_tip(obj, "forearm") - np.array(target.matrix_world.translation)) <= 1e-5
+
+    turner = add_empty("Turner")
+    turner.rotation_euler = (0.0, 0.0, 0.7)
+    obj.pose.bones["forearm"].constraints.new("COPY_ROTATION").target = turner
+    assert bpy.ops.ik_solvers.solve() == {"FINISHED"}
+    gap = np.linalg.norm(evaluated_tip(obj, "forearm") - np.array(target.matrix_world.translation))
+    assert gap > 1e-3
+    said = [line for line in capfd.readouterr().out.splitlines() if line.startswith("Warning: ")]
+    assert len(said) == 1 and said[0].startswith("Warning: 'Arm': Blender's evaluated tip differs from the solve by ")
+    assert float(said[0].split(" by ")[1].split(";")[0]) == pytest.approx(gap, rel=1e-2)
