@@ -103,6 +103,16 @@ class Body:
         """Every bone's joint variables as one :func:`variable_chain` (rest rotations included)."""
         return variable_chain(self.kinds, self.rest_rotations, self.axes, self.lower, self.upper, self.weights)
 
+    @cached_property
+    def hanging_bones(self) -> np.ndarray:
+        """The bones with a parent, in order ``(H,)``."""
+        return np.array([i for i, p in enumerate(self.parents) if p >= 0], dtype=int)
+
+    @cached_property
+    def hanging_parents(self) -> np.ndarray:
+        """The parent of each of :attr:`hanging_bones` ``(H,)``."""
+        return np.array([p for p in self.parents if p >= 0], dtype=int)
+
     @property
     def n_dof(self) -> int:
         return self.variables.n_dof

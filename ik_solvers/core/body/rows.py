@@ -1,4 +1,10 @@
-"""The goals' residual rows for the trunk solve: a limb's reach (an inequality), a trunk chain's tip (SPEC §8)."""
+"""The goals' residual rows for the trunk solve: a limb's reach (an inequality), a trunk chain's tip (SPEC §8).
+
+A priority level's goals are evaluated together (:class:`LevelRows`): every limb of the level in one
+set of array operations, each trunk chain on its own, their rows stacked in the level's goal order.
+Each row's values are the same elementwise operations, in the same order, as one goal alone would
+take: the bits do not depend on which goals share the level's arrays.
+"""
 
 from __future__ import annotations
 
@@ -8,66 +14,162 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..rotations import rotvecs_from_matrices
-from ..vectors import matmul, matvec, norm, tmatvec
+from ..vectors import cross, dot, matmul, matvec, norm
 from .forward import BodyPose, VariableColumns
 
 
 @dataclass(frozen=True, eq=False)
 class Rows:
-    """A goal's residual rows in one pose: ``residuals (n, r)`` and Jacobian ``(n, r, m)``.
-
-    Inequality rows (a limb's reach) also carry what a step needs to see whether it would cross the
-    edge from inside: ``edge_jacobian (n, r, m)`` (the row whether met or not), ``edge_residual (n, r)``
-    (the residual that puts the row exactly on its nearer edge) and ``edge_sign (n, r)`` (+1 outer edge,
-    −1 inner): a step ``dx`` crosses where ``sign · (J dx) < sign · residual``.
-    """
+    """A goal's residual rows in one pose: ``residuals (n, r)`` and Jacobian ``(n, r, m)``."""
 
     residuals: np.ndarray
     jacobian: np.ndarray
-    edge_jacobian: np.ndarray | None = None
-    edge_residual: np.ndarray | None = None
-    edge_sign: np.ndarray | None = None
 
 
 RowsFunction = Callable[[BodyPose, VariableColumns, np.ndarray], Rows]
 """``rows(pose, columns, frames)``: a goal's rows at the pose of the batch rows ``frames (n,)``."""
 
 
-def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, inner: float, total: float, mask: np.ndarray,
-                    weight: float) -> RowsFunction:
-    """A limb's reach row: its goal's head ``heads (N, 3)`` (world) against the distances ``[inner, total]``
-    the HI solve reaches from the limb's start joint (``start(pose) -> (n, 3)``, world), moved by the
-    variables where ``mask (m,)`` is set."""
+@dataclass(frozen=True, eq=False)
+class LevelValues:
+    """A level's stacked rows in one pose, goals in order.
 
-    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
-        s = start(pose)
-        d = heads[frames] - s
+    Inequality rows (the limbs' reach, at the row positions ``edge_rows (E,)``) also carry what a step
+    needs to see whether it would cross the edge from inside: ``edge_jacobian (n, E, m)`` (the row
+    whether met or not), ``edge_residual (n, E)`` (the residual that puts the row exactly on its
+    nearer edge) and ``edge_sign (n, E)`` (+1 outer edge, −1 inner): a step ``dx`` crosses where
+    ``sign · (J dx) < sign · residual``.
+    """
+
+    residuals: np.ndarray
+    jacobian: np.ndarray
+    edge_rows: np.ndarray
+    edge_jacobian: np.ndarray
+    edge_residual: np.ndarray
+    edge_sign: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class LimbReach:
+    """The reach rows of ``L`` limbs: each limb's goal head ``heads (N, L, 3)`` (world) against the
+    distances ``[inner, total] (L,)`` its HI solve reaches from its start joint, ``offsets (L, 3)`` in
+    the frame of bone ``parents (L,)`` (-1: the body's root frame), moved by the variables where
+    ``masks (L, m)`` is set; ``weights (L,)``."""
+
+    parents: np.ndarray
+    offsets: np.ndarray
+    heads: np.ndarray
+    inner: np.ndarray
+    total: np.ndarray
+    masks: np.ndarray
+    weights: np.ndarray
+    root_position: np.ndarray
+    root_rotation: np.ndarray
+
+    def starts(self, pose: BodyPose) -> np.ndarray:
+        """The limbs' start joints ``(n, L, 3)`` (world)."""
+        n = pose.heads.shape[0]
+        out = np.empty((n, self.parents.size, 3))
+        hanging = np.flatnonzero(self.parents >= 0)
+        if hanging.size:
+            parents = self.parents[hanging]
+            out[:, hanging] = pose.heads[:, parents] + matvec(pose.frames[:, parents], self.offsets[hanging])
+        fixed = np.flatnonzero(self.parents < 0)
+        for j in fixed:
+            out[:, j] = self.root_position + self.root_rotation @ self.offsets[j]
+        return out
+
+    def values(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Residuals, Jacobians and edges ``(n, L)``, ``(n, L, m)``, ``(n, L, m)``, ``(n, L)``, ``(n, L)``."""
+        s = self.starts(pose)
+        d = self.heads[frames] - s
         r = norm(d)
-        outside = r - np.clip(r, inner, total)
-        direction = d / np.maximum(r, 1e-300)[:, None]
-        jacobian = tmatvec(columns.position_rows(s, mask), direction)
-        on = (outside != 0.0)[:, None]
-        edge = np.where(r > 0.5 * (inner + total), total, inner)
-        return Rows((weight * outside)[:, None], np.where(on, weight * jacobian, 0.0)[:, None, :],
-                    (weight * jacobian)[:, None, :], (weight * (r - edge))[:, None],
-                    np.where(edge == total, 1.0, -1.0)[:, None])
+        outside = r - np.clip(r, self.inner, self.total)
+        direction = d / np.maximum(r, 1e-300)[..., None]
+        # Column k of limb j: a_k × (s_j − pivot_k) + move_k, masked; dotted with its direction.
+        lever = s[:, :, None, :] - columns.pivots[:, None, :, :]
+        moved = (cross(columns.axes[:, None], lever) + columns.moves[:, None]) * self.masks[None, :, :, None]
+        jacobian = dot(moved, direction[:, :, None, :])
+        weights = self.weights
+        full = weights[:, None] * jacobian
+        edge = np.where(r > 0.5 * (self.inner + self.total), self.total, self.inner)
+        return (weights * outside, np.where((outside != 0.0)[..., None], full, 0.0), full, weights * (r - edge),
+                np.where(edge == self.total, 1.0, -1.0))
 
-    return rows
+
+@dataclass(frozen=True, eq=False)
+class LevelRows:
+    """One priority level: its goals (``slots``, in order: a limb's index into ``limbs`` as ``("limb",
+    j)``, a trunk chain's rows function as ``("tip", rows)``)."""
+
+    slots: tuple[tuple[str, object], ...]
+    limbs: LimbReach | None
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    @property
+    def row_counts(self) -> tuple[int, ...]:
+        """Rows per goal."""
+        return tuple(1 if kind == "limb" else int(rows.size) for kind, rows in self.slots)  # type: ignore[attr-defined]
+
+    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> LevelValues:
+        limb = None if self.limbs is None else self.limbs.values(pose, columns, frames)
+        residuals: list[np.ndarray] = []
+        jacobians: list[np.ndarray] = []
+        edge_rows = []
+        row = 0
+        for kind, rows in self.slots:
+            if kind == "limb":
+                assert limb is not None
+                j = int(rows)  # type: ignore[call-overload]
+                residuals.append(limb[0][:, j:j + 1])
+                jacobians.append(limb[1][:, j:j + 1])
+                edge_rows.append(row)
+                row += 1
+            else:
+                values = rows(pose, columns, frames)  # type: ignore[operator]
+                residuals.append(values.residuals)
+                jacobians.append(values.jacobian)
+                row += values.residuals.shape[1]
+        if limb is not None and len(residuals) == limb[0].shape[1]:  # the limbs alone, in order
+            stacked_residuals, stacked_jacobian = limb[0], limb[1]
+        else:
+            stacked_residuals, stacked_jacobian = np.concatenate(residuals, 1), np.concatenate(jacobians, 1)
+        if limb is None:
+            n, m = stacked_jacobian.shape[0], stacked_jacobian.shape[2]
+            return LevelValues(stacked_residuals, stacked_jacobian, np.zeros(0, dtype=int), np.zeros((n, 0, m)),
+                               np.zeros((n, 0)), np.zeros((n, 0)))
+        order = np.array([int(rows) for kind, rows in self.slots if kind == "limb"])  # type: ignore[call-overload]
+        return LevelValues(stacked_residuals, stacked_jacobian, np.array(edge_rows, dtype=int), limb[2][:, order],
+                           limb[3][:, order], limb[4][:, order])
 
 
-def tip_goal_rows(tip: int, tail: np.ndarray, positions: np.ndarray, rotations: np.ndarray | None, length: float,
-                  mask: np.ndarray, weight: float) -> RowsFunction:
+@dataclass(frozen=True, eq=False)
+class TipGoalRows:
     """A trunk chain's rows: the tail ``tail (3,)`` of bone ``tip`` toward ``positions (N, 3)`` and, with
     ``rotations (N, 3, 3)``, its frame toward them (angles × ``length``, chain units)."""
-    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
-        frame = np.ascontiguousarray(pose.frames[:, tip])
-        point = pose.heads[:, tip] + matvec(frame, tail)
-        residuals = [positions[frames] - point]
-        jacobians = [columns.position_rows(point, mask)]
-        if rotations is not None:
-            turn = rotvecs_from_matrices(matmul(rotations[frames], np.swapaxes(frame, 1, 2)))
-            residuals.append(length * turn)
-            jacobians.append(length * columns.angle_rows(mask))
-        return Rows(weight * np.concatenate(residuals, 1), weight * np.concatenate(jacobians, 1))
 
-    return rows
+    tip: int
+    tail: np.ndarray
+    positions: np.ndarray
+    rotations: np.ndarray | None
+    length: float
+    mask: np.ndarray
+    weight: float
+
+    @property
+    def size(self) -> int:
+        """Rows: 3, and 3 more with rotations."""
+        return 3 if self.rotations is None else 6
+
+    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
+        frame = np.ascontiguousarray(pose.frames[:, self.tip])
+        point = pose.heads[:, self.tip] + matvec(frame, self.tail)
+        residuals = [self.positions[frames] - point]
+        jacobians = [columns.position_rows(point, self.mask)]
+        if self.rotations is not None:
+            turn = rotvecs_from_matrices(matmul(self.rotations[frames], np.swapaxes(frame, 1, 2)))
+            residuals.append(self.length * turn)
+            jacobians.append(self.length * columns.angle_rows(self.mask))
+        return Rows(self.weight * np.concatenate(residuals, 1), self.weight * np.concatenate(jacobians, 1))

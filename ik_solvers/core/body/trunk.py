@@ -31,7 +31,7 @@ from ..kinematics import apply_increments, increments_toward
 from ..vectors import matvec, norm
 from .forward import BodyPose, VariableColumns
 from .priority import Level, level_rows, prioritised_step
-from .rows import Rows, RowsFunction
+from .rows import LevelRows, LevelValues
 
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
@@ -68,7 +68,7 @@ class TrunkProblem:
 
     Attributes
     ----------
-    levels : tuple of tuple of RowsFunction
+    levels : tuple of LevelRows
         Goals' rows by priority, highest first.
     pose : callable
         ``pose(x (n, m), frames (n,)) -> (BodyPose, VariableColumns)``.
@@ -82,7 +82,7 @@ class TrunkProblem:
         The body's size (chain units): the root location's step bound and the settle tolerance.
     """
 
-    levels: tuple[tuple[RowsFunction, ...], ...]
+    levels: tuple[LevelRows, ...]
     pose: Callable[[np.ndarray, np.ndarray], tuple[BodyPose, VariableColumns]]
     rotations: Chain
     translations: int
@@ -197,7 +197,13 @@ def goal_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.
     """The residual norm ``(n, G)`` of each goal at ``x``, goals in level order (limbs: how far beyond their
     reach)."""
     pose, columns = problem.pose(x, frames)
-    return np.stack([norm(rows(pose, columns, frames).residuals) for level in problem.levels for rows in level], 1)
+    out = []
+    for level in problem.levels:
+        residuals, first = level(pose, columns, frames).residuals, 0
+        for count in level.row_counts:
+            out.append(norm(residuals[:, first:first + count]))
+            first += count
+    return np.stack(out, 1)
 
 
 def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
@@ -226,17 +232,18 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
     goals as ``keep (n, G)`` says, in level order; all active by default)."""
     pose, columns = problem.pose(x, frames)
-    levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
+    levels = [level(pose, columns, frames) for level in problem.levels]
     held: list[np.ndarray | None] = [None] * len(levels)
     if keep is not None:
-        goal = iter(range(keep.shape[1]))
-        modes = [[keep[:, next(goal)] for _ in level] for level in levels]
-        levels = [[_masked(rows, mode) for rows, mode in zip(level, marks)] for level, marks in zip(levels, modes)]
-        held = [np.concatenate([np.repeat((mode == HELD)[:, None], rows.residuals.shape[1], 1)
-                                for rows, mode in zip(level, marks)], 1) for level, marks in zip(levels, modes)]
+        first, masked = 0, []
+        for k, (level, values) in enumerate(zip(problem.levels, levels)):
+            modes = np.repeat(keep[:, first:first + len(level)], level.row_counts, axis=1)
+            first += len(level)
+            masked.append(_masked(values, modes))
+            held[k] = modes == HELD
+        levels = masked
     back = _toward(problem, x, reference) if pull else None
-    stacked = [(np.concatenate([r.residuals for r in level], 1), np.concatenate([r.jacobian for r in level], 1), mask)
-               for level, mask in zip(levels, held) if level]
+    stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
     largest = np.zeros(x.shape[0])
     for residuals, _, _ in stacked:
         largest = np.maximum(largest, np.abs(residuals).max(axis=1))
@@ -258,36 +265,34 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     return new, moved, largest
 
 
-def _masked(rows: Rows, keep: np.ndarray) -> Rows:
-    """``rows`` as ``keep (n,)`` says per frame: as they are where :data:`ACTIVE`; where :data:`HELD`, their
-    Jacobian with zero residuals (asking the levels below to leave the goal where it is, to first order);
-    exact zeros (asking nothing) where :data:`IGNORED`."""
-    on, asks = (keep != IGNORED)[:, None], (keep == ACTIVE)[:, None]
-    edge = None if rows.edge_jacobian is None else np.where(asks[:, :, None], rows.edge_jacobian, 0.0)
-    residual = None if rows.edge_residual is None else np.where(asks, rows.edge_residual, 0.0)
-    return Rows(np.where(asks, rows.residuals, 0.0), np.where(on[:, :, None], rows.jacobian, 0.0), edge, residual,
-                rows.edge_sign)
+def _masked(values: LevelValues, keep: np.ndarray) -> LevelValues:
+    """A level's rows as ``keep (n, r)`` says per frame and row: as they are where :data:`ACTIVE`; where
+    :data:`HELD`, their Jacobian with zero residuals (asking the levels below to leave the goal where it
+    is, to first order); exact zeros (asking nothing) where :data:`IGNORED`."""
+    on, asks = keep != IGNORED, keep == ACTIVE
+    edge_asks = asks[:, values.edge_rows]
+    return LevelValues(np.where(asks, values.residuals, 0.0), np.where(on[:, :, None], values.jacobian, 0.0),
+                       values.edge_rows, np.where(edge_asks[:, :, None], values.edge_jacobian, 0.0),
+                       np.where(edge_asks, values.edge_residual, 0.0), values.edge_sign)
 
 
-def _guarded(levels: list[list[Rows]], held: list[np.ndarray | None], dx: np.ndarray) -> tuple[list[Level], np.ndarray]:
+def _guarded(levels: list[LevelValues], held: list[np.ndarray | None], dx: np.ndarray) -> tuple[list[Level], np.ndarray]:
     """The levels' stacked rows with every inequality row the step ``dx (n, m)`` would carry over its edge
     made an equality on that edge (an active set grown by one prediction), and the frames where one was."""
     stacked: list[Level] = []
     crossing = np.zeros(dx.shape[0], dtype=bool)
-    for level, mask in zip(levels, held):
-        residuals, jacobians = [], []
-        for rows in level:
-            if rows.edge_jacobian is None or rows.edge_residual is None or rows.edge_sign is None:
-                residuals.append(rows.residuals)
-                jacobians.append(rows.jacobian)
-                continue
-            sign = rows.edge_sign
-            over = (rows.residuals == 0.0) & (sign * matvec(rows.edge_jacobian, dx) < sign * rows.edge_residual)
-            crossing |= over.any(axis=1)
-            residuals.append(np.where(over, rows.edge_residual, rows.residuals))
-            jacobians.append(np.where(over[:, :, None], rows.edge_jacobian, rows.jacobian))
-        if residuals:
-            stacked.append((np.concatenate(residuals, 1), np.concatenate(jacobians, 1), mask))
+    for values, mask in zip(levels, held):
+        residuals, jacobian = values.residuals, values.jacobian
+        rows = values.edge_rows
+        if rows.size:
+            sign = values.edge_sign
+            over = (residuals[:, rows] == 0.0) & (sign * matvec(values.edge_jacobian, dx) < sign * values.edge_residual)
+            if over.any():
+                crossing |= over.any(axis=1)
+                residuals, jacobian = residuals.copy(), jacobian.copy()
+                residuals[:, rows] = np.where(over, values.edge_residual, residuals[:, rows])
+                jacobian[:, rows] = np.where(over[:, :, None], values.edge_jacobian, jacobian[:, rows])
+        stacked.append((residuals, jacobian, mask))
     return stacked, np.flatnonzero(crossing)
 
 
