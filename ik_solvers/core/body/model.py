@@ -146,8 +146,23 @@ class Body:
             bone = self.parents[bone]
         return out
 
+    @cached_property
+    def memo(self) -> dict[tuple, object]:
+        """What solves derive from the body alone (sub-bodies, chains), kept for the next solve of this
+        body (live mode solves one body move after move): a body is immutable, and so are they."""
+        return {}
+
     def restricted(self, bones: list[int]) -> Body:
-        """The body of ``bones`` alone (sorted, and holding each one's parent), renumbered in that order."""
+        """The body of ``bones`` alone (sorted, and holding each one's parent), renumbered in that order
+        (kept in :attr:`memo`)."""
+        key = ("restricted", tuple(bones))
+        kept = self.memo.get(key)
+        if kept is None:
+            kept = self.memo[key] = self._restricted(bones)
+        assert isinstance(kept, Body)
+        return kept
+
+    def _restricted(self, bones: list[int]) -> Body:
         index = {b: i for i, b in enumerate(bones)}
         dofs = self.dofs(bones)
         return Body(names=tuple(self.names[b] for b in bones),
@@ -159,7 +174,16 @@ class Body:
 
     def chain_of(self, bones: list[int]) -> Chain:
         """The core Chain of a run of bones (each the previous one's child), hanging from an identity root:
-        solved in the first bone's parent frame."""
+        solved in the first bone's parent frame (kept in :attr:`memo`: the HI solver's derivations are
+        kept per chain object)."""
+        key = ("chain", tuple(bones))
+        kept = self.memo.get(key)
+        if kept is None:
+            kept = self.memo[key] = self._chain_of(bones)
+        assert isinstance(kept, Chain)
+        return kept
+
+    def _chain_of(self, bones: list[int]) -> Chain:
         dofs = self.dofs(bones)
         return Chain(kinds=tuple(self.kinds[b] for b in bones), offsets=self.offsets[bones],
                      rest_rotations=self.rest_rotations[bones], axes=self.axes[dofs], lower=self.lower[dofs],

@@ -99,11 +99,10 @@ class LimbReach:
 
 @dataclass(frozen=True, eq=False)
 class LevelRows:
-    """One priority level: its goals (``slots``, in order: a limb's index into ``limbs`` as ``("limb",
-    j)``, a trunk chain's rows function as ``("tip", rows)``)."""
+    """One priority level: its goals in order, a limb as ``("limb", j)`` (its index in the problem's
+    :class:`LimbReach`), a trunk chain as ``("tip", rows)`` (its :class:`TipGoalRows`)."""
 
     slots: tuple[tuple[str, object], ...]
-    limbs: LimbReach | None
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -113,8 +112,15 @@ class LevelRows:
         """Rows per goal."""
         return tuple(1 if kind == "limb" else int(rows.size) for kind, rows in self.slots)  # type: ignore[attr-defined]
 
-    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> LevelValues:
-        limb = None if self.limbs is None else self.limbs.values(pose, columns, frames)
+    @property
+    def limb_indices(self) -> np.ndarray:
+        """The level's limbs (indices in the problem's :class:`LimbReach`), in order."""
+        return np.array([int(rows) for kind, rows in self.slots if kind == "limb"], dtype=int)  # type: ignore[call-overload]
+
+    def values(self, limb: tuple[np.ndarray, ...] | None, pose: BodyPose, columns: VariableColumns,
+               frames: np.ndarray) -> LevelValues:
+        """The level's rows, given every limb's :meth:`LimbReach.values` ``limb``."""
+        order = self.limb_indices
         residuals: list[np.ndarray] = []
         jacobians: list[np.ndarray] = []
         edge_rows = []
@@ -132,17 +138,33 @@ class LevelRows:
                 residuals.append(values.residuals)
                 jacobians.append(values.jacobian)
                 row += values.residuals.shape[1]
-        if limb is not None and len(residuals) == limb[0].shape[1]:  # the limbs alone, in order
-            stacked_residuals, stacked_jacobian = limb[0], limb[1]
+        if len(residuals) == 1:
+            stacked_residuals, stacked_jacobian = residuals[0], jacobians[0]
+        elif order.size == len(self.slots):  # limbs alone: one gather
+            assert limb is not None
+            stacked_residuals, stacked_jacobian = limb[0][:, order], limb[1][:, order]
         else:
             stacked_residuals, stacked_jacobian = np.concatenate(residuals, 1), np.concatenate(jacobians, 1)
-        if limb is None:
+        if not order.size:
             n, m = stacked_jacobian.shape[0], stacked_jacobian.shape[2]
             return LevelValues(stacked_residuals, stacked_jacobian, np.zeros(0, dtype=int), np.zeros((n, 0, m)),
                                np.zeros((n, 0)), np.zeros((n, 0)))
-        order = np.array([int(rows) for kind, rows in self.slots if kind == "limb"])  # type: ignore[call-overload]
+        assert limb is not None
         return LevelValues(stacked_residuals, stacked_jacobian, np.array(edge_rows, dtype=int), limb[2][:, order],
                            limb[3][:, order], limb[4][:, order])
+
+
+@dataclass(frozen=True, eq=False)
+class GoalRows:
+    """Every goal's rows by priority level, highest first; every limb's reach in one :class:`LimbReach`."""
+
+    levels: tuple[LevelRows, ...]
+    limbs: LimbReach | None
+
+    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> list[LevelValues]:
+        """Each level's rows at the pose of the batch rows ``frames (n,)``."""
+        limb = None if self.limbs is None else self.limbs.values(pose, columns, frames)
+        return [level.values(limb, pose, columns, frames) for level in self.levels]
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..chain import Chain
 from ..errors import IKInputError
 from ..hi.orientation import solve_hi_oriented, without_last_joint
 from ..hi.solve import HISolveResult, solve_hi
@@ -18,7 +19,7 @@ from ..vectors import matmul, matvec, norm, tmatvec
 from .bounds import goal_bounds
 from .forward import BodyPose, body_pose, body_variables, variable_chain, variable_columns
 from .model import Body, BodyChain, ChainLayout, GoalStatus, lay_out
-from .rows import LevelRows, LimbReach, TipGoalRows
+from .rows import GoalRows, LevelRows, LimbReach, TipGoalRows
 from .trunk import PULL_ITERATIONS, TrunkProblem, solve_trunk
 
 DEFAULT_TOLERANCE = 1e-6
@@ -300,11 +301,15 @@ def _trunk_problem(body: Body, layouts: tuple[ChainLayout, ...], goals: list[Goa
             length = float(norm(body.tails[tip]) + sum(norm(body.offsets[b]) for b in lay.bones[1:]))
             by_priority.setdefault(priority, []).append(
                 ("tip", TipGoalRows(index[tip], body.tails[tip], positions, rotations, length, mask, weight)))
-    levels = tuple(_level_rows(sub, by_priority[p]) for p in sorted(by_priority, reverse=True))
+    rows = _goal_rows(sub, [by_priority[p] for p in sorted(by_priority, reverse=True)])
     t = 3 if root is not None else 0
-    rotations_chain = variable_chain(tuple(body.kinds[b] for b in trunk_bones),
-                                     np.broadcast_to(np.eye(3), (len(trunk_bones), 3, 3)), body.axes[dofs],
-                                     body.lower[dofs], body.upper[dofs], body.weights[dofs])
+    key = ("trunk variables", tuple(trunk_bones))
+    rotations_chain = body.memo.get(key)
+    if rotations_chain is None:
+        rotations_chain = body.memo[key] = variable_chain(
+            tuple(body.kinds[b] for b in trunk_bones), np.broadcast_to(np.eye(3), (len(trunk_bones), 3, 3)),
+            body.axes[dofs], body.lower[dofs], body.upper[dofs], body.weights[dofs])
+    assert isinstance(rotations_chain, Chain)
     sub_variables = body_variables(sub)
     sub_ref = np.ascontiguousarray(q_ref[:, body.dofs(needed)])
 
@@ -315,15 +320,20 @@ def _trunk_problem(body: Body, layouts: tuple[ChainLayout, ...], goals: list[Goa
         return at, variable_columns(sub, at, sub_dofs, sub_root, bool(t))
 
     scales = np.sqrt(np.concatenate([np.full(t, root_location_weight), body.weights[dofs]]))
-    return TrunkProblem(levels, pose, rotations_chain, t, scales, scale)
+    return TrunkProblem(rows, pose, rotations_chain, t, scales, scale)
 
 
-def _level_rows(sub: Body, goals: list[tuple[str, Any]]) -> LevelRows:
-    """A level's goals in order, its limbs' reach rows stacked (one set of array operations for all)."""
-    limbs = [value for kind, value in goals if kind == "limb"]
-    slots: list[tuple[str, object]] = []
-    for kind, value in goals:
-        slots.append(("limb", len([s for s in slots if s[0] == "limb"])) if kind == "limb" else ("tip", value))
+def _goal_rows(sub: Body, levels: list[list[tuple[str, Any]]]) -> GoalRows:
+    """The levels' goals in order, every limb's reach rows stacked (one set of array operations for all)."""
+    limbs = [value for level in levels for kind, value in level if kind == "limb"]
+    slotted: list[LevelRows] = []
+    count = 0
+    for level in levels:
+        slots: list[tuple[str, object]] = []
+        for kind, value in level:
+            slots.append(("limb", count) if kind == "limb" else ("tip", value))
+            count += kind == "limb"
+        slotted.append(LevelRows(tuple(slots)))
     reach = None
     if limbs:
         reach = LimbReach(parents=np.array([parent for parent, *_ in limbs], dtype=int),
@@ -334,7 +344,7 @@ def _level_rows(sub: Body, goals: list[tuple[str, Any]]) -> LevelRows:
                           masks=np.array([mask for *_, mask, _ in limbs]),
                           weights=np.array([weight for *_, weight in limbs]),
                           root_position=sub.root_position, root_rotation=sub.root_rotation)
-    return LevelRows(tuple(slots), reach)
+    return GoalRows(tuple(slotted), reach)
 
 
 def _solve_limb(body: Body, pose: BodyPose, lay: ChainLayout, goal: Goal, limb: _Limb,

@@ -31,7 +31,7 @@ from ..kinematics import apply_increments, increments_toward
 from ..vectors import matvec, norm
 from .forward import BodyPose, VariableColumns
 from .priority import Level, level_rows, prioritised_step
-from .rows import LevelRows, LevelValues
+from .rows import GoalRows, LevelRows, LevelValues
 
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
@@ -68,7 +68,7 @@ class TrunkProblem:
 
     Attributes
     ----------
-    levels : tuple of LevelRows
+    rows : GoalRows
         Goals' rows by priority, highest first.
     pose : callable
         ``pose(x (n, m), frames (n,)) -> (BodyPose, VariableColumns)``.
@@ -82,12 +82,17 @@ class TrunkProblem:
         The body's size (chain units): the root location's step bound and the settle tolerance.
     """
 
-    levels: tuple[LevelRows, ...]
+    rows: GoalRows
     pose: Callable[[np.ndarray, np.ndarray], tuple[BodyPose, VariableColumns]]
     rotations: Chain
     translations: int
     scales: np.ndarray
     body_scale: float
+
+    @property
+    def levels(self) -> tuple[LevelRows, ...]:
+        """The goals' priority levels, highest first."""
+        return self.rows.levels
 
 
 def solve_trunk(problem: TrunkProblem, reference: np.ndarray, pull_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -198,8 +203,8 @@ def goal_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.
     reach)."""
     pose, columns = problem.pose(x, frames)
     out = []
-    for level in problem.levels:
-        residuals, first = level(pose, columns, frames).residuals, 0
+    for level, values in zip(problem.levels, problem.rows(pose, columns, frames)):
+        residuals, first = values.residuals, 0
         for count in level.row_counts:
             out.append(norm(residuals[:, first:first + count]))
             first += count
@@ -232,7 +237,7 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
     goals as ``keep (n, G)`` says, in level order; all active by default)."""
     pose, columns = problem.pose(x, frames)
-    levels = [level(pose, columns, frames) for level in problem.levels]
+    levels = problem.rows(pose, columns, frames)
     held: list[np.ndarray | None] = [None] * len(levels)
     if keep is not None:
         first, masked = 0, []
