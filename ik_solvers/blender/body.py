@@ -367,9 +367,11 @@ def sample_body(obj: bpy.types.Object, spec: BodySpec, depsgraph: bpy.types.Deps
         raise IKSolversError("a bone of the body has another location or scale here than when the body was read; "
                              "a body solve keeps the bones' locations (but the root's) and scales as they are.")
     assert obj.pose is not None  # read_body read the body from this armature's pose
-    fixed = [rotvecs_from_quaternions(basis_quaternion(obj.pose.bones[name])) for name in spec.fixed_bones]
-    return BodyInputs(tuple(positions), tuple(rotations), tuple(poles), np.array(swivels, dtype=float),
-                      np.concatenate(fixed)[None] if fixed else np.zeros((1, 0)))
+    bones = obj.pose.bones
+    # Every fixed link in one conversion (elementwise: the bits of one conversion per bone).
+    fixed = (rotvecs_from_quaternions(np.array([basis_quaternion(bones[name]) for name in spec.fixed_bones])).reshape(1, -1)
+             if spec.fixed_bones else np.zeros((1, 0)))
+    return BodyInputs(tuple(positions), tuple(rotations), tuple(poles), np.array(swivels, dtype=float), fixed)
 
 
 def solve_body_inputs(spec: BodySpec, inputs: BodyInputs) -> BodyResult:

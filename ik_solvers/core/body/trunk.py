@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..chain import Chain
-from ..kinematics import apply_increments, increments_toward
+from ..rotations import quaternion_products, quaternions_from_rotvecs, rotvecs_from_quaternions
 from ..vectors import matvec, norm
 from .forward import BodyPose, VariableColumns
 from .priority import Level, level_rows, prioritised_step
@@ -88,6 +89,12 @@ class TrunkProblem:
     translations: int
     scales: np.ndarray
     body_scale: float
+
+    @cached_property
+    def ball_columns(self) -> np.ndarray:
+        """The ball joints' variables ``(J, 3)`` among the rotational ones (``x[:, translations:]``)."""
+        balls = self.rotations.ball_joints
+        return self.rotations.dof_start[balls][:, None] + np.arange(3)
 
     @property
     def levels(self) -> tuple[LevelRows, ...]:
@@ -174,6 +181,7 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
     frames = np.arange(reference.shape[0]) if frames is None else frames
     x = (reference if start is None else start).copy()
     steps = np.zeros(x.shape[0], dtype=int)
+    goal = _ball_quaternions(problem, reference) if pull_steps else None  # what the pull turns toward, once
     for pull, count in ((True, pull_steps), (False, budget)):
         active = np.ones(x.shape[0], dtype=bool)
         best = np.full(x.shape[0], np.inf)  # the smallest largest residual so far, and when it was
@@ -182,7 +190,8 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
             rows = np.flatnonzero(active)
             if rows.size == 0:
                 break
-            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows], pull,
+            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows],
+                                                 goal[rows] if pull and goal is not None else None,
                                                  None if keep is None else keep[rows])
             x[rows] = new
             steps[rows] += 1
@@ -232,10 +241,11 @@ def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.
     return wins
 
 
-def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, pull: bool,
+def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, goal: np.ndarray | None,
           keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
-    goals as ``keep (n, G)`` says, in level order; all active by default)."""
+    goals as ``keep (n, G)`` says, in level order; all active by default). ``goal``: the reference's ball
+    joints as quaternions ``(n, J, 4)`` for a step pulled toward it, None for a plain step."""
     pose, columns = problem.pose(x, frames)
     levels = problem.rows(pose, columns, frames)
     held: list[np.ndarray | None] = [None] * len(levels)
@@ -247,7 +257,8 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
             masked.append(_masked(values, modes))
             held[k] = modes == HELD
         levels = masked
-    back = _toward(problem, x, reference) if pull else None
+    now = _ball_quaternions(problem, x)
+    back = None if goal is None else _toward(problem, x, reference, now, goal)
     stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
     largest = np.zeros(x.shape[0])
     for residuals, _, _ in stacked:
@@ -258,14 +269,14 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone)
         part = [level_rows(level, crossing) for level in stacked]
         dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing])
-    new, clipped = _apply(problem, x, dx)
+    new, clipped = _apply(problem, x, dx, now)
     again = np.flatnonzero(clipped.any(axis=1))
     if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
         scales = scales[again]
         scales[clipped[again]] = 0.0
         part = [level_rows(level, again) for level in stacked]
         dx[again] = prioritised_step(part, scales, None if back is None else back[again])
-        new[again], _ = _apply(problem, x[again], dx[again])
+        new[again], _ = _apply(problem, x[again], dx[again], now[again])
     moved = np.abs(dx).max(axis=1)
     return new, moved, largest
 
@@ -301,45 +312,40 @@ def _guarded(levels: list[LevelValues], held: list[np.ndarray | None], dx: np.nd
     return stacked, np.flatnonzero(crossing)
 
 
-def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Increments ``(n, m)`` from ``x`` to the reference (ball joints the shorter way round)."""
-    t = problem.translations
-    out = np.empty_like(x)
-    out[:, :t] = reference[:, :t] - x[:, :t]
-    out[:, t:] = increments_toward(problem.rotations, np.ascontiguousarray(x[:, t:]),
-                                   np.ascontiguousarray(reference[:, t:]))
+def _ball_quaternions(problem: TrunkProblem, x: np.ndarray) -> np.ndarray:
+    """The ball joints' rotations in ``x (n, m)`` as quaternions ``(n, J, 4)`` (read once a step: the pull
+    and the step's composition both start from them)."""
+    return quaternions_from_rotvecs(x[:, problem.translations + problem.ball_columns])
+
+
+def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, now: np.ndarray,
+            goal: np.ndarray) -> np.ndarray:
+    """Increments ``(n, m)`` from ``x`` to the reference (ball joints the shorter way round: the rotation
+    vector of ``R(x)ᵀ R(reference)`` in the current frame, from their quaternions ``now`` and ``goal``
+    ``(n, J, 4)``), as :func:`~..kinematics.increments_toward` gives them."""
+    out = reference - x
+    if problem.ball_columns.size:
+        inverse = now * np.array([1.0, -1.0, -1.0, -1.0])
+        out[:, problem.translations + problem.ball_columns] = rotvecs_from_quaternions(quaternion_products(inverse, goal))
     return out
 
 
-def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` after the step ``dx`` bounded to :data:`MAX_STEP`, and where a limit clipped it ``(n, m)``."""
+def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray, now: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` after the step ``dx`` bounded to :data:`MAX_STEP` (ball joints composed with their rotations
+    ``now (n, J, 4)`` as :func:`~..kinematics.apply_increments` composes them, then every variable clipped
+    to its limits), and where a limit clipped it ``(n, m)``."""
     t = problem.translations
     bound = np.full(dx.shape[1], MAX_STEP)
     bound[:t] *= problem.body_scale
     largest = (np.abs(dx) / bound).max(axis=1)
     dx = dx * np.minimum(1.0, 1.0 / np.maximum(largest, 1e-300))[:, None]
-    new = np.empty_like(x)
-    new[:, :t] = x[:, :t] + dx[:, :t]
+    free = x + dx
+    balls = t + problem.ball_columns
+    if balls.size:
+        free[:, balls] = rotvecs_from_quaternions(quaternion_products(now, quaternions_from_rotvecs(dx[:, balls])))
     rot = problem.rotations
-    free = apply_increments(_unlimited(rot), np.ascontiguousarray(x[:, t:]), np.ascontiguousarray(dx[:, t:]))
-    new[:, t:] = np.clip(free, rot.lower, rot.upper)
+    new = free.copy()
+    new[:, t:] = np.clip(free[:, t:], rot.lower, rot.upper)
     clipped = np.zeros(x.shape, dtype=bool)
-    clipped[:, t:] = (free < rot.lower) | (free > rot.upper)
+    clipped[:, t:] = (free[:, t:] < rot.lower) | (free[:, t:] > rot.upper)
     return new, clipped
-
-
-_UNLIMITED: dict[int, tuple[Chain, Chain]] = {}
-
-
-def _unlimited(chain: Chain) -> Chain:
-    """``chain`` without limits (the step is composed first, then clipped where the limits say)."""
-    kept = _UNLIMITED.get(id(chain))
-    if kept is not None and kept[0] is chain:
-        return kept[1]
-    free = Chain(kinds=chain.kinds, offsets=chain.offsets, rest_rotations=chain.rest_rotations, axes=chain.axes,
-                 lower=np.full(chain.n_dof, -np.inf), upper=np.full(chain.n_dof, np.inf), weights=chain.weights,
-                 tip_offset=chain.tip_offset)
-    if len(_UNLIMITED) > 32:
-        _UNLIMITED.clear()
-    _UNLIMITED[id(chain)] = (chain, free)
-    return free
