@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -112,45 +113,46 @@ class LevelRows:
         """Rows per goal."""
         return tuple(1 if kind == "limb" else int(rows.size) for kind, rows in self.slots)  # type: ignore[attr-defined]
 
-    @property
+    @cached_property
     def limb_indices(self) -> np.ndarray:
         """The level's limbs (indices in the problem's :class:`LimbReach`), in order."""
         return np.array([int(rows) for kind, rows in self.slots if kind == "limb"], dtype=int)  # type: ignore[call-overload]
+
+    @cached_property
+    def edge_rows(self) -> np.ndarray:
+        """The row positions of the level's limbs (its inequality rows)."""
+        return np.cumsum((0,) + self.row_counts[:-1])[[kind == "limb" for kind, _ in self.slots]].astype(int)
 
     def values(self, limb: tuple[np.ndarray, ...] | None, pose: BodyPose, columns: VariableColumns,
                frames: np.ndarray) -> LevelValues:
         """The level's rows, given every limb's :meth:`LimbReach.values` ``limb``."""
         order = self.limb_indices
+        if order.size == len(self.slots):  # limbs alone: one gather each
+            assert limb is not None
+            return LevelValues(limb[0][:, order], limb[1][:, order], self.edge_rows, limb[2][:, order],
+                               limb[3][:, order], limb[4][:, order])
         residuals: list[np.ndarray] = []
         jacobians: list[np.ndarray] = []
-        edge_rows = []
-        row = 0
         for kind, rows in self.slots:
             if kind == "limb":
                 assert limb is not None
                 j = int(rows)  # type: ignore[call-overload]
                 residuals.append(limb[0][:, j:j + 1])
                 jacobians.append(limb[1][:, j:j + 1])
-                edge_rows.append(row)
-                row += 1
             else:
                 values = rows(pose, columns, frames)  # type: ignore[operator]
                 residuals.append(values.residuals)
                 jacobians.append(values.jacobian)
-                row += values.residuals.shape[1]
         if len(residuals) == 1:
             stacked_residuals, stacked_jacobian = residuals[0], jacobians[0]
-        elif order.size == len(self.slots):  # limbs alone: one gather
-            assert limb is not None
-            stacked_residuals, stacked_jacobian = limb[0][:, order], limb[1][:, order]
         else:
             stacked_residuals, stacked_jacobian = np.concatenate(residuals, 1), np.concatenate(jacobians, 1)
         if not order.size:
             n, m = stacked_jacobian.shape[0], stacked_jacobian.shape[2]
-            return LevelValues(stacked_residuals, stacked_jacobian, np.zeros(0, dtype=int), np.zeros((n, 0, m)),
+            return LevelValues(stacked_residuals, stacked_jacobian, self.edge_rows, np.zeros((n, 0, m)),
                                np.zeros((n, 0)), np.zeros((n, 0)))
         assert limb is not None
-        return LevelValues(stacked_residuals, stacked_jacobian, np.array(edge_rows, dtype=int), limb[2][:, order],
+        return LevelValues(stacked_residuals, stacked_jacobian, self.edge_rows, limb[2][:, order],
                            limb[3][:, order], limb[4][:, order])
 
 

@@ -190,10 +190,14 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
             rows = np.flatnonzero(active)
             if rows.size == 0:
                 break
-            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows],
-                                                 goal[rows] if pull and goal is not None else None,
-                                                 None if keep is None else keep[rows])
-            x[rows] = new
+            if rows.size == x.shape[0]:  # every frame steps: the arrays as they are, no copies
+                new, moved, largest_residual = _step(problem, x, reference, frames, goal if pull else None, keep)
+                x = new
+            else:
+                new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows],
+                                                     goal[rows] if pull and goal is not None else None,
+                                                     None if keep is None else keep[rows])
+                x[rows] = new
             steps[rows] += 1
             if pull:
                 done = moved <= PULL_SETTLED
