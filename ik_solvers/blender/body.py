@@ -338,17 +338,26 @@ class BodyInputs:
                           swivels=self.swivels[:, rows], fixed_q=self.fixed_q[rows])
 
 
-def sample_body(obj: bpy.types.Object, spec: BodySpec, depsgraph: bpy.types.Depsgraph | None = None) -> BodyInputs:
-    """The current evaluation of every goal, pole, swivel and fixed link, as a batch of one frame."""
+def armature_inverse(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse ``(4, 4)`` of the armature's evaluated world matrix (world to armature space), and
+    its rotation ``turn (3, 3)``.
+
+    world = [scale · turn | t], so its inverse is [turnᵀ / scale | −turnᵀ t / scale] (LAPACK's inverse
+    of a 4×4 cost more than the rest of a frame's sampling)."""
     world = np.array((obj.evaluated_get(depsgraph) if depsgraph is not None else obj).matrix_world, dtype=float)
     scale = uniform_scale(world)
     u, _, vt = np.linalg.svd(world[:3, :3])
     turn = u @ vt
-    # world = [scale · turn | t], so its inverse is [turnᵀ / scale | −turnᵀ t / scale] (LAPACK's inverse
-    # of a 4×4 cost more than the rest of this function, once per frame).
     inverse = np.eye(4)
     inverse[:3, :3] = turn.T / scale
     inverse[:3, 3] = -(inverse[:3, :3] @ world[:3, 3])
+    return inverse, turn
+
+
+def sample_body(obj: bpy.types.Object, spec: BodySpec, depsgraph: bpy.types.Depsgraph | None = None) -> BodyInputs:
+    """The current evaluation of every goal, pole, swivel and fixed link, as a batch of one frame."""
+    inverse, turn = armature_inverse(obj, depsgraph)
     positions, rotations, poles, swivels = [], [], [], []
     for chain in spec.specs:
         point = goal_world(chain.target, chain.goal_bone, depsgraph)
