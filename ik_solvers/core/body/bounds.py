@@ -76,13 +76,12 @@ def _reaches(body: Body, tips: tuple[int, ...], priorities: tuple[int, ...], roo
              moving: frozenset[int]) -> list[tuple[tuple[int, float] | None, list[tuple[int, float]]]]:
     """Per goal, :func:`reach_from_fixed` and ``(j, reach_along)`` for every strictly higher-priority goal
     ``j`` the bones tie it to (constants of the body and its chains: kept in ``body.memo``)."""
-    key = ("reaches", tips, priorities, root, moving)
-    kept = body.memo.get(key)
-    if kept is None:
-        out: list[tuple[tuple[int, float] | None, list[tuple[int, float]]]] = []
+    def make() -> list[tuple[tuple[int, float] | None, list[tuple[int, float]]]]:
+        out = []
         for i, tip in enumerate(tips):
             along = [(j, reach_along(body, tip, other, root)) for j, other in enumerate(tips)
                      if priorities[j] > priorities[i] and j != i]
             out.append((reach_from_fixed(body, tip, set(moving), root), [(j, d) for j, d in along if np.isfinite(d)]))
-        kept = body.memo[key] = out
-    return kept  # type: ignore[return-value]  # what this function stored under the key
+        return out
+
+    return body.kept(("reaches", tips, priorities, root, moving), make)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
 from ..chain import Chain, JointKind
 from ..errors import IKInputError
 from ..zero_plane import ZeroPlaneMapFactory
+
+_Kept = TypeVar("_Kept")
 
 
 def variable_chain(kinds: tuple[JointKind, ...], rest_rotations: np.ndarray, axes: np.ndarray, lower: np.ndarray,
@@ -152,15 +156,17 @@ class Body:
         body (live mode solves one body move after move): a body is immutable, and so are they."""
         return {}
 
+    def kept(self, key: tuple, make: Callable[[], _Kept]) -> _Kept:
+        """``make()``, made once for this body and kept in :attr:`memo` under ``key``."""
+        value = self.memo.get(key)
+        if value is None:
+            value = self.memo[key] = make()
+        return value  # type: ignore[return-value]  # what make() gave for this key
+
     def restricted(self, bones: list[int]) -> Body:
         """The body of ``bones`` alone (sorted, and holding each one's parent), renumbered in that order
         (kept in :attr:`memo`)."""
-        key = ("restricted", tuple(bones))
-        kept = self.memo.get(key)
-        if kept is None:
-            kept = self.memo[key] = self._restricted(bones)
-        assert isinstance(kept, Body)
-        return kept
+        return self.kept(("restricted", tuple(bones)), lambda: self._restricted(bones))
 
     def _restricted(self, bones: list[int]) -> Body:
         index = {b: i for i, b in enumerate(bones)}
@@ -176,12 +182,7 @@ class Body:
         """The core Chain of a run of bones (each the previous one's child), hanging from an identity root:
         solved in the first bone's parent frame (kept in :attr:`memo`: the HI solver's derivations are
         kept per chain object)."""
-        key = ("chain", tuple(bones))
-        kept = self.memo.get(key)
-        if kept is None:
-            kept = self.memo[key] = self._chain_of(bones)
-        assert isinstance(kept, Chain)
-        return kept
+        return self.kept(("chain", tuple(bones)), lambda: self._chain_of(bones))
 
     def _chain_of(self, bones: list[int]) -> Chain:
         dofs = self.dofs(bones)

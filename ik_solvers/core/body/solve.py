@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from ..chain import Chain
 from ..errors import IKInputError
 from ..hi.orientation import solve_hi_oriented, without_last_joint
 from ..hi.solve import HISolveResult, solve_hi
@@ -303,13 +302,9 @@ def _trunk_problem(body: Body, layouts: tuple[ChainLayout, ...], goals: list[Goa
                 ("tip", TipGoalRows(index[tip], body.tails[tip], positions, rotations, length, mask, weight)))
     rows = _goal_rows(sub, [by_priority[p] for p in sorted(by_priority, reverse=True)])
     t = 3 if root is not None else 0
-    key = ("trunk variables", tuple(trunk_bones))
-    rotations_chain = body.memo.get(key)
-    if rotations_chain is None:
-        rotations_chain = body.memo[key] = variable_chain(
-            tuple(body.kinds[b] for b in trunk_bones), np.broadcast_to(np.eye(3), (len(trunk_bones), 3, 3)),
-            body.axes[dofs], body.lower[dofs], body.upper[dofs], body.weights[dofs])
-    assert isinstance(rotations_chain, Chain)
+    rotations_chain = body.kept(("trunk variables", tuple(trunk_bones)), lambda: variable_chain(
+        tuple(body.kinds[b] for b in trunk_bones), np.broadcast_to(np.eye(3), (len(trunk_bones), 3, 3)),
+        body.axes[dofs], body.lower[dofs], body.upper[dofs], body.weights[dofs]))
     sub_variables = body_variables(sub)
     sub_ref = np.ascontiguousarray(q_ref[:, body.dofs(needed)])
 
