@@ -163,10 +163,12 @@ class GoalRows:
     levels: tuple[LevelRows, ...]
     limbs: LimbReach | None
 
-    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> list[LevelValues]:
-        """Each level's rows at the pose of the batch rows ``frames (n,)``."""
+    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray,
+                 asked: list[bool] | None = None) -> list[LevelValues]:
+        """Each level's rows at the pose of the batch rows ``frames (n,)`` (only the levels ``asked``)."""
         limb = None if self.limbs is None else self.limbs.values(pose, columns, frames)
-        return [level.values(limb, pose, columns, frames) for level in self.levels]
+        return [level.values(limb, pose, columns, frames) for k, level in enumerate(self.levels)
+                if asked is None or asked[k]]
 
 
 @dataclass(frozen=True, eq=False)

@@ -251,16 +251,22 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     goals as ``keep (n, G)`` says, in level order; all active by default). ``goal``: the reference's ball
     joints as quaternions ``(n, J, 4)`` for a step pulled toward it, None for a plain step."""
     pose, columns = problem.pose(x, frames)
-    levels = problem.rows(pose, columns, frames)
-    held: list[np.ndarray | None] = [None] * len(levels)
-    if keep is not None:
-        first, masked = 0, []
-        for k, (level, values) in enumerate(zip(problem.levels, levels)):
-            modes = np.repeat(keep[:, first:first + len(level)], level.row_counts, axis=1)
-            first += len(level)
-            masked.append(_masked(values, modes))
-            held[k] = modes == HELD
-        levels = masked
+    held: list[np.ndarray | None] = []
+    if keep is None:
+        levels = problem.rows(pose, columns, frames)
+        held = [None] * len(levels)
+    else:
+        # A level every frame ignores adds exact zeros, which the step leaves out: without the pull (the
+        # polish's steps) its rows are not even computed (the step is the same bits).
+        spans = np.cumsum([0] + [len(level) for level in problem.levels])
+        asked = [goal is not None or bool(np.any(keep[:, a:b] != IGNORED)) for a, b in zip(spans[:-1], spans[1:])]
+        levels = []
+        for level, values, a, b in zip([lv for lv, on in zip(problem.levels, asked) if on],
+                                       problem.rows(pose, columns, frames, asked),
+                                       spans[:-1][asked], spans[1:][asked]):
+            modes = np.repeat(keep[:, a:b], level.row_counts, axis=1)
+            levels.append(_masked(values, modes))
+            held.append(modes == HELD)
     now = _ball_quaternions(problem, x)
     back = None if goal is None else _toward(problem, x, reference, now, goal)
     stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
