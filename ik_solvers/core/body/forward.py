@@ -132,8 +132,11 @@ def variable_columns(body: Body, pose: BodyPose, dofs: np.ndarray, root_bone: in
     moves = np.zeros((n_batch, m, 3))
     if translations:
         assert root_bone is not None
-        parent, _ = pose.parent_frame(body, root_bone)
-        moves[:, :3] = np.swapaxes(matmul(parent, body.rest_rotations[root_bone]), 1, 2)  # columns as rows
+        if body.parents[root_bone] < 0:  # hung from the body's root frame: the same every frame (kept)
+            moves[:, :3] = body.kept(("root moves", root_bone),
+                                     lambda: _root_moves(body, root_bone, body.root_rotation[None].copy()))
+        else:
+            moves[:, :3] = _root_moves(body, root_bone, pose.parent_frame(body, root_bone)[0])
     # One product for every variable (elementwise: the bits of one product per variable).
     inside = layout.inside
     if inside.size:
@@ -142,6 +145,13 @@ def variable_columns(body: Body, pose: BodyPose, dofs: np.ndarray, root_bone: in
         axes[:, first + layout.outside] = matvec(body.root_rotation, layout.local_axes[layout.outside])
     pivots[:, first:] = pose.heads[:, layout.bones]
     return VariableColumns(axes, pivots, moves)
+
+
+def _root_moves(body: Body, root_bone: int, parent: np.ndarray) -> np.ndarray:
+    """World displacement ``(N, 3, 3)`` per unit of the root's location, as rows: its parent frame
+    ``parent (N, 3, 3)`` times its rest rotation (one BLAS product per frame, whose bits do not depend
+    on the batch)."""
+    return np.swapaxes(matmul(parent, body.rest_rotations[root_bone]), 1, 2)  # columns as rows
 
 
 @dataclass(frozen=True, eq=False)
