@@ -67,15 +67,21 @@ class LimbReach:
     root_position: np.ndarray
     root_rotation: np.ndarray
 
+    @cached_property
+    def _hanging(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The limbs hung from a bone, those bones and the limbs' offsets; the limbs hung from the root
+        frame."""
+        hanging = np.flatnonzero(self.parents >= 0)
+        return hanging, self.parents[hanging], self.offsets[hanging], np.flatnonzero(self.parents < 0)
+
     def starts(self, pose: BodyPose) -> np.ndarray:
         """The limbs' start joints ``(n, L, 3)`` (world)."""
-        n = pose.heads.shape[0]
-        out = np.empty((n, self.parents.size, 3))
-        hanging = np.flatnonzero(self.parents >= 0)
+        hanging, parents, offsets, fixed = self._hanging
+        if fixed.size == 0:  # every limb hangs from a bone (a body's limbs do)
+            return pose.heads[:, parents] + matvec(pose.frames[:, parents], offsets)
+        out = np.empty((pose.heads.shape[0], self.parents.size, 3))
         if hanging.size:
-            parents = self.parents[hanging]
-            out[:, hanging] = pose.heads[:, parents] + matvec(pose.frames[:, parents], self.offsets[hanging])
-        fixed = np.flatnonzero(self.parents < 0)
+            out[:, hanging] = pose.heads[:, parents] + matvec(pose.frames[:, parents], offsets)
         for j in fixed:
             out[:, j] = self.root_position + self.root_rotation @ self.offsets[j]
         return out
