@@ -1,14 +1,14 @@
 """The goals' residual rows for the trunk solve: a limb's reach (an inequality), a trunk chain's tip (SPEC §8).
 
-A priority level's goals are evaluated together (:class:`LevelRows`): every limb of the level in one
-set of array operations, each trunk chain on its own, their rows stacked in the level's goal order.
-Each row's values are the same elementwise operations, in the same order, as one goal alone would
-take: the bits do not depend on which goals share the level's arrays.
+Every limb's reach rows are evaluated together, once a step for all levels (:class:`LimbReach`: one
+set of array operations, whatever the number of limbs; live mode solves one frame, where a step's
+cost is its numpy calls), each trunk chain on its own, and each level's rows stacked in its goal order
+(:class:`LevelRows`, :class:`GoalRows`). Each row's values are the same elementwise operations, in the
+same order, as one goal alone would take: the bits do not depend on which goals share the arrays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,10 +25,6 @@ class Rows:
 
     residuals: np.ndarray
     jacobian: np.ndarray
-
-
-RowsFunction = Callable[[BodyPose, VariableColumns, np.ndarray], Rows]
-"""``rows(pose, columns, frames)``: a goal's rows at the pose of the batch rows ``frames (n,)``."""
 
 
 @dataclass(frozen=True, eq=False)
