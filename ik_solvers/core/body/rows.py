@@ -102,10 +102,10 @@ class LimbReach:
 
 @dataclass(frozen=True, eq=False)
 class LevelRows:
-    """One priority level: its goals in order, a limb as ``("limb", j)`` (its index in the problem's
-    :class:`LimbReach`), a trunk chain as ``("tip", rows)`` (its :class:`TipGoalRows`)."""
+    """One priority level: its goals in order, a limb as its index in the problem's :class:`LimbReach`,
+    a trunk chain as its :class:`TipGoalRows`."""
 
-    slots: tuple[tuple[str, object], ...]
+    slots: tuple[int | TipGoalRows, ...]
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -113,17 +113,17 @@ class LevelRows:
     @property
     def row_counts(self) -> tuple[int, ...]:
         """Rows per goal."""
-        return tuple(1 if kind == "limb" else int(rows.size) for kind, rows in self.slots)  # type: ignore[attr-defined]
+        return tuple(1 if isinstance(slot, int) else slot.size for slot in self.slots)
 
     @cached_property
     def limb_indices(self) -> np.ndarray:
         """The level's limbs (indices in the problem's :class:`LimbReach`), in order."""
-        return np.array([int(rows) for kind, rows in self.slots if kind == "limb"], dtype=int)  # type: ignore[call-overload]
+        return np.array([slot for slot in self.slots if isinstance(slot, int)], dtype=int)
 
     @cached_property
     def edge_rows(self) -> np.ndarray:
         """The row positions of the level's limbs (its inequality rows)."""
-        return np.cumsum((0,) + self.row_counts[:-1])[[kind == "limb" for kind, _ in self.slots]].astype(int)
+        return np.cumsum((0,) + self.row_counts[:-1])[[isinstance(slot, int) for slot in self.slots]].astype(int)
 
     def values(self, limb: tuple[np.ndarray, ...] | None, pose: BodyPose, columns: VariableColumns,
                frames: np.ndarray) -> LevelValues:
@@ -135,14 +135,13 @@ class LevelRows:
                                limb[3][:, order], limb[4][:, order])
         residuals: list[np.ndarray] = []
         jacobians: list[np.ndarray] = []
-        for kind, rows in self.slots:
-            if kind == "limb":
+        for slot in self.slots:
+            if isinstance(slot, int):
                 assert limb is not None
-                j = int(rows)  # type: ignore[call-overload]
-                residuals.append(limb[0][:, j:j + 1])
-                jacobians.append(limb[1][:, j:j + 1])
+                residuals.append(limb[0][:, slot:slot + 1])
+                jacobians.append(limb[1][:, slot:slot + 1])
             else:
-                values = rows(pose, columns, frames)  # type: ignore[operator]
+                values = slot(pose, columns, frames)
                 residuals.append(values.residuals)
                 jacobians.append(values.jacobian)
         if len(residuals) == 1:

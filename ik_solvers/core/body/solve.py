@@ -324,9 +324,9 @@ def _goal_rows(sub: Body, levels: list[list[tuple[str, Any]]]) -> GoalRows:
     slotted: list[LevelRows] = []
     count = 0
     for level in levels:
-        slots: list[tuple[str, object]] = []
+        slots: list[int | TipGoalRows] = []
         for kind, value in level:
-            slots.append(("limb", count) if kind == "limb" else ("tip", value))
+            slots.append(count if kind == "limb" else value)
             count += kind == "limb"
         slotted.append(LevelRows(tuple(slots)))
     reach = None
