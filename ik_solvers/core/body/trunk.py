@@ -96,6 +96,14 @@ class TrunkProblem:
         balls = self.rotations.ball_joints
         return self.rotations.dof_start[balls][:, None] + np.arange(3)
 
+    @cached_property
+    def step_bounds(self) -> np.ndarray:
+        """The largest move of each variable in one step ``(m,)``: :data:`MAX_STEP` radians, and as many
+        body scales for the root location."""
+        bound = np.full(self.scales.size, MAX_STEP)
+        bound[:self.translations] *= self.body_scale
+        return bound
+
     @property
     def levels(self) -> tuple[LevelRows, ...]:
         """The goals' priority levels, highest first."""
@@ -345,9 +353,7 @@ def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray, now: np.ndarray
     ``now (n, J, 4)`` as :func:`~..kinematics.apply_increments` composes them, then every variable clipped
     to its limits), and where a limit clipped it ``(n, m)``."""
     t = problem.translations
-    bound = np.full(dx.shape[1], MAX_STEP)
-    bound[:t] *= problem.body_scale
-    largest = (np.abs(dx) / bound).max(axis=1)
+    largest = (np.abs(dx) / problem.step_bounds).max(axis=1)
     dx = dx * np.minimum(1.0, 1.0 / np.maximum(largest, 1e-300))[:, None]
     free = x + dx
     balls = t + problem.ball_columns
