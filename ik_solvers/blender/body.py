@@ -338,17 +338,26 @@ class BodyInputs:
                           swivels=self.swivels[:, rows], fixed_q=self.fixed_q[rows])
 
 
-def sample_body(obj: bpy.types.Object, spec: BodySpec, depsgraph: bpy.types.Depsgraph | None = None) -> BodyInputs:
-    """The current evaluation of every goal, pole, swivel and fixed link, as a batch of one frame."""
+def armature_inverse(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse ``(4, 4)`` of the armature's evaluated world matrix (world to armature space), and
+    its rotation ``turn (3, 3)``.
+
+    world = [scale · turn | t], so its inverse is [turnᵀ / scale | −turnᵀ t / scale] (LAPACK's inverse
+    of a 4×4 cost more than the rest of a frame's sampling)."""
     world = np.array((obj.evaluated_get(depsgraph) if depsgraph is not None else obj).matrix_world, dtype=float)
     scale = uniform_scale(world)
     u, _, vt = np.linalg.svd(world[:3, :3])
     turn = u @ vt
-    # world = [scale · turn | t], so its inverse is [turnᵀ / scale | −turnᵀ t / scale] (LAPACK's inverse
-    # of a 4×4 cost more than the rest of this function, once per frame).
     inverse = np.eye(4)
     inverse[:3, :3] = turn.T / scale
     inverse[:3, 3] = -(inverse[:3, :3] @ world[:3, 3])
+    return inverse, turn
+
+
+def sample_body(obj: bpy.types.Object, spec: BodySpec, depsgraph: bpy.types.Depsgraph | None = None) -> BodyInputs:
+    """The current evaluation of every goal, pole, swivel and fixed link, as a batch of one frame."""
+    inverse, turn = armature_inverse(obj, depsgraph)
     positions, rotations, poles, swivels = [], [], [], []
     for chain in spec.specs:
         point = goal_world(chain.target, chain.goal_bone, depsgraph)
@@ -367,9 +376,11 @@ def sample_body(obj: bpy.types.Object, spec: BodySpec, depsgraph: bpy.types.Deps
         raise IKSolversError("a bone of the body has another location or scale here than when the body was read; "
                              "a body solve keeps the bones' locations (but the root's) and scales as they are.")
     assert obj.pose is not None  # read_body read the body from this armature's pose
-    fixed = [rotvecs_from_quaternions(basis_quaternion(obj.pose.bones[name])) for name in spec.fixed_bones]
-    return BodyInputs(tuple(positions), tuple(rotations), tuple(poles), np.array(swivels, dtype=float),
-                      np.concatenate(fixed)[None] if fixed else np.zeros((1, 0)))
+    bones = obj.pose.bones
+    # Every fixed link in one conversion (elementwise: the bits of one conversion per bone).
+    fixed = (rotvecs_from_quaternions(np.array([basis_quaternion(bones[name]) for name in spec.fixed_bones])).reshape(1, -1)
+             if spec.fixed_bones else np.zeros((1, 0)))
+    return BodyInputs(tuple(positions), tuple(rotations), tuple(poles), np.array(swivels, dtype=float), fixed)
 
 
 def solve_body_inputs(spec: BodySpec, inputs: BodyInputs) -> BodyResult:

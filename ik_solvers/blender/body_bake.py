@@ -21,6 +21,7 @@ from ..core.body import GoalStatus
 from . import interrupts, live_state
 from .bake_state import BakeState
 from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs
+from .body_sampling import body_sampling_blockers, keys_alone_move_the_body, sample_body_fcurves
 from .checks import check_action_keyable
 from .errors import IKSolversError
 from .frames import HIFrames, SolvedFrames
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 STATUS_OF_GOAL = {GoalStatus.REACHED: Status.CONVERGED, GoalStatus.LIMITED: Status.STALLED,
                   GoalStatus.OUT_OF_REACH: Status.UNREACHABLE}
 """A goal's status as the chain report's ``status_counts`` count it (the ``goals`` section keeps the goal's own)."""
-
-SAMPLING_REASON = "a body solve evaluates every frame"
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,6 +126,7 @@ class BodyBakeJob(BakeState):
         self.scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
         self.reports: list[BakeReport] = []
         self._depsgraph = context.evaluated_depsgraph_get()
+        self._blockers = body_sampling_blockers(self.scene, obj, self.spec)  # before our keys: sampled elsewhere
         self._snapshot()
         self._inputs: list[BodyInputs] = []
         self._solved: BodySolved | None = None
@@ -173,6 +173,13 @@ class BodyBakeJob(BakeState):
         return BodyInputs.stack(inputs)
 
     def _sample(self, frames: np.ndarray, inputs: list[BodyInputs], deadline: float | None) -> bool:
+        if not self._blockers:  # exactly Blender's evaluation, without a frame change per frame
+            try:
+                inputs.extend(sample_body_fcurves(self.obj, self.spec, frames[len(inputs):], self._depsgraph))
+            except IKSolversError as error:
+                error.name_where(None, self.scene.frame_current)
+                raise
+            return True
         frame_list = frames.tolist()
         while len(inputs) < len(frame_list):
             frame = frame_list[len(inputs)]
@@ -229,12 +236,13 @@ class BodyBakeJob(BakeState):
         if spec.root is not None:
             key_locations(self.action, self.obj, {spec.root: solved.root_location}, self.key_frames, start, end)
         self._solved = solved
+        keys_alone = keys_alone_move_the_body(self.obj, spec, self._blockers)
         for index, chain in enumerate(self._chains):
             chain_solved = solved.chain_frames(index, chain.dofs)
             rigs = {geometry_key(self.obj, chain.spec.rig): chain.spec.rig}
-            # Checked densely: the body's surroundings (targets, fixed links) are evaluated per frame anyway.
+            # Sparse where the keys alone move the body (as a chain's check), else every frame.
             chain.check = BakedCheck(self._check_scene, self.obj, chain.spec, rigs, chain_solved,  # type: ignore[arg-type]  # a scene that sets each frame once
-                                     solved.status[index] != GoalStatus.REACHED)
+                                     solved.status[index] != GoalStatus.REACHED, keys_alone=keys_alone)
 
     def _continue_checks(self, deadline: float | None) -> bool:
         """Blender's evaluation of the keys, frame after frame for every chain at once (one frame change
@@ -265,7 +273,7 @@ class BodyBakeJob(BakeState):
             assert chain.check is not None
             report = bake_report(solved.chain_frames(index, chain.dofs), armature=self.obj.name, chain=chain.name,
                                  method="BODY", frame_step=self.options.frame_step,
-                                 sampling_reasons=[SAMPLING_REASON], flip_threshold=chain.spec.flip_threshold,
+                                 sampling_reasons=self._blockers, flip_threshold=chain.spec.flip_threshold,
                                  seconds=seconds, evaluation=chain.check.result())
             chain.report = replace(report, goals=goals_section(
                 solved.frames, solved.status[index], solved.error[index], solved.bound[index],

@@ -60,17 +60,28 @@ def goal_bounds(body: Body, tips: list[int], positions: list[np.ndarray], priori
     strictly higher-priority goals ``reached (N,)`` on the frame (their tips taken at their goals, less
     ``tolerance``)."""
     out = []
-    for i, (tip, goal) in enumerate(zip(tips, positions)):
+    reaches = _reaches(body, tuple(tips), tuple(priorities), root, frozenset(moving))
+    for goal, (fixed, along) in zip(positions, reaches):
         bound = np.zeros(goal.shape[0])
-        fixed = reach_from_fixed(body, tip, moving, root)
         if fixed is not None:
             bound = np.maximum(bound, norm(goal - heads[:, fixed[0]]) - fixed[1])
-        for j, (other, pinned) in enumerate(zip(tips, positions)):
-            if priorities[j] <= priorities[i] or j == i:
-                continue
-            length = reach_along(body, tip, other, root)
-            if np.isfinite(length):
-                gap = norm(goal - pinned) - length - tolerance
-                bound = np.maximum(bound, np.where(reached[j], gap, 0.0))
+        for j, length in along:
+            gap = norm(goal - positions[j]) - length - tolerance
+            bound = np.maximum(bound, np.where(reached[j], gap, 0.0))
         out.append(bound)
     return out
+
+
+def _reaches(body: Body, tips: tuple[int, ...], priorities: tuple[int, ...], root: int | None,
+             moving: frozenset[int]) -> list[tuple[tuple[int, float] | None, list[tuple[int, float]]]]:
+    """Per goal, :func:`reach_from_fixed` and ``(j, reach_along)`` for every strictly higher-priority goal
+    ``j`` the bones tie it to (constants of the body and its chains: kept in ``body.memo``)."""
+    def make() -> list[tuple[tuple[int, float] | None, list[tuple[int, float]]]]:
+        out = []
+        for i, tip in enumerate(tips):
+            along = [(j, reach_along(body, tip, other, root)) for j, other in enumerate(tips)
+                     if priorities[j] > priorities[i] and j != i]
+            out.append((reach_from_fixed(body, tip, set(moving), root), [(j, d) for j, d in along if np.isfinite(d)]))
+        return out
+
+    return body.kept(("reaches", tips, priorities, root, moving), make)

@@ -61,16 +61,29 @@ def body_pose(body: Body, variables: Chain, q: np.ndarray, root_bone: int | None
     local = joint_local_matrices(variables, q)
     frames = np.empty((n_batch, n, 3, 3))
     heads = np.empty((n_batch, n, 3))
+    moved = root_bone if root_location is not None else None
     for i, parent in enumerate(body.parents):
-        offset = body.offsets[i]
-        if i == root_bone and root_location is not None:
-            offset = offset + matvec(body.rest_rotations[i], root_location)
         if parent < 0:
             frames[:, i] = matmul(body.root_rotation, local[:, i])
-            heads[:, i] = body.root_position + matvec(body.root_rotation, offset)
         else:
             np.matmul(frames[:, parent], local[:, i], out=frames[:, i])  # row-major blocks (vectors.matmul)
-            heads[:, i] = heads[:, parent] + matvec(frames[:, parent], offset)
+    # Every bone's offset turned into the world in one product (elementwise, as bone by bone).
+    hanging = body.hanging_bones
+    segments = matvec(frames[:, body.hanging_parents], body.offsets[hanging]) if hanging.size else None
+    slot = {int(b): k for k, b in enumerate(hanging)}
+    for i, parent in enumerate(body.parents):
+        if i == moved:
+            assert root_location is not None
+            offset = body.offsets[i] + matvec(body.rest_rotations[i], root_location)
+            if parent < 0:
+                heads[:, i] = body.root_position + matvec(body.root_rotation, offset)
+            else:
+                heads[:, i] = heads[:, parent] + matvec(frames[:, parent], offset)
+        elif parent < 0:
+            heads[:, i] = body.root_position + matvec(body.root_rotation, body.offsets[i])
+        else:
+            assert segments is not None
+            np.add(heads[:, parent], segments[:, slot[i]], out=heads[:, i])
     return BodyPose(frames, heads)
 
 
@@ -111,22 +124,80 @@ def variable_columns(body: Body, pose: BodyPose, dofs: np.ndarray, root_bone: in
     the bone's own frame (ball increments turn it in that frame).
     """
     n_batch = pose.frames.shape[0]
-    bone_of = np.searchsorted(body.dof_start, dofs, side="right") - 1
+    layout = column_layout(body, dofs)
     m = dofs.size + (3 if translations else 0)
+    first = 3 if translations else 0
     axes = np.zeros((n_batch, m, 3))
     pivots = np.zeros((n_batch, m, 3))
     moves = np.zeros((n_batch, m, 3))
-    first = 3 if translations else 0
     if translations:
         assert root_bone is not None
-        parent, _ = pose.parent_frame(body, root_bone)
-        moves[:, :3] = np.swapaxes(matmul(parent, body.rest_rotations[root_bone]), 1, 2)  # columns as rows
+        if body.parents[root_bone] < 0:  # hung from the body's root frame: the same every frame (kept)
+            moves[:, :3] = body.kept(("root moves", root_bone),
+                                     lambda: _root_moves(body, root_bone, body.root_rotation[None].copy()))
+        else:
+            moves[:, :3] = _root_moves(body, root_bone, pose.parent_frame(body, root_bone)[0])
+    # One product for every variable (elementwise: the bits of one product per variable).
+    inside = layout.inside
+    if inside.size:
+        axes[:, first + inside] = matvec(pose.frames[:, layout.frame_bones[inside]], layout.local_axes[inside])
+    if layout.outside.size:
+        axes[:, first + layout.outside] = matvec(body.root_rotation, layout.local_axes[layout.outside])
+    pivots[:, first:] = pose.heads[:, layout.bones]
+    return VariableColumns(axes, pivots, moves)
+
+
+def _root_moves(body: Body, root_bone: int, parent: np.ndarray) -> np.ndarray:
+    """World displacement ``(N, 3, 3)`` per unit of the root's location, as rows: its parent frame
+    ``parent (N, 3, 3)`` times its rest rotation (one BLAS product per frame, whose bits do not depend
+    on the batch)."""
+    return np.swapaxes(matmul(parent, body.rest_rotations[root_bone]), 1, 2)  # columns as rows
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnLayout:
+    """Which frame turns each variable's axis, and the axis in that frame (constants of the body).
+
+    Attributes
+    ----------
+    bones : ndarray of int, shape (m,)
+        The bone each variable belongs to (its head is the pivot).
+    frame_bones : ndarray of int, shape (m,)
+        The bone whose world frame carries the axis (-1: the body's root frame).
+    local_axes : ndarray, shape (m, 3)
+        The axis in that frame.
+    inside, outside : ndarray of int
+        The variables whose frame is a bone's, and those whose frame is the root frame.
+    """
+
+    bones: np.ndarray
+    frame_bones: np.ndarray
+    local_axes: np.ndarray
+    inside: np.ndarray
+    outside: np.ndarray
+
+
+_LAYOUTS: dict[tuple[int, bytes], tuple[Body, ColumnLayout]] = {}
+
+
+def column_layout(body: Body, dofs: np.ndarray) -> ColumnLayout:
+    """The :class:`ColumnLayout` of the variables ``dofs`` (kept per body and variables)."""
+    key = (id(body), np.asarray(dofs, dtype=np.int64).tobytes())
+    kept = _LAYOUTS.get(key)
+    if kept is not None and kept[0] is body:
+        return kept[1]
+    bone_of = np.searchsorted(body.dof_start, dofs, side="right") - 1
+    frame_bones = np.empty(dofs.size, dtype=int)
+    local_axes = np.empty((dofs.size, 3))
     for k, (dof, bone) in enumerate(zip(dofs, bone_of)):
         kind, local = body.kinds[bone], int(dof - body.dof_start[bone])
         if kind is JointKind.BALL or local == 1:
-            frame, axis = pose.frames[:, bone], body.axes[dof]
+            frame_bones[k], local_axes[k] = bone, body.axes[dof]
         else:
-            frame, axis = pose.parent_frame(body, bone)[0], body.rest_rotations[bone] @ body.axes[dof]
-        axes[:, first + k] = matvec(frame, axis)
-        pivots[:, first + k] = pose.heads[:, bone]
-    return VariableColumns(axes, pivots, moves)
+            frame_bones[k], local_axes[k] = body.parents[bone], body.rest_rotations[bone] @ body.axes[dof]
+    layout = ColumnLayout(bone_of, frame_bones, local_axes, np.flatnonzero(frame_bones >= 0),
+                          np.flatnonzero(frame_bones < 0))
+    if len(_LAYOUTS) > 64:
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = (body, layout)
+    return layout

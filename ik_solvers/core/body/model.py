@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
 from ..chain import Chain, JointKind
 from ..errors import IKInputError
 from ..zero_plane import ZeroPlaneMapFactory
+
+_Kept = TypeVar("_Kept")
 
 
 def variable_chain(kinds: tuple[JointKind, ...], rest_rotations: np.ndarray, axes: np.ndarray, lower: np.ndarray,
@@ -103,6 +107,16 @@ class Body:
         """Every bone's joint variables as one :func:`variable_chain` (rest rotations included)."""
         return variable_chain(self.kinds, self.rest_rotations, self.axes, self.lower, self.upper, self.weights)
 
+    @cached_property
+    def hanging_bones(self) -> np.ndarray:
+        """The bones with a parent, in order ``(H,)``."""
+        return np.array([i for i, p in enumerate(self.parents) if p >= 0], dtype=int)
+
+    @cached_property
+    def hanging_parents(self) -> np.ndarray:
+        """The parent of each of :attr:`hanging_bones` ``(H,)``."""
+        return np.array([p for p in self.parents if p >= 0], dtype=int)
+
     @property
     def n_dof(self) -> int:
         return self.variables.n_dof
@@ -136,8 +150,25 @@ class Body:
             bone = self.parents[bone]
         return out
 
+    @cached_property
+    def memo(self) -> dict[tuple, object]:
+        """What solves derive from the body alone (sub-bodies, chains), kept for the next solve of this
+        body (live mode solves one body move after move): a body is immutable, and so are they."""
+        return {}
+
+    def kept(self, key: tuple, make: Callable[[], _Kept]) -> _Kept:
+        """``make()``, made once for this body and kept in :attr:`memo` under ``key``."""
+        value = self.memo.get(key)
+        if value is None:
+            value = self.memo[key] = make()
+        return value  # type: ignore[return-value]  # what make() gave for this key
+
     def restricted(self, bones: list[int]) -> Body:
-        """The body of ``bones`` alone (sorted, and holding each one's parent), renumbered in that order."""
+        """The body of ``bones`` alone (sorted, and holding each one's parent), renumbered in that order
+        (kept in :attr:`memo`)."""
+        return self.kept(("restricted", tuple(bones)), lambda: self._restricted(bones))
+
+    def _restricted(self, bones: list[int]) -> Body:
         index = {b: i for i, b in enumerate(bones)}
         dofs = self.dofs(bones)
         return Body(names=tuple(self.names[b] for b in bones),
@@ -149,7 +180,11 @@ class Body:
 
     def chain_of(self, bones: list[int]) -> Chain:
         """The core Chain of a run of bones (each the previous one's child), hanging from an identity root:
-        solved in the first bone's parent frame."""
+        solved in the first bone's parent frame (kept in :attr:`memo`: the HI solver's derivations are
+        kept per chain object)."""
+        return self.kept(("chain", tuple(bones)), lambda: self._chain_of(bones))
+
+    def _chain_of(self, bones: list[int]) -> Chain:
         dofs = self.dofs(bones)
         return Chain(kinds=tuple(self.kinds[b] for b in bones), offsets=self.offsets[bones],
                      rest_rotations=self.rest_rotations[bones], axes=self.axes[dofs], lower=self.lower[dofs],

@@ -35,9 +35,17 @@ def level_rows(level: Level, frames: np.ndarray) -> Level:
     return residuals[frames], jacobian[frames], None if held is None else held[frames]
 
 
+# Up to this many entries of the result, :func:`products` accumulates every term in one call; above,
+# term by term (an accumulation costs ~14 ns per term, a loop ~2 µs per term and ~2 ns per entry).
+_ACCUMULATE_ENTRIES = 1024
+
+
 def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ bᵀ`` for stacks ``a (n, i, k)``, ``b (n, j, k)`` → ``(n, i, j)``, summed term by term in index
     order (elementwise: the same bits in any batch, and cheaper than one BLAS call per small matrix)."""
+    if a.shape[0] * a.shape[1] * b.shape[1] <= _ACCUMULATE_ENTRIES:
+        # The same sums in the same order in one accumulation (few calls: one frame, live mode).
+        return np.add.accumulate(a[:, :, None, :] * b[:, None, :, :], axis=-1)[..., -1]
     a_t = np.ascontiguousarray(np.moveaxis(a, 2, 0))[:, :, :, None]
     b_t = np.ascontiguousarray(np.moveaxis(b, 2, 0))[:, :, None, :]
     total = a_t[0] * b_t[0]

@@ -1,73 +1,202 @@
-"""The goals' residual rows for the trunk solve: a limb's reach (an inequality), a trunk chain's tip (SPEC §8)."""
+"""The goals' residual rows for the trunk solve: a limb's reach (an inequality), a trunk chain's tip (SPEC §8).
+
+Every limb's reach rows are evaluated together, once a step for all levels (:class:`LimbReach`: one
+set of array operations, whatever the number of limbs; live mode solves one frame, where a step's
+cost is its numpy calls), each trunk chain on its own, and each level's rows stacked in its goal order
+(:class:`LevelRows`, :class:`GoalRows`). Each row's values are the same elementwise operations, in the
+same order, as one goal alone would take: the bits do not depend on which goals share the arrays.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..rotations import rotvecs_from_matrices
-from ..vectors import matmul, matvec, norm, tmatvec
+from ..vectors import cross, dot, matmul, matvec, norm
 from .forward import BodyPose, VariableColumns
 
 
 @dataclass(frozen=True, eq=False)
 class Rows:
-    """A goal's residual rows in one pose: ``residuals (n, r)`` and Jacobian ``(n, r, m)``.
+    """A goal's residual rows in one pose: ``residuals (n, r)`` and Jacobian ``(n, r, m)``."""
 
-    Inequality rows (a limb's reach) also carry what a step needs to see whether it would cross the
-    edge from inside: ``edge_jacobian (n, r, m)`` (the row whether met or not), ``edge_residual (n, r)``
-    (the residual that puts the row exactly on its nearer edge) and ``edge_sign (n, r)`` (+1 outer edge,
-    −1 inner): a step ``dx`` crosses where ``sign · (J dx) < sign · residual``.
+    residuals: np.ndarray
+    jacobian: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class LevelValues:
+    """A level's stacked rows in one pose, goals in order.
+
+    Inequality rows (the limbs' reach, at the row positions ``edge_rows (E,)``) also carry what a step
+    needs to see whether it would cross the edge from inside: ``edge_jacobian (n, E, m)`` (the row
+    whether met or not), ``edge_residual (n, E)`` (the residual that puts the row exactly on its
+    nearer edge) and ``edge_sign (n, E)`` (+1 outer edge, −1 inner): a step ``dx`` crosses where
+    ``sign · (J dx) < sign · residual``.
     """
 
     residuals: np.ndarray
     jacobian: np.ndarray
-    edge_jacobian: np.ndarray | None = None
-    edge_residual: np.ndarray | None = None
-    edge_sign: np.ndarray | None = None
+    edge_rows: np.ndarray
+    edge_jacobian: np.ndarray
+    edge_residual: np.ndarray
+    edge_sign: np.ndarray
 
 
-RowsFunction = Callable[[BodyPose, VariableColumns, np.ndarray], Rows]
-"""``rows(pose, columns, frames)``: a goal's rows at the pose of the batch rows ``frames (n,)``."""
+@dataclass(frozen=True, eq=False)
+class LimbReach:
+    """The reach rows of ``L`` limbs: each limb's goal head ``heads (N, L, 3)`` (world) against the
+    distances ``[inner, total] (L,)`` its HI solve reaches from its start joint, ``offsets (L, 3)`` in
+    the frame of bone ``parents (L,)`` (-1: the body's root frame), moved by the variables where
+    ``masks (L, m)`` is set; ``weights (L,)``."""
 
+    parents: np.ndarray
+    offsets: np.ndarray
+    heads: np.ndarray
+    inner: np.ndarray
+    total: np.ndarray
+    masks: np.ndarray
+    weights: np.ndarray
+    root_position: np.ndarray
+    root_rotation: np.ndarray
 
-def limb_reach_rows(start: Callable[[BodyPose], np.ndarray], heads: np.ndarray, inner: float, total: float, mask: np.ndarray,
-                    weight: float) -> RowsFunction:
-    """A limb's reach row: its goal's head ``heads (N, 3)`` (world) against the distances ``[inner, total]``
-    the HI solve reaches from the limb's start joint (``start(pose) -> (n, 3)``, world), moved by the
-    variables where ``mask (m,)`` is set."""
+    @cached_property
+    def _hanging(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The limbs hung from a bone, those bones and the limbs' offsets; the limbs hung from the root
+        frame."""
+        hanging = np.flatnonzero(self.parents >= 0)
+        return hanging, self.parents[hanging], self.offsets[hanging], np.flatnonzero(self.parents < 0)
 
-    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
-        s = start(pose)
-        d = heads[frames] - s
+    def starts(self, pose: BodyPose) -> np.ndarray:
+        """The limbs' start joints ``(n, L, 3)`` (world)."""
+        hanging, parents, offsets, fixed = self._hanging
+        if fixed.size == 0:  # every limb hangs from a bone (a body's limbs do)
+            return pose.heads[:, parents] + matvec(pose.frames[:, parents], offsets)
+        out = np.empty((pose.heads.shape[0], self.parents.size, 3))
+        if hanging.size:
+            out[:, hanging] = pose.heads[:, parents] + matvec(pose.frames[:, parents], offsets)
+        for j in fixed:
+            out[:, j] = self.root_position + self.root_rotation @ self.offsets[j]
+        return out
+
+    def values(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Residuals, Jacobians and edges ``(n, L)``, ``(n, L, m)``, ``(n, L, m)``, ``(n, L)``, ``(n, L)``."""
+        s = self.starts(pose)
+        d = self.heads[frames] - s
         r = norm(d)
-        outside = r - np.clip(r, inner, total)
-        direction = d / np.maximum(r, 1e-300)[:, None]
-        jacobian = tmatvec(columns.position_rows(s, mask), direction)
-        on = (outside != 0.0)[:, None]
-        edge = np.where(r > 0.5 * (inner + total), total, inner)
-        return Rows((weight * outside)[:, None], np.where(on, weight * jacobian, 0.0)[:, None, :],
-                    (weight * jacobian)[:, None, :], (weight * (r - edge))[:, None],
-                    np.where(edge == total, 1.0, -1.0)[:, None])
+        outside = r - np.clip(r, self.inner, self.total)
+        direction = d / np.maximum(r, 1e-300)[..., None]
+        # Column k of limb j: a_k × (s_j − pivot_k) + move_k, masked; dotted with its direction.
+        lever = s[:, :, None, :] - columns.pivots[:, None, :, :]
+        moved = (cross(columns.axes[:, None], lever) + columns.moves[:, None]) * self.masks[None, :, :, None]
+        jacobian = dot(moved, direction[:, :, None, :])
+        weights = self.weights
+        full = weights[:, None] * jacobian
+        edge = np.where(r > 0.5 * (self.inner + self.total), self.total, self.inner)
+        return (weights * outside, np.where((outside != 0.0)[..., None], full, 0.0), full, weights * (r - edge),
+                np.where(edge == self.total, 1.0, -1.0))
 
-    return rows
+
+@dataclass(frozen=True, eq=False)
+class LevelRows:
+    """One priority level: its goals in order, a limb as its index in the problem's :class:`LimbReach`,
+    a trunk chain as its :class:`TipGoalRows`."""
+
+    slots: tuple[int | TipGoalRows, ...]
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    @property
+    def row_counts(self) -> tuple[int, ...]:
+        """Rows per goal."""
+        return tuple(1 if isinstance(slot, int) else slot.size for slot in self.slots)
+
+    @cached_property
+    def limb_indices(self) -> np.ndarray:
+        """The level's limbs (indices in the problem's :class:`LimbReach`), in order."""
+        return np.array([slot for slot in self.slots if isinstance(slot, int)], dtype=int)
+
+    @cached_property
+    def edge_rows(self) -> np.ndarray:
+        """The row positions of the level's limbs (its inequality rows)."""
+        return np.cumsum((0,) + self.row_counts[:-1])[[isinstance(slot, int) for slot in self.slots]].astype(int)
+
+    def values(self, limb: tuple[np.ndarray, ...] | None, pose: BodyPose, columns: VariableColumns,
+               frames: np.ndarray) -> LevelValues:
+        """The level's rows, given every limb's :meth:`LimbReach.values` ``limb``."""
+        order = self.limb_indices
+        if order.size == len(self.slots):  # limbs alone: one gather each
+            assert limb is not None
+            return LevelValues(limb[0][:, order], limb[1][:, order], self.edge_rows, limb[2][:, order],
+                               limb[3][:, order], limb[4][:, order])
+        residuals: list[np.ndarray] = []
+        jacobians: list[np.ndarray] = []
+        for slot in self.slots:
+            if isinstance(slot, int):
+                assert limb is not None
+                residuals.append(limb[0][:, slot:slot + 1])
+                jacobians.append(limb[1][:, slot:slot + 1])
+            else:
+                values = slot(pose, columns, frames)
+                residuals.append(values.residuals)
+                jacobians.append(values.jacobian)
+        if len(residuals) == 1:
+            stacked_residuals, stacked_jacobian = residuals[0], jacobians[0]
+        else:
+            stacked_residuals, stacked_jacobian = np.concatenate(residuals, 1), np.concatenate(jacobians, 1)
+        if not order.size:
+            n, m = stacked_jacobian.shape[0], stacked_jacobian.shape[2]
+            return LevelValues(stacked_residuals, stacked_jacobian, self.edge_rows, np.zeros((n, 0, m)),
+                               np.zeros((n, 0)), np.zeros((n, 0)))
+        assert limb is not None
+        return LevelValues(stacked_residuals, stacked_jacobian, self.edge_rows, limb[2][:, order],
+                           limb[3][:, order], limb[4][:, order])
 
 
-def tip_goal_rows(tip: int, tail: np.ndarray, positions: np.ndarray, rotations: np.ndarray | None, length: float,
-                  mask: np.ndarray, weight: float) -> RowsFunction:
+@dataclass(frozen=True, eq=False)
+class GoalRows:
+    """Every goal's rows by priority level, highest first; every limb's reach in one :class:`LimbReach`."""
+
+    levels: tuple[LevelRows, ...]
+    limbs: LimbReach | None
+
+    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray,
+                 asked: list[bool] | None = None) -> list[LevelValues]:
+        """Each level's rows at the pose of the batch rows ``frames (n,)`` (only the levels ``asked``)."""
+        limb = None if self.limbs is None else self.limbs.values(pose, columns, frames)
+        return [level.values(limb, pose, columns, frames) for k, level in enumerate(self.levels)
+                if asked is None or asked[k]]
+
+
+@dataclass(frozen=True, eq=False)
+class TipGoalRows:
     """A trunk chain's rows: the tail ``tail (3,)`` of bone ``tip`` toward ``positions (N, 3)`` and, with
     ``rotations (N, 3, 3)``, its frame toward them (angles × ``length``, chain units)."""
-    def rows(pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
-        frame = np.ascontiguousarray(pose.frames[:, tip])
-        point = pose.heads[:, tip] + matvec(frame, tail)
-        residuals = [positions[frames] - point]
-        jacobians = [columns.position_rows(point, mask)]
-        if rotations is not None:
-            turn = rotvecs_from_matrices(matmul(rotations[frames], np.swapaxes(frame, 1, 2)))
-            residuals.append(length * turn)
-            jacobians.append(length * columns.angle_rows(mask))
-        return Rows(weight * np.concatenate(residuals, 1), weight * np.concatenate(jacobians, 1))
 
-    return rows
+    tip: int
+    tail: np.ndarray
+    positions: np.ndarray
+    rotations: np.ndarray | None
+    length: float
+    mask: np.ndarray
+    weight: float
+
+    @property
+    def size(self) -> int:
+        """Rows: 3, and 3 more with rotations."""
+        return 3 if self.rotations is None else 6
+
+    def __call__(self, pose: BodyPose, columns: VariableColumns, frames: np.ndarray) -> Rows:
+        frame = np.ascontiguousarray(pose.frames[:, self.tip])
+        point = pose.heads[:, self.tip] + matvec(frame, self.tail)
+        residuals = [self.positions[frames] - point]
+        jacobians = [columns.position_rows(point, self.mask)]
+        if self.rotations is not None:
+            turn = rotvecs_from_matrices(matmul(self.rotations[frames], np.swapaxes(frame, 1, 2)))
+            residuals.append(self.length * turn)
+            jacobians.append(self.length * columns.angle_rows(self.mask))
+        return Rows(self.weight * np.concatenate(residuals, 1), self.weight * np.concatenate(jacobians, 1))

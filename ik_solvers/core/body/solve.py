@@ -18,7 +18,7 @@ from ..vectors import matmul, matvec, norm, tmatvec
 from .bounds import goal_bounds
 from .forward import BodyPose, body_pose, body_variables, variable_chain, variable_columns
 from .model import Body, BodyChain, ChainLayout, GoalStatus, lay_out
-from .rows import limb_reach_rows, tip_goal_rows
+from .rows import GoalRows, LevelRows, LimbReach, TipGoalRows
 from .trunk import PULL_ITERATIONS, TrunkProblem, solve_trunk
 
 DEFAULT_TOLERANCE = 1e-6
@@ -292,19 +292,19 @@ def _trunk_problem(body: Body, layouts: tuple[ChainLayout, ...], goals: list[Goa
         if lay.limb:
             limb, parent = limbs[lay.index], body.parents[lay.bones[0]]
             mask = _mask(sub, set(sub.ancestors(index[parent])) if parent >= 0 else set(), sub_dofs, sub_root)
-            rows = limb_reach_rows(_StartHead(sub, index.get(parent, -1), body.offsets[lay.bones[0]]), limb.heads,
-                                   limb.inner, limb.total, mask, weight)
+            by_priority.setdefault(priority, []).append(("limb", (index.get(parent, -1), body.offsets[lay.bones[0]],
+                                                                  limb, mask, weight)))
         else:
             tip = lay.bones[-1]
             mask = _mask(sub, set(sub.ancestors(index[tip])), sub_dofs, sub_root)
             length = float(norm(body.tails[tip]) + sum(norm(body.offsets[b]) for b in lay.bones[1:]))
-            rows = tip_goal_rows(index[tip], body.tails[tip], positions, rotations, length, mask, weight)
-        by_priority.setdefault(priority, []).append(rows)
-    levels = tuple(tuple(by_priority[p]) for p in sorted(by_priority, reverse=True))
+            by_priority.setdefault(priority, []).append(
+                ("tip", TipGoalRows(index[tip], body.tails[tip], positions, rotations, length, mask, weight)))
+    rows = _goal_rows(sub, [by_priority[p] for p in sorted(by_priority, reverse=True)])
     t = 3 if root is not None else 0
-    rotations_chain = variable_chain(tuple(body.kinds[b] for b in trunk_bones),
-                                     np.broadcast_to(np.eye(3), (len(trunk_bones), 3, 3)), body.axes[dofs],
-                                     body.lower[dofs], body.upper[dofs], body.weights[dofs])
+    rotations_chain = body.kept(("trunk variables", tuple(trunk_bones)), lambda: variable_chain(
+        tuple(body.kinds[b] for b in trunk_bones), np.broadcast_to(np.eye(3), (len(trunk_bones), 3, 3)),
+        body.axes[dofs], body.lower[dofs], body.upper[dofs], body.weights[dofs]))
     sub_variables = body_variables(sub)
     sub_ref = np.ascontiguousarray(q_ref[:, body.dofs(needed)])
 
@@ -315,22 +315,31 @@ def _trunk_problem(body: Body, layouts: tuple[ChainLayout, ...], goals: list[Goa
         return at, variable_columns(sub, at, sub_dofs, sub_root, bool(t))
 
     scales = np.sqrt(np.concatenate([np.full(t, root_location_weight), body.weights[dofs]]))
-    return TrunkProblem(levels, pose, rotations_chain, t, scales, scale)
+    return TrunkProblem(rows, pose, rotations_chain, t, scales, scale)
 
 
-@dataclass(frozen=True, eq=False)
-class _StartHead:
-    """A limb's start joint in the trunk's pose: ``offset`` in the frame of bone ``parent`` (-1: the root frame)."""
-
-    body: Body
-    parent: int
-    offset: np.ndarray
-
-    def __call__(self, pose: BodyPose) -> np.ndarray:
-        if self.parent < 0:
-            return np.broadcast_to(self.body.root_position + self.body.root_rotation @ self.offset,
-                                   (pose.heads.shape[0], 3)).copy()
-        return pose.heads[:, self.parent] + matvec(np.ascontiguousarray(pose.frames[:, self.parent]), self.offset)
+def _goal_rows(sub: Body, levels: list[list[tuple[str, Any]]]) -> GoalRows:
+    """The levels' goals in order, every limb's reach rows stacked (one set of array operations for all)."""
+    limbs = [value for level in levels for kind, value in level if kind == "limb"]
+    slotted: list[LevelRows] = []
+    count = 0
+    for level in levels:
+        slots: list[int | TipGoalRows] = []
+        for kind, value in level:
+            slots.append(count if kind == "limb" else value)
+            count += kind == "limb"
+        slotted.append(LevelRows(tuple(slots)))
+    reach = None
+    if limbs:
+        reach = LimbReach(parents=np.array([parent for parent, *_ in limbs], dtype=int),
+                          offsets=np.array([offset for _, offset, *_ in limbs], dtype=float),
+                          heads=np.stack([limb.heads for _, _, limb, *_ in limbs], 1),
+                          inner=np.array([limb.inner for _, _, limb, *_ in limbs]),
+                          total=np.array([limb.total for _, _, limb, *_ in limbs]),
+                          masks=np.array([mask for *_, mask, _ in limbs]),
+                          weights=np.array([weight for *_, weight in limbs]),
+                          root_position=sub.root_position, root_rotation=sub.root_rotation)
+    return GoalRows(tuple(slotted), reach)
 
 
 def _solve_limb(body: Body, pose: BodyPose, lay: ChainLayout, goal: Goal, limb: _Limb,

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..chain import Chain
-from ..kinematics import apply_increments, increments_toward
+from ..rotations import quaternion_products, quaternions_from_rotvecs, rotvecs_from_quaternions
 from ..vectors import matvec, norm
 from .forward import BodyPose, VariableColumns
 from .priority import Level, level_rows, prioritised_step
-from .rows import Rows, RowsFunction
+from .rows import GoalRows, LevelRows, LevelValues
 
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
@@ -68,7 +69,7 @@ class TrunkProblem:
 
     Attributes
     ----------
-    levels : tuple of tuple of RowsFunction
+    rows : GoalRows
         Goals' rows by priority, highest first.
     pose : callable
         ``pose(x (n, m), frames (n,)) -> (BodyPose, VariableColumns)``.
@@ -82,12 +83,31 @@ class TrunkProblem:
         The body's size (chain units): the root location's step bound and the settle tolerance.
     """
 
-    levels: tuple[tuple[RowsFunction, ...], ...]
+    rows: GoalRows
     pose: Callable[[np.ndarray, np.ndarray], tuple[BodyPose, VariableColumns]]
     rotations: Chain
     translations: int
     scales: np.ndarray
     body_scale: float
+
+    @cached_property
+    def ball_columns(self) -> np.ndarray:
+        """The ball joints' variables ``(J, 3)`` among the rotational ones (``x[:, translations:]``)."""
+        balls = self.rotations.ball_joints
+        return self.rotations.dof_start[balls][:, None] + np.arange(3)
+
+    @cached_property
+    def step_bounds(self) -> np.ndarray:
+        """The largest move of each variable in one step ``(m,)``: :data:`MAX_STEP` radians, and as many
+        body scales for the root location."""
+        bound = np.full(self.scales.size, MAX_STEP)
+        bound[:self.translations] *= self.body_scale
+        return bound
+
+    @property
+    def levels(self) -> tuple[LevelRows, ...]:
+        """The goals' priority levels, highest first."""
+        return self.rows.levels
 
 
 def solve_trunk(problem: TrunkProblem, reference: np.ndarray, pull_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -169,6 +189,7 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
     frames = np.arange(reference.shape[0]) if frames is None else frames
     x = (reference if start is None else start).copy()
     steps = np.zeros(x.shape[0], dtype=int)
+    goal = _ball_quaternions(problem, reference) if pull_steps else None  # what the pull turns toward, once
     for pull, count in ((True, pull_steps), (False, budget)):
         active = np.ones(x.shape[0], dtype=bool)
         best = np.full(x.shape[0], np.inf)  # the smallest largest residual so far, and when it was
@@ -177,9 +198,14 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
             rows = np.flatnonzero(active)
             if rows.size == 0:
                 break
-            new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows], pull,
-                                                 None if keep is None else keep[rows])
-            x[rows] = new
+            if rows.size == x.shape[0]:  # every frame steps: the arrays as they are, no copies
+                new, moved, largest_residual = _step(problem, x, reference, frames, goal if pull else None, keep)
+                x = new
+            else:
+                new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows],
+                                                     goal[rows] if pull and goal is not None else None,
+                                                     None if keep is None else keep[rows])
+                x[rows] = new
             steps[rows] += 1
             if pull:
                 done = moved <= PULL_SETTLED
@@ -197,7 +223,13 @@ def goal_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.
     """The residual norm ``(n, G)`` of each goal at ``x``, goals in level order (limbs: how far beyond their
     reach)."""
     pose, columns = problem.pose(x, frames)
-    return np.stack([norm(rows(pose, columns, frames).residuals) for level in problem.levels for rows in level], 1)
+    out = []
+    for level, values in zip(problem.levels, problem.rows(pose, columns, frames)):
+        residuals, first = values.residuals, 0
+        for count in level.row_counts:
+            out.append(norm(residuals[:, first:first + count]))
+            first += count
+    return np.stack(out, 1)
 
 
 def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
@@ -221,22 +253,31 @@ def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.
     return wins
 
 
-def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, pull: bool,
+def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, goal: np.ndarray | None,
           keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
-    goals as ``keep (n, G)`` says, in level order; all active by default)."""
+    goals as ``keep (n, G)`` says, in level order; all active by default). ``goal``: the reference's ball
+    joints as quaternions ``(n, J, 4)`` for a step pulled toward it, None for a plain step."""
     pose, columns = problem.pose(x, frames)
-    levels = [[rows(pose, columns, frames) for rows in level] for level in problem.levels]
-    held: list[np.ndarray | None] = [None] * len(levels)
-    if keep is not None:
-        goal = iter(range(keep.shape[1]))
-        modes = [[keep[:, next(goal)] for _ in level] for level in levels]
-        levels = [[_masked(rows, mode) for rows, mode in zip(level, marks)] for level, marks in zip(levels, modes)]
-        held = [np.concatenate([np.repeat((mode == HELD)[:, None], rows.residuals.shape[1], 1)
-                                for rows, mode in zip(level, marks)], 1) for level, marks in zip(levels, modes)]
-    back = _toward(problem, x, reference) if pull else None
-    stacked = [(np.concatenate([r.residuals for r in level], 1), np.concatenate([r.jacobian for r in level], 1), mask)
-               for level, mask in zip(levels, held) if level]
+    held: list[np.ndarray | None] = []
+    if keep is None:
+        levels = problem.rows(pose, columns, frames)
+        held = [None] * len(levels)
+    else:
+        # A level every frame ignores adds exact zeros, which the step leaves out: without the pull (the
+        # polish's steps) its rows are not even computed (the step is the same bits).
+        spans = np.cumsum([0] + [len(level) for level in problem.levels])
+        asked = [goal is not None or bool(np.any(keep[:, a:b] != IGNORED)) for a, b in zip(spans[:-1], spans[1:])]
+        levels = []
+        for level, values, a, b in zip([lv for lv, on in zip(problem.levels, asked) if on],
+                                       problem.rows(pose, columns, frames, asked),
+                                       spans[:-1][asked], spans[1:][asked]):
+            modes = np.repeat(keep[:, a:b], level.row_counts, axis=1)
+            levels.append(_masked(values, modes))
+            held.append(modes == HELD)
+    now = _ball_quaternions(problem, x)
+    back = None if goal is None else _toward(problem, x, reference, now, goal)
+    stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
     largest = np.zeros(x.shape[0])
     for residuals, _, _ in stacked:
         largest = np.maximum(largest, np.abs(residuals).max(axis=1))
@@ -246,90 +287,81 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone)
         part = [level_rows(level, crossing) for level in stacked]
         dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing])
-    new, clipped = _apply(problem, x, dx)
+    new, clipped = _apply(problem, x, dx, now)
     again = np.flatnonzero(clipped.any(axis=1))
     if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
         scales = scales[again]
         scales[clipped[again]] = 0.0
         part = [level_rows(level, again) for level in stacked]
         dx[again] = prioritised_step(part, scales, None if back is None else back[again])
-        new[again], _ = _apply(problem, x[again], dx[again])
+        new[again], _ = _apply(problem, x[again], dx[again], now[again])
     moved = np.abs(dx).max(axis=1)
     return new, moved, largest
 
 
-def _masked(rows: Rows, keep: np.ndarray) -> Rows:
-    """``rows`` as ``keep (n,)`` says per frame: as they are where :data:`ACTIVE`; where :data:`HELD`, their
-    Jacobian with zero residuals (asking the levels below to leave the goal where it is, to first order);
-    exact zeros (asking nothing) where :data:`IGNORED`."""
-    on, asks = (keep != IGNORED)[:, None], (keep == ACTIVE)[:, None]
-    edge = None if rows.edge_jacobian is None else np.where(asks[:, :, None], rows.edge_jacobian, 0.0)
-    residual = None if rows.edge_residual is None else np.where(asks, rows.edge_residual, 0.0)
-    return Rows(np.where(asks, rows.residuals, 0.0), np.where(on[:, :, None], rows.jacobian, 0.0), edge, residual,
-                rows.edge_sign)
+def _masked(values: LevelValues, keep: np.ndarray) -> LevelValues:
+    """A level's rows as ``keep (n, r)`` says per frame and row: as they are where :data:`ACTIVE`; where
+    :data:`HELD`, their Jacobian with zero residuals (asking the levels below to leave the goal where it
+    is, to first order); exact zeros (asking nothing) where :data:`IGNORED`."""
+    on, asks = keep != IGNORED, keep == ACTIVE
+    edge_asks = asks[:, values.edge_rows]
+    return LevelValues(np.where(asks, values.residuals, 0.0), np.where(on[:, :, None], values.jacobian, 0.0),
+                       values.edge_rows, np.where(edge_asks[:, :, None], values.edge_jacobian, 0.0),
+                       np.where(edge_asks, values.edge_residual, 0.0), values.edge_sign)
 
 
-def _guarded(levels: list[list[Rows]], held: list[np.ndarray | None], dx: np.ndarray) -> tuple[list[Level], np.ndarray]:
+def _guarded(levels: list[LevelValues], held: list[np.ndarray | None], dx: np.ndarray) -> tuple[list[Level], np.ndarray]:
     """The levels' stacked rows with every inequality row the step ``dx (n, m)`` would carry over its edge
     made an equality on that edge (an active set grown by one prediction), and the frames where one was."""
     stacked: list[Level] = []
     crossing = np.zeros(dx.shape[0], dtype=bool)
-    for level, mask in zip(levels, held):
-        residuals, jacobians = [], []
-        for rows in level:
-            if rows.edge_jacobian is None or rows.edge_residual is None or rows.edge_sign is None:
-                residuals.append(rows.residuals)
-                jacobians.append(rows.jacobian)
-                continue
-            sign = rows.edge_sign
-            over = (rows.residuals == 0.0) & (sign * matvec(rows.edge_jacobian, dx) < sign * rows.edge_residual)
-            crossing |= over.any(axis=1)
-            residuals.append(np.where(over, rows.edge_residual, rows.residuals))
-            jacobians.append(np.where(over[:, :, None], rows.edge_jacobian, rows.jacobian))
-        if residuals:
-            stacked.append((np.concatenate(residuals, 1), np.concatenate(jacobians, 1), mask))
+    for values, mask in zip(levels, held):
+        residuals, jacobian = values.residuals, values.jacobian
+        rows = values.edge_rows
+        if rows.size:
+            sign = values.edge_sign
+            over = (residuals[:, rows] == 0.0) & (sign * matvec(values.edge_jacobian, dx) < sign * values.edge_residual)
+            if over.any():
+                crossing |= over.any(axis=1)
+                residuals, jacobian = residuals.copy(), jacobian.copy()
+                residuals[:, rows] = np.where(over, values.edge_residual, residuals[:, rows])
+                jacobian[:, rows] = np.where(over[:, :, None], values.edge_jacobian, jacobian[:, rows])
+        stacked.append((residuals, jacobian, mask))
     return stacked, np.flatnonzero(crossing)
 
 
-def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Increments ``(n, m)`` from ``x`` to the reference (ball joints the shorter way round)."""
-    t = problem.translations
-    out = np.empty_like(x)
-    out[:, :t] = reference[:, :t] - x[:, :t]
-    out[:, t:] = increments_toward(problem.rotations, np.ascontiguousarray(x[:, t:]),
-                                   np.ascontiguousarray(reference[:, t:]))
+def _ball_quaternions(problem: TrunkProblem, x: np.ndarray) -> np.ndarray:
+    """The ball joints' rotations in ``x (n, m)`` as quaternions ``(n, J, 4)`` (read once a step: the pull
+    and the step's composition both start from them)."""
+    return quaternions_from_rotvecs(x[:, problem.translations + problem.ball_columns])
+
+
+def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, now: np.ndarray,
+            goal: np.ndarray) -> np.ndarray:
+    """Increments ``(n, m)`` from ``x`` to the reference (ball joints the shorter way round: the rotation
+    vector of ``R(x)ᵀ R(reference)`` in the current frame, from their quaternions ``now`` and ``goal``
+    ``(n, J, 4)``), as :func:`~..kinematics.increments_toward` gives them."""
+    out = reference - x
+    if problem.ball_columns.size:
+        inverse = now * np.array([1.0, -1.0, -1.0, -1.0])
+        out[:, problem.translations + problem.ball_columns] = rotvecs_from_quaternions(quaternion_products(inverse, goal))
     return out
 
 
-def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` after the step ``dx`` bounded to :data:`MAX_STEP`, and where a limit clipped it ``(n, m)``."""
+def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray, now: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` after the step ``dx`` bounded to :data:`MAX_STEP` (ball joints composed with their rotations
+    ``now (n, J, 4)`` as :func:`~..kinematics.apply_increments` composes them, then every variable clipped
+    to its limits), and where a limit clipped it ``(n, m)``."""
     t = problem.translations
-    bound = np.full(dx.shape[1], MAX_STEP)
-    bound[:t] *= problem.body_scale
-    largest = (np.abs(dx) / bound).max(axis=1)
+    largest = (np.abs(dx) / problem.step_bounds).max(axis=1)
     dx = dx * np.minimum(1.0, 1.0 / np.maximum(largest, 1e-300))[:, None]
-    new = np.empty_like(x)
-    new[:, :t] = x[:, :t] + dx[:, :t]
+    free = x + dx
+    balls = t + problem.ball_columns
+    if balls.size:
+        free[:, balls] = rotvecs_from_quaternions(quaternion_products(now, quaternions_from_rotvecs(dx[:, balls])))
     rot = problem.rotations
-    free = apply_increments(_unlimited(rot), np.ascontiguousarray(x[:, t:]), np.ascontiguousarray(dx[:, t:]))
-    new[:, t:] = np.clip(free, rot.lower, rot.upper)
+    new = free.copy()
+    new[:, t:] = np.clip(free[:, t:], rot.lower, rot.upper)
     clipped = np.zeros(x.shape, dtype=bool)
-    clipped[:, t:] = (free < rot.lower) | (free > rot.upper)
+    clipped[:, t:] = (free[:, t:] < rot.lower) | (free[:, t:] > rot.upper)
     return new, clipped
-
-
-_UNLIMITED: dict[int, tuple[Chain, Chain]] = {}
-
-
-def _unlimited(chain: Chain) -> Chain:
-    """``chain`` without limits (the step is composed first, then clipped where the limits say)."""
-    kept = _UNLIMITED.get(id(chain))
-    if kept is not None and kept[0] is chain:
-        return kept[1]
-    free = Chain(kinds=chain.kinds, offsets=chain.offsets, rest_rotations=chain.rest_rotations, axes=chain.axes,
-                 lower=np.full(chain.n_dof, -np.inf), upper=np.full(chain.n_dof, np.inf), weights=chain.weights,
-                 tip_offset=chain.tip_offset)
-    if len(_UNLIMITED) > 32:
-        _UNLIMITED.clear()
-    _UNLIMITED[id(chain)] = (chain, free)
-    return free
