@@ -143,8 +143,8 @@ def solve_body(
         In ``(0, 1]``: how readily the root moves, against the joints' weights (``1 − stiffness``).
     pull_steps : int
         Trunk steps that also pull toward the reference in what the goals leave free, before the plain
-        minimum-norm steps. The pull makes the result the pose nearest the reference, continuous along
-        smooth goal paths; 0 skips it (fewer steps, but where the goals leave freedom the result depends
+        minimum-norm steps. The pull heads for the pose nearest the reference (it need not get there in
+        these steps), continuous along smooth goal paths; 0 skips it (fewer steps, but where the goals leave freedom the result depends
         on the steps' path: pops on smooth paths, docs/body-solve.md).
     reach_margin : float
         In ``[0, 0.5)``: the fraction of a limb's reach the trunk keeps it short of when it has to carry

@@ -9,8 +9,9 @@ start-to-goal direction. Rows are grouped by priority; each step solves the grou
 the null space of the ones above (exact projections from a truncated eigen-decomposition: a lower
 goal never leaks into a higher one), with Levenberg-Marquardt damping that grows with a level's
 residual (so a goal out of reach stops pushing), and then pull all the way to the reference pose in
-what is left: the iteration's fixed point is the pose nearest the reference (weighted by ``1 −
-stiffness``) that meets the goals by priority, unique and continuous in the goals. A second phase
+what is left, toward the pose nearest the reference (weighted by ``1 − stiffness``) that meets the
+goals by priority; the pull's fixed number of steps need not reach it (docs/body-solve.md: the answer
+is the pose those steps reach, one per goal set). A second phase
 repeats the steps without the pull, so limbs at the edge of their reach (an inequality the pull and
 the goal take turns at) settle exactly there.
 
