@@ -21,9 +21,6 @@ _SKEW_SIGNS = np.array([0.0, -1, 1, 1, 0, -1, -1, 1, 0])
 _SKEW_OFF = np.array([1, 2, 3, 5, 6, 7])
 # From this many rotation-vector components up, matrices_from_rotvecs works entry by entry.
 _ROTVEC_COMPONENTS = 192
-# Below this many components, quaternions_from_rotvecs and rotvecs_from_quaternions work on the stacked
-# components (fewer calls); from it up, component by component (faster on unit-stride columns).
-_STACKED_COMPONENTS = 600
 _SKEW_OFF_GATHER = _SKEW_GATHER[_SKEW_OFF]
 _SKEW_OFF_SIGNS = _SKEW_SIGNS[_SKEW_OFF]
 
@@ -205,17 +202,6 @@ def rotvecs_from_quaternions(quaternions: np.ndarray) -> np.ndarray:
     """Rotation vectors ``(..., 3)`` with angle in ``[0, π]`` from quaternions ``(w, x, y, z)``
     (:func:`rotvec_from_quaternion` on each)."""
     q = quaternions
-    if q.size < _STACKED_COMPONENTS:
-        # The same operations on the stacked components (fewer calls; small stacks: a body's trunk
-        # joints on one frame): canonical_quaternion's sign, the vector part's length summed x, y, z in
-        # order, atan2 of fresh (unit-stride) operands, the same selects.
-        sign = 1.0 - 2.0 * (q[..., :1] < 0.0)
-        w = q[..., 0] * sign[..., 0]
-        v = q[..., 1:] * sign
-        s = np.sqrt(np.add.accumulate(v * v, axis=-1)[..., -1])
-        small = s < _SMALL_ANGLE
-        factor = np.where(small, 2.0, 2.0 * np.arctan2(s, w)) / np.where(small, np.maximum(w, 1e-300), s)
-        return v * factor[..., None]
     return stack3(rotvec_from_quaternion(NUMPY_OPS, (q[..., 0], q[..., 1], q[..., 2], q[..., 3])))
 
 
@@ -226,16 +212,6 @@ def rotvecs_from_matrices(matrices: np.ndarray) -> np.ndarray:
 
 def quaternions_from_rotvecs(rotvecs: np.ndarray) -> np.ndarray:
     """Quaternions ``(..., 4)`` ``(w, x, y, z)`` from rotation vectors ``(..., 3)`` (:func:`quaternion_from_rotvec`)."""
-    if rotvecs.size < _STACKED_COMPONENTS:
-        # quaternion_from_rotvec's operations on the stacked components (see rotvecs_from_quaternions).
-        angle = np.sqrt(np.add.accumulate(rotvecs * rotvecs, axis=-1)[..., -1])
-        half = angle / 2.0
-        small = angle < _SMALL_ANGLE
-        half_sinc = np.where(small, 0.5 - angle * angle / 48.0, np.sin(half)) / np.where(small, 1.0, angle)
-        out = np.empty(rotvecs.shape[:-1] + (4,))
-        out[..., 0] = np.cos(half)
-        np.multiply(rotvecs, half_sinc[..., None], out=out[..., 1:])
-        return out
     return stack3(quaternion_from_rotvec(NUMPY_OPS, (rotvecs[..., 0], rotvecs[..., 1], rotvecs[..., 2])))
 
 
