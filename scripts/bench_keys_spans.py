@@ -15,7 +15,7 @@ fitted as a single segment with exact keys at its ends:
   evaluated as Blender does (the time parameter solved from the handles' cubic in time); its
   controls are then written to F-curves and the world error is measured on ``FCurve.evaluate``.
 
-    .venv/bin/python scripts/bench_keys_spans.py [--rigs demo_leg rigify_arm] [--out FILE.md]
+    .venv/bin/python scripts/bench_keys_spans.py [--rigs demo_leg rigify_arm] [--out FILE.md] [--spans N]
 """
 
 from __future__ import annotations
@@ -163,13 +163,14 @@ def blender_error(problem: Any, a: int, b: int, params: np.ndarray) -> float:
     return float(problem.errors(rows, values).max())
 
 
-def spans_table(rig_name: str) -> str:
-    """The markdown rows of ``rig_name``: per span the four fits' largest error (mm)."""
+def spans_table(rig_name: str, spans: int | None = None) -> str:
+    """The markdown rows of ``rig_name``: per span (the first ``spans``; all by default) the four
+    fits' largest error (mm)."""
     from ik_solvers.core import key_reduction
 
     problem, keys = captured_problem(rig_name)
     every = 12
-    starts = np.arange(0, len(problem.frames) - 1, every)
+    starts = np.arange(0, len(problem.frames) - 1, every)[:spans]
     rounds, hopeless = key_reduction.MINIMAX_ROUNDS, key_reduction.HOPELESS
     try:
         key_reduction.MINIMAX_ROUNDS, key_reduction.HOPELESS = 1, (np.inf, np.inf)
@@ -198,11 +199,12 @@ def _main(argv: list[str]) -> int:
     parser = Parser(prog="bench_keys_spans.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rigs", nargs="+", default=["demo_leg", "rigify_arm"])
     parser.add_argument("--out", type=Path, help="write the markdown table here too")
+    parser.add_argument("--spans", type=int, help="only the first SPANS spans of each rig (a smoke test)")
     args = parser.parse_args(argv)
     import_bpy()
     header = ("| rig | span | linear LS (mm) | linear minimax (mm) | exact minimax (mm) | free times (mm) "
               "| free times, Blender's evaluation (mm) |\n|---|---|---|---|---|---|---|")
-    table = header + "\n" + "\n".join(spans_table(rig) for rig in args.rigs) + "\n"
+    table = header + "\n" + "\n".join(spans_table(rig, args.spans) for rig in args.rigs) + "\n"
     if args.out:
         args.out.write_text(table)
     print(table)
