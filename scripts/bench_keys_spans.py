@@ -15,7 +15,11 @@ fitted as a single segment with exact keys at its ends:
   evaluated as Blender does (the time parameter solved from the handles' cubic in time); its
   controls are then written to F-curves and the world error is measured on ``FCurve.evaluate``.
 
-    .venv/bin/python scripts/bench_keys_spans.py [--rigs demo_leg rigify_arm] [--out FILE.md] [--spans N]
+With ``--merge``, the reduction's kept keys are then merged greedily with such segments (from each
+key, the farthest later kept key whose single segment with free handle times holds the bound),
+every merged segment measured on ``FCurve.evaluate`` too.
+
+    .venv/bin/python scripts/bench_keys_spans.py [--rigs demo_leg rigify_arm] [--out FILE.md] [--spans N] [--merge]
 """
 
 from __future__ import annotations
@@ -163,9 +167,30 @@ def blender_error(problem: Any, a: int, b: int, params: np.ndarray) -> float:
     return float(problem.errors(rows, values).max())
 
 
-def spans_table(rig_name: str, spans: int | None = None) -> str:
+def merged_keys(problem: Any, keys: np.ndarray, budget: float) -> tuple[list[int], float]:
+    """The reduction's ``keys`` merged greedily with free handle times: from each kept key, the
+    farthest later key whose single segment (fitted as in :func:`exact_minimax`) holds ``budget``;
+    the merged keys and the largest world error of their segments as Blender evaluates them."""
+    merged, i, largest = [int(keys[0])], 0, 0.0
+    while i < len(keys) - 1:
+        j, params = i + 1, None
+        while j + 1 < len(keys):
+            a, b = int(keys[i]), int(keys[j + 1])
+            plain, _, _ = problem.segments(np.array([a]), np.array([b]), budget)
+            error, fitted = exact_minimax(problem, a, b, plain[0, 1:3], True)
+            if error > budget:
+                break
+            j, params = j + 1, fitted
+        if params is not None:
+            largest = max(largest, blender_error(problem, int(keys[i]), int(keys[j]), params))
+        merged.append(int(keys[j]))
+        i = j
+    return merged, largest
+
+
+def spans_table(rig_name: str, spans: int | None = None, merge: bool = False) -> str:
     """The markdown rows of ``rig_name``: per span (the first ``spans``; all by default) the four
-    fits' largest error (mm)."""
+    fits' largest error (mm); with ``merge``, the reduction's keys merged with free handle times."""
     from ik_solvers.core import key_reduction
 
     problem, keys = captured_problem(rig_name)
@@ -188,6 +213,12 @@ def spans_table(rig_name: str, spans: int | None = None) -> str:
         lines.append(f"| {rig_name} | span {index} | {1e3 * linear_ls[index]:.3f} | {1e3 * linear_minimax[index]:.3f} | "
                      f"{1e3 * exact:.3f} | {1e3 * free:.3f} | {1e3 * blender_error(problem, a, b, params):.3f} |")
         print(lines[-1], flush=True)
+    if merge:
+        merged, largest = merged_keys(problem, keys, BOUND * (1.0 - key_reduction.FLOAT32_MARGIN))
+        lines.append(f"| {rig_name} | the kept keys merged with free handle times: {len(keys)} → {len(merged)} "
+                     f"({len(merged) / len(problem.frames):.1%}), keys {merged}, largest error as Blender "
+                     f"evaluates it {1e3 * largest:.3f} mm | | | | |")
+        print(lines[-1], flush=True)
     return "\n".join(lines)
 
 
@@ -200,11 +231,13 @@ def _main(argv: list[str]) -> int:
     parser.add_argument("--rigs", nargs="+", default=["demo_leg", "rigify_arm"])
     parser.add_argument("--out", type=Path, help="write the markdown table here too")
     parser.add_argument("--spans", type=int, help="only the first SPANS spans of each rig (a smoke test)")
+    parser.add_argument("--merge", action="store_true",
+                        help="also merge the reduction's kept keys with free handle times")
     args = parser.parse_args(argv)
     import_bpy()
     header = ("| rig | span | linear LS (mm) | linear minimax (mm) | exact minimax (mm) | free times (mm) "
               "| free times, Blender's evaluation (mm) |\n|---|---|---|---|---|---|---|")
-    table = header + "\n" + "\n".join(spans_table(rig, args.spans) for rig in args.rigs) + "\n"
+    table = header + "\n" + "\n".join(spans_table(rig, args.spans, args.merge) for rig in args.rigs) + "\n"
     if args.out:
         args.out.write_text(table)
     print(table)
