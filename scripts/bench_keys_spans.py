@@ -1,5 +1,5 @@
 """Why smooth keyed targets keep 17-21 % of the keys at 0.1 mm (issue 23, SPEC §9): per span of the
-target's keys, the largest world error of ONE Bézier segment over it, fitted four ways.
+target's keys, the largest world error of ONE Bézier segment over it, fitted five ways.
 
 For each rig (``bench_keys.RIGS``) on the smooth path (keyed every 12 frames, Catmull-Rom between),
 the bake is reduced at E = 0.1 mm as the benchmark does, and the core's problem (the baked channels,
@@ -251,7 +251,7 @@ def merged_keys(problem: Any, keys: np.ndarray, budget: float) -> tuple[list[int
 
 
 def spans_table(rig_name: str, spans: int | None = None, merge: bool = False) -> str:
-    """The markdown rows of ``rig_name``: per span (the first ``spans``; all by default) the four
+    """The markdown rows of ``rig_name``: per span (the first ``spans``; all by default) the five
     fits' largest error (mm); with ``merge``, the reduction's keys merged with free handle times."""
     from ik_solvers.core import key_reduction
 

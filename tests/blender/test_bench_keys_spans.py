@@ -1,4 +1,4 @@
-"""scripts/bench_keys_spans.py (issue 23): one segment per span of the smooth target, fitted four
+"""scripts/bench_keys_spans.py (issue 23): one segment per span of the smooth target, fitted five
 ways; the free handle times' fit, as Blender evaluates it, is the model's and holds 0.1 mm where
 the reduction's fit cannot; merged with it, the kept keys are fewer and still hold 0.1 mm."""
 
