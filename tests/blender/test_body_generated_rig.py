@@ -23,8 +23,9 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
-from bpy_extras.anim_utils import animdata_get_channelbag_for_assigned_slot
 from conftest import pose_snapshot
+
+from ik_solvers.blender import compat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import _rigify_rigs as rr
@@ -139,7 +140,7 @@ def _baked_keys(rig) -> dict[tuple[str, int], bytes]:
     """Every baked curve (the chains' bones and the torso), its keys' bytes."""
     keyed = _keyed_bones(rig)
     out = {}
-    for fcurve in animdata_get_channelbag_for_assigned_slot(rig.animation_data).fcurves:
+    for fcurve in compat.channelbag_for_assigned_slot(rig.animation_data).fcurves:
         if any(fcurve.data_path.startswith(f'pose.bones["{bone}"]') for bone in keyed):
             values = np.empty(2 * len(fcurve.keyframe_points), dtype=np.float32)
             fcurve.keyframe_points.foreach_get("co", values)
@@ -153,7 +154,7 @@ def _keyed_bones(rig) -> set[str]:
 
 def _unbake(rig, start):
     """Take the baked curves off (the controls keep theirs) and put the keyed bones' channels back."""
-    channelbag = animdata_get_channelbag_for_assigned_slot(rig.animation_data)
+    channelbag = compat.channelbag_for_assigned_slot(rig.animation_data)
     keyed = _keyed_bones(rig)
     for fcurve in [f for f in channelbag.fcurves if any(f.data_path.startswith(f'pose.bones["{b}"]') for b in keyed)]:
         channelbag.fcurves.remove(fcurve)
