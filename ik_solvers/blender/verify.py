@@ -127,17 +127,31 @@ def _mismatch_thresholds(spec: ChainSpec, rig: RigChain, root_world: np.ndarray,
     return np.maximum(spec.options.tolerance * scale, rounding)
 
 
+def _evaluated_tip(obj: bpy.types.Object, spec: ChainSpec) -> np.ndarray:
+    """The chain's tip ``(3,)`` (world) as Blender evaluates the pose now."""
+    assert obj.pose is not None  # the chain was read from this armature's pose
+    return np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
+
+
 def posed_tip_offset(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain, q: np.ndarray) -> float | None:
     """How far (scene units) Blender's evaluation puts the chain's tip from the solve's once the pose
     ``q (n_dof,)`` is written and the view layer updated; None where that is within the tolerance or
     float32 rounding (``_mismatch_thresholds``, the bake's check of its keys). A constraint or driver
     on a chain bone may override the pose: the Solve operator says so, as the bake does."""
-    assert obj.pose is not None  # the chain was read from this armature's pose
-    root = root_matrices_world(obj, rig)
-    tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
+    root, tip = root_matrices_world(obj, rig), _evaluated_tip(obj, spec)
     solved = root[:3, :3] @ forward_kinematics(rig.chain, q[None]).positions[0, -1] + root[:3, 3]
     offset = float(np.linalg.norm(tip - solved))
     return None if offset <= _mismatch_thresholds(spec, rig, root[None], tip[None])[0] else offset
+
+
+def evaluated_goal_excess(obj: bpy.types.Object, spec: ChainSpec, error: float) -> float | None:
+    """How much farther (scene units) Blender's evaluated tip sits from the chain's goal than the
+    solve's ``error`` (scene units) said, once the pose is written and the view layer updated; None
+    within the tolerance or float32 rounding. The body solve's counterpart of :func:`posed_tip_offset`
+    (a body's chain has no joint variables of its own to compare)."""
+    root, tip = root_matrices_world(obj, spec.rig), _evaluated_tip(obj, spec)
+    excess = float(np.linalg.norm(tip - goal_world(spec.target, spec.goal_bone))) - error
+    return None if excess <= _mismatch_thresholds(spec, spec.rig, root[None], tip[None])[0] else excess
 
 
 class BakedCheck:
@@ -201,9 +215,7 @@ class BakedCheck:
         if rig is None:
             with chain_context(spec.name, frame):
                 rig = self.rigs[key] = spec.read_rig(obj)
-        assert obj.pose is not None  # the chain was read from this armature's pose
-        tip = np.array(obj.matrix_world @ obj.pose.bones[spec.bone_names[-1]].tail, dtype=float)
-        target = goal_world(spec.target, spec.goal_bone)
+        tip, target = _evaluated_tip(obj, spec), goal_world(spec.target, spec.goal_bone)
         self._seen.append((row, key, root_matrices_world(obj, rig), tip, target))
 
     def result(self) -> Evaluation:

@@ -363,3 +363,24 @@ def test_look_round_keeps_the_feet_planted_and_the_head_met_wherever_it_can_be(a
                 assert errors[name] <= REACHED, (frame, name, errors[name])
     assert 0 < len(missed["head"]) < LOOK_FRAMES // 2 and goals["head"]["max_error"] <= LOOK_HEAD_LIMIT
     assert all(row["status"] == "LIMITED" for row in missed["head"].values())
+
+
+def test_solve_says_when_blenders_evaluation_overrides_a_body_chain(body, capfd):
+    """Solve (all chains, together) checks each goal against Blender's evaluation as the bake does: a
+    Copy Rotation on the left shin moves the left foot off its goal, Solve warns for that chain alone
+    with how much farther Blender's tip is (headless Blender prints an operator's reports)."""
+    _target(body, "chest").location.z -= 0.1
+    capfd.readouterr()
+    _solve(body)
+    assert "Warning: '" not in capfd.readouterr().out  # nothing overrides the pose
+    turner = bpy.data.objects.new("Turner", None)
+    bpy.context.scene.collection.objects.link(turner)
+    turner.rotation_euler = (0.6, 0.0, 0.0)
+    body.pose.bones["shin.L"].constraints.new("COPY_ROTATION").target = turner
+    _solve(body)
+    gap = _tip_error(body, "leg.L")
+    assert gap > 1e-3 and _tip_error(body, "leg.R") <= REACHED
+    said = [line for line in capfd.readouterr().out.splitlines() if line.startswith("Warning: '")]
+    assert len(said) == 1 and said[0].startswith("Warning: 'leg.L': Blender's evaluated tip differs from the solve by ")
+    solved = body.ik_solvers.chains["leg.L"].last_error
+    assert float(said[0].split(" by ")[1].split(";")[0]) == pytest.approx(gap - solved, rel=1e-2)
