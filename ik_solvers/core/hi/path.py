@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plane_chain import CURL_TIE, PATH_SAMPLES, curled_turns, folded_onto_root, plane_distances
+from .plane_chain import (
+    CURL_TIE,
+    PATH_SAMPLES,
+    curled_turns,
+    folded_onto_root,
+    plane_distances,
+    plane_points,
+    tip_jacobian,
+)
 
 # The monotone path (SPEC §5, continuity): a flow step moves the joints this far (fraction of the
 # in-plane reach, root-mean-square over the joints), at most this many steps.
@@ -284,7 +292,7 @@ def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turn
     (Gauss–Newton, the least turn change); then ``goal``, or (``on_root``) a pose with the tip on the
     root found the same way. None where a vertex misses its tip inside the box."""
     scale = float(lengths.sum())
-    tip, end_tip = _plane_points(lengths, turns)[-1], _plane_points(lengths, goal)[-1]
+    tip, end_tip = plane_points(lengths, turns)[-1], plane_points(lengths, goal)[-1]
     start_distance, end_distance = float(np.hypot(tip[0], tip[1])), float(np.hypot(end_tip[0], end_tip[1]))
     heading = float(np.arctan2(tip[1], tip[0]))
     # On the root the end's heading is the start's (the tip's line); off it, the shorter way round.
@@ -300,7 +308,7 @@ def _closed_from(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarray, turn
         wanted = np.zeros(2) if last else (end_distance + fraction * gap) * np.array([np.cos(angle), np.sin(angle)])
         for _ in range(CLOSE_NEWTON):
             turns = _bounded_newton_step(lengths, lower, upper, turns, wanted)
-        miss = _plane_points(lengths, turns)[-1] - wanted
+        miss = plane_points(lengths, turns)[-1] - wanted
         if np.hypot(miss[0], miss[1]) > (CURL_TIE * scale if last else 1e-3 * fraction * gap):
             return None
         vertices.append(turns)
@@ -317,19 +325,11 @@ def _bounded_newton_step(lengths: np.ndarray, lower: np.ndarray, upper: np.ndarr
     stay on their bound and the others take the step solved without them. Why: clipping the full step
     alone leaves the free turns short of their share, so a close whose curled end has a turn on its bound
     (a joint straight) converged linearly and ended ~1e-9 of the reach off the root, not at rounding."""
-    points = _plane_points(lengths, turns)
-    arms = points[-1] - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
-    jacobian, miss = np.stack([-arms[:, 1], arms[:, 0]]), points[-1] - wanted
+    points, jacobian = tip_jacobian(lengths, turns)
+    miss = points[-1] - wanted
     moved = turns - np.linalg.lstsq(jacobian, miss, rcond=None)[0]
     pinned = (moved < lower) | (moved > upper)
     if pinned.any() and not pinned.all():
         moved = turns.copy()
         moved[~pinned] -= np.linalg.lstsq(jacobian[:, ~pinned], miss, rcond=None)[0]
     return np.clip(moved, lower, upper)
-
-
-def _plane_points(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
-    """The plane chain's joints and tip ``(n + 1, 2)``, the root at the origin, bone 0 along +x."""
-    headings = np.concatenate([[0.0], np.add.accumulate(turns)])
-    return np.concatenate([[[0.0, 0.0]], np.add.accumulate(lengths[:, None] * np.stack(
-        [np.cos(headings), np.sin(headings)], axis=1), axis=0)])

@@ -137,21 +137,31 @@ def folded_onto_root(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
     4e-5 of the reach left after its sweeps on a near-flat triangle), Newton's steps then close it."""
     scale = float(lengths.sum())
     best = turns.copy()
-    headings = np.zeros(lengths.size)
     for _ in range(FOLD_STEPS):
-        headings[1:] = np.add.accumulate(best)
-        points = np.concatenate([[[0.0, 0.0]], np.add.accumulate(lengths[:, None] * np.stack(
-            [np.cos(headings), np.sin(headings)], axis=1), axis=0)])
+        points, jacobian = tip_jacobian(lengths, best)
         tip = points[-1]
         if np.hypot(tip[0], tip[1]) <= CURL_SETTLED * scale:
             break
-        arms = tip - points[1:-1]  # turn j swings the part from joint j + 1 to the tip
-        jacobian = np.stack([-arms[:, 1], arms[:, 0]])
         moved = best - np.linalg.lstsq(jacobian, tip, rcond=None)[0]
         if plane_distances(lengths, moved[None])[0] >= np.hypot(tip[0], tip[1]):
             break
         best = moved
     return best
+
+
+def plane_points(lengths: np.ndarray, turns: np.ndarray) -> np.ndarray:
+    """The plane chain's joints and tip ``(n + 1, 2)``, the root at the origin, bone 0 along +x."""
+    headings = np.concatenate([[0.0], np.add.accumulate(turns)])
+    return np.concatenate([[[0.0, 0.0]], np.add.accumulate(lengths[:, None] * np.stack(
+        [np.cos(headings), np.sin(headings)], axis=1), axis=0)])
+
+
+def tip_jacobian(lengths: np.ndarray, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The plane chain's points ``(n + 1, 2)`` (:func:`plane_points`) and the tip's derivative by each
+    turn ``(2, n − 1)``: turn j swings the part from joint j + 1 to the tip about that joint."""
+    points = plane_points(lengths, turns)
+    arms = points[-1] - points[1:-1]
+    return points, np.stack([-arms[:, 1], arms[:, 0]])
 
 
 def _best_turn(lengths: np.ndarray, turns: np.ndarray, j: int, low: float, high: float) -> np.ndarray:
