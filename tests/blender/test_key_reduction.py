@@ -220,6 +220,35 @@ def test_a_reduced_bake_writes_only_the_keys_that_reducing_a_full_bake_leaves(ba
         assert [k[0][0] for k in new[20:-41]] == job.chains[0].reduced.frames.tolist()
 
 
+@pytest.mark.parametrize("mode", ["QUATERNION", "XZY", "AXIS_ANGLE"])
+def test_a_held_target_keeps_the_holds_ends_as_keys_and_blender_shows_the_held_pose_exactly(baking, mode):
+    """The target holds still on frames 40-70 (a planted foot): the reduced keys have the hold's first
+    and last frame and none between, and on every frame of the hold Blender's evaluated joints and tip
+    are the full bake's bit for bit (elsewhere they may move within the bound)."""
+    scene = baking
+    obj = arm_with_extra_bone()
+    for name in JOINTS:
+        obj.pose.bones[name].rotation_mode = mode
+    target = add_empty()
+    path = target_path(4, 0.0)
+    path[39:70] = path[39]
+    key_path(target, FRAMES, path)
+    add_chain(obj, target, method="HI")
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=121, step=1) == {"FINISHED"}
+    full = evaluated_points(scene, obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    assert job.advance()
+    report = job.finish()[0]
+    kept = job.chains[0].reduced.frames.tolist()
+    assert {40, 70} <= set(kept) and not any(40 < frame < 70 for frame in kept) and len(kept) < 40
+    reduced = evaluated_points(scene, obj)
+    np.testing.assert_array_equal(reduced[39:70], full[39:70])
+    offsets = np.linalg.norm(reduced - full, axis=-1).max(axis=1)
+    assert offsets.max() <= 1e-4 and offsets[70:].max() > 0.0
+    assert report.evaluated_mismatch_frames == []
+
+
 def test_the_bake_operator_reduces_keys_and_says_so(baking):
     obj = baked_arm(baking, "QUATERNION", 0.0)
     path = obj.pose.bones["forearm"].path_from_id("rotation_quaternion")
