@@ -22,6 +22,7 @@ dragging).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,9 +43,10 @@ CHANNELS = (("rotation_mode", 1), ("rotation_quaternion", 4), ("rotation_euler",
 """The pose-bone channels whose values, as written, make Blender's evaluation one of our write."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class Written:
-    """One chain's pose as live mode wrote it, to be checked against Blender's evaluation.
+    """One chain's pose as live mode wrote it, to be checked against Blender's evaluation (made at every
+    live write: a plain slotted class, a third of a frozen dataclass's µs).
 
     Attributes
     ----------
@@ -91,7 +93,7 @@ def _row_index(rig: RigValues, bones: list[int]) -> np.ndarray:
                            for name, width in CHANNELS])
 
 
-def note_chain_write(obj: bpy.types.Object, record: LiveChain, spec: ChainSpec, q: np.ndarray,
+def note_chain_write(obj: bpy.types.Object, record: LiveChain, spec: ChainSpec, q: np.ndarray | Sequence[float],
                      bones: list[int] | None = None) -> None:
     """Remember the pose ``q`` just written to ``spec``'s joint bones (at ``bones`` in ``obj.pose.bones``)
     and the channels as ``record.rig_values`` read them after the write (``live_state.after_write``)."""
@@ -103,7 +105,7 @@ def note_chain_write(obj: bpy.types.Object, record: LiveChain, spec: ChainSpec, 
             bones = [obj.pose.bones.find(name) for name in spec.rig.joint_bones]
         record.row_index, record.row_layout = _row_index(rig, bones), layout
     assert record.row_index is not None  # set just above
-    record.written = Written(obj.name, spec, q=np.array(q, dtype=float))
+    record.written = Written(obj.name, spec, q=np.asarray(q, dtype=float))  # not changed after: a solve's own array
     record.written_rows = rig.values[record.row_index]
     record.checked = False
     check_soon()

@@ -146,7 +146,7 @@ def quick_solve(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record: LiveC
     store_outcome(chain, solved.status.value, record.overridden, solved.error * scale, solved.lower_bound * scale,
                   solved.iterations, solved.pole_angle)
     _remember_write(obj, record, written, signature)
-    note_chain_write(obj, record, spec, np.array(solved.q), quick.bone_indices)
+    note_chain_write(obj, record, spec, solved.q, quick.bone_indices)
 
 
 def _goal_location(spec: ChainSpec, depsgraph: bpy.types.Depsgraph) -> tuple[float, float, float]:
