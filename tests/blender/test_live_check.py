@@ -13,14 +13,12 @@ import numpy as np
 import pytest
 from conftest import add_empty, build_arm, evaluated_tip
 from test_body_metarig import CHAINS, REACHED, _target, _tip_error, body  # noqa: F401  # the fixture
-
-try:  # Rigify off after this module (the fixture lives in test_body_metarig or, later, in conftest)
-    from test_body_metarig import rigify_enabled  # noqa: F401  # the fixture
-except ImportError:
-    pass
+from test_panel import draw_all
 
 from ik_solvers.blender import live, live_check, live_state
 from ik_solvers.blender.verify import overridden_sentence
+
+pytestmark = pytest.mark.usefixtures("rigify_enabled")  # Rigify off after this module (conftest)
 
 SENTENCE = "'{}': Blender's evaluated tip differs from the solve by "
 
@@ -87,6 +85,8 @@ def test_a_copy_rotation_on_the_forearm_of_a_live_chain_is_said_with_its_offset(
     assert chain.last_status == "CONVERGED"  # the solve reached; Blender shows the tip elsewhere
     assert gap(obj, target) > 1e-3
     assert said_offset(chain) == pytest.approx(gap(obj, target), rel=1e-2)
+    labels = draw_all(bpy.context).labels  # the panel's status: the solve's, then the warning
+    assert ("Status: Converged", "NONE") in labels and (chain.last_message, "ERROR") in labels
 
     move(target, (0.3, 0.25, 1.2))
     assert chain.last_message.startswith(SENTENCE.format("Arm"))  # the last verdict, until this write is checked
@@ -145,3 +145,36 @@ def test_a_live_body_with_a_copy_rotation_on_the_left_shin_warns_for_leg_l_alone
     live_check.check_written()
     assert said_offset(chains["leg.L"]) == pytest.approx(_tip_error(body, "leg.L") - chains["leg.L"].last_error, rel=1e-2)
     assert [chain.name for chain in chains if chain.last_message] == ["leg.L"]
+
+
+def test_on_rigifys_generated_rig_the_fk_arm_is_quiet_and_a_chain_on_its_org_bones_warns(addon):
+    """The generated rig's FK arm (its root under MCH bones with constraints and drivers): Blender shows
+    the live solve, no warning. A live chain on the ORG arm, which Copy Transforms pose after the FK
+    controls: the solve converges, Blender shows the tip where the FK arm holds it, and the status says
+    by how much."""
+    import _rigify_rigs as rr
+    import _rigify_runs as runs
+
+    rr.enable_rigify()
+    setup = rr.generated_fk_arm(frames=8)
+    rig, fk = setup.rig, runs.add_chain(setup, "HI")
+    setup.target.animation_data_clear()
+    bpy.context.view_layer.objects.active = rig
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"}
+    for location in setup.paths["reach_across"][1::3]:
+        move(setup.target, tuple(location))
+        live_check.check_written()
+        assert fk.last_status == "CONVERGED" and fk.last_message == ""
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"} and not fk.use_live
+
+    org = rig.ik_solvers.chains.add()
+    target = add_empty("ORG target", location=tuple(setup.paths["reach_across"][2]))
+    org.name, org.tip_bone, org.chain_length, org.target, org.method = "ORG arm", "ORG-forearm.L", 2, target, "DLS"
+    rig.ik_solvers.active_chain_index = len(rig.ik_solvers.chains) - 1
+    assert bpy.ops.ik_solvers.live_toggle() == {"FINISHED"} and org.use_live
+    move(target, tuple(setup.paths["reach_across"][4]))
+    live_check.check_written()
+    tip = np.array(rig.matrix_world @ rig.pose.bones["ORG-forearm.L"].tail)
+    off = float(np.linalg.norm(tip - np.array(target.matrix_world.translation)))
+    assert org.last_status == "CONVERGED" and off > 1e-3
+    assert said_offset(org) == pytest.approx(off, rel=1e-2)
