@@ -4,7 +4,7 @@ A constraint or driver on a chain bone (Rigify's ORG bones posed by Copy Transfo
 on the forearm) may put the tip Blender shows elsewhere than the solve. Checking inside the handler
 would need a depsgraph evaluation per move: Blender evaluates the pose live mode writes in a second
 pass of the same update, which runs no post-update handlers. So a write is only noted
-(:func:`note_chain_write`, :func:`note_body_write`: the pose, the goal, no evaluation) and checked
+(:func:`note_chain_write`, ``body_live.write_live_body``: the pose, each goal, no evaluation) and checked
 later against Blender's evaluation with the Solve operator's helpers (``verify.posed_tip_offset``,
 ``verify.evaluated_goal_excess``):
 
@@ -46,7 +46,7 @@ CHANNELS = (("rotation_mode", 1), ("rotation_quaternion", 4), ("rotation_euler",
 @dataclass(eq=False, slots=True)
 class Written:
     """One chain's pose as live mode wrote it, to be checked against Blender's evaluation (made at every
-    live write: a plain slotted class, a third of a frozen dataclass's µs).
+    live write: slotted and not frozen, the cheapest dataclass to make).
 
     Attributes
     ----------
