@@ -7,7 +7,9 @@ HI). Issue 12's goal: (c) ≤ 3 × (b). Also timed: our handler's own work for a
 path, ``live_quick.quick_update``) and for an update that checks the whole armature (``update_live_chains``),
 an update right after a move with nothing changed since ("2nd upd": what is left to do after our
 pose write; Blender evaluates the tags our handler sets in a second pass of the same update, which
-runs no post-update handlers, so this is Blender's empty update), and a single solve of each chain
+runs no post-update handlers, so this is Blender's empty update), the check of Blender's evaluation
+of a live write ("check": ``live_check.check_written``, the timer's work, at most every 0.1 s and not
+per move; also in the body row), and a single solve of each chain
 (the core's ``solve`` for one target, goal ≤ 1 ms for the 10-bone chain; and the one-target HI
 solve of the quick path, ``solve_hi_one``).
 
@@ -124,12 +126,28 @@ def measure(bpy, rig_name: str, moves: int) -> dict:
         bpy.context.view_layer.update()  # anything our write left behind
         second.append((time.perf_counter() - started) * 1e6)
     row["second_pass_us"] = statistics.median(second)
+    row["check_us"] = check_us(bpy, target, path[: min(moves, 200)])
     row["single_solve_us"], row["single_quick_solve_us"] = single_solve_us(obj, chain, path[:200])
     bpy.ops.ik_solvers.live_toggle()
     row["ratio_ours_over_blender"] = row["ours_us"] / row["blender_us"]
     row["ratio_extra_ours_over_blender"] = (row["ours_us"] - row["nothing_us"]) / max(
         row["blender_us"] - row["nothing_us"], 1e-9)
     return row
+
+
+def check_us(bpy, target, path: np.ndarray) -> float:
+    """Median µs of the check of Blender's evaluation of a live write (``live_check.check_written``, the
+    timer's function, run at most every ``CHECK_DELAY`` seconds) after each move along ``path``."""
+    from ik_solvers.blender import live_check
+
+    times = []
+    for position in path:
+        target.location = tuple(position)
+        bpy.context.view_layer.update()
+        started = time.perf_counter()
+        live_check.check_written()
+        times.append((time.perf_counter() - started) * 1e6)
+    return statistics.median(times)
 
 
 def single_solve_us(obj, chain, targets: np.ndarray) -> tuple[float, float]:
@@ -216,6 +234,7 @@ def measure_body(bpy, moves: int) -> dict:
         bpy.context.view_layer.update()
         second.append((time.perf_counter() - started) * 1e6)
     row["second_pass_us"] = statistics.median(second)
+    row["check_us"] = check_us(bpy, setup.targets[BODY_MOVED_GOAL], path[: min(moves, 200)])
     row["ratio_ours_over_blender"] = row["ours_us"] / row["blender_us"]
     row["ratio_extra_ours_over_blender"] = (row["ours_us"] - row["nothing_us"]) / max(
         row["blender_us"] - row["nothing_us"], 1e-9)
@@ -251,7 +270,7 @@ def body_breakdown_us(bpy, setup, path: np.ndarray) -> dict[str, float]:
         result = body.solve_body_inputs(spec, inputs)
         parts["solve_us"].append((time.perf_counter() - started) * 1e6)
         started = time.perf_counter()
-        body_live.write_live_body(rig, record, result, fresh)
+        body_live.write_live_body(rig, record, result, inputs, fresh)
         parts["write_us"].append((time.perf_counter() - started) * 1e6)
         bpy.context.view_layer.update()
     return {key: statistics.median(values) for key, values in parts.items()}
@@ -262,10 +281,10 @@ _VERSUS = (("nothing", "nothing_us", 9, "us"), ("Blender IK", "blender_us", 12, 
            ("ours/Blender", "ratio_ours_over_blender", 14, "ratio"), ("goal ≤3×", "ratio_ours_over_blender", 10, "met"))
 CHAIN_COLUMNS = (*_LEAD, ("method", "method", 14, "text"), *_VERSUS, ("handler", "handler_us", 9, "us"),
                  ("full upd", "full_update_us", 10, "us"), ("2nd upd", "second_pass_us", 9, "us"),
-                 ("1 solve", "single_solve_us", 9, "us"), ("1 quick", "single_quick_solve_us", 9, "us"))
+                 ("check", "check_us", 8, "us"), ("1 solve", "single_solve_us", 9, "us"), ("1 quick", "single_quick_solve_us", 9, "us"))
 BODY_COLUMNS = (*_LEAD, *_VERSUS, ("handler", "handler_us", 9, "us"), ("read", "read_us", 8, "us"),
                 ("sample", "sample_us", 8, "us"), ("solve", "solve_us", 8, "us"), ("write", "write_us", 8, "us"),
-                ("2nd upd", "second_pass_us", 9, "us"))
+                ("2nd upd", "second_pass_us", 9, "us"), ("check", "check_us", 8, "us"))
 """(title, row key, width, kind) of each printed column."""
 
 

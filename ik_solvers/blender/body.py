@@ -459,16 +459,17 @@ def solve_body_pose(obj: bpy.types.Object, view_layer: bpy.types.ViewLayer) -> t
 
 
 def store_goal_outcomes(obj: bpy.types.Object, spec: BodySpec, result: BodyResult, *,
-                        remember_bones: bool = True) -> None:
-    """Each chain keeps its goal's status, error and bound (scene units) of the solve just written
-    (and remembers its bones, unless ``remember_bones`` is False: live mode did at the body's read)."""
+                        remember_bones: bool = True, messages: dict[str, str] | None = None) -> None:
+    """Each chain keeps its goal's status, error and bound (scene units) of the solve just written, its
+    message from ``messages`` (by chain name; else none), and remembers its bones (unless
+    ``remember_bones`` is False: live mode did at the body's read)."""
     scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
     by_name = {chain.name: chain for chain in body_chain_settings(obj)}
     for chain, goal in zip(spec.specs, result.goals):
         settings = by_name[chain.name]
         status = goal.status[0].value
         turn = None if goal.orientation_error is None else float(goal.orientation_error[0])
-        store_outcome(settings, status, "", float(goal.error[0]) * scale, float(goal.bound[0]) * scale,
+        store_outcome(settings, status, (messages or {}).get(chain.name, ""), float(goal.error[0]) * scale, float(goal.bound[0]) * scale,
                       int(result.trunk_steps[0]), None if goal.hi is None else float(goal.hi.pole_angles[0]),
                       orientation_error=turn)
         if settings.last_goal_status != status:

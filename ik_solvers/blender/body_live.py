@@ -33,7 +33,9 @@ from .body import (
     store_goal_outcomes,
     write_body_pose,
 )
+from .live_check import Written, armature_of, check_soon, store_verdict
 from .live_state import LiveChain, after_write, rig_values, turn_off
+from .root_space import uniform_scale
 from .spec import settings_key
 
 if TYPE_CHECKING:
@@ -58,6 +60,13 @@ class LiveBody:
         The inputs of the last solve: equal (with ``read_key``), nothing to solve.
     quaternion_bones : list of int or None
         ``body.quaternion_bone_indices`` of ``spec`` (its bones' rotation modes are in ``read_key``).
+    written : list of live_check.Written
+        Each chain's goal and error of the last write, to check against Blender's evaluation
+        (``live_check``; while the armature reads ``read_key``, Blender's evaluation is of that write).
+    checked : bool
+        Whether the timer checked that write already.
+    overridden : dict
+        Chain name → the last check's verdict (the Solve operator's warning, or ""), kept by the solves.
     """
 
     spec: BodySpec | None = None
@@ -65,6 +74,9 @@ class LiveBody:
     read_key: bytes | None = None
     solved: bytes | None = None
     quaternion_bones: list[int] | None = None
+    written: list[Written] = field(default_factory=list)
+    checked: bool = True
+    overridden: dict[str, str] = field(default_factory=dict)
 
 
 bodies: dict[int, LiveBody] = {}
@@ -123,13 +135,44 @@ def live_body_spec(obj: bpy.types.Object, record: LiveBody, chains: list[IK_SOLV
     return spec, as_left, fresh
 
 
-def write_live_body(obj: bpy.types.Object, record: LiveBody, result: BodyResult, fresh: bool) -> None:
-    """Write the pose and each goal's status of ``result`` (a solve of ``record``'s body; ``fresh``: read
-    again this update, its chains remember their bones) and remember the armature as written."""
+def write_live_body(obj: bpy.types.Object, record: LiveBody, result: BodyResult, inputs: BodyInputs, fresh: bool) -> None:
+    """Write the pose and each goal's status of ``result`` (a solve of ``record``'s body from ``inputs``;
+    ``fresh``: read again this update, its chains remember their bones) and remember the armature as
+    written, and each goal and error for the check of Blender's evaluation (``live_check``)."""
     assert record.spec is not None and record.read_key is not None  # live_body_spec read them
     write_body_pose(obj, record.spec, result, quaternion_bones=record.quaternion_bones)
-    store_goal_outcomes(obj, record.spec, result, remember_bones=fresh)
+    store_goal_outcomes(obj, record.spec, result, remember_bones=fresh, messages=record.overridden)
     record.read_key = _key_after_write(obj, record, record.read_key)
+    scale = uniform_scale(np.array(obj.matrix_world, dtype=float))
+    record.written = [Written(obj.name, chain, goal=position[0], error=float(goal.error[0]) * scale)
+                      for chain, position, goal in zip(record.spec.specs, inputs.positions, result.goals)]
+    record.checked = False
+    check_soon()
+
+
+def check_body(obj: bpy.types.Object, record: LiveBody) -> None:
+    """Check the body's last write against Blender's evaluation now (the armature reads as that write
+    left it: the caller knows), each chain's verdict stored as its message."""
+    chains = obj.ik_solvers.chains  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+    for written in record.written:
+        verdict = record.overridden[written.spec.name] = written.verdict(obj)
+        chain = chains.get(written.spec.name)
+        if chain is not None:
+            store_verdict(chain, verdict)
+    record.checked = True
+
+
+def check_body_written() -> None:
+    """The timer's check of every body's write not checked yet (``live_check.check_written``), where
+    the armature still reads as that write left it (else the write is forgotten: its pose is gone)."""
+    for session_uid, record in list(bodies.items()):
+        if record.checked or not record.written:
+            continue
+        obj = armature_of(record.written[0], session_uid)
+        if obj is None or armature_key(obj, record, body_chain_settings(obj)) != record.read_key:
+            record.written, record.checked = [], True
+            continue
+        check_body(obj, record)
 
 
 def update_live_body(obj: bpy.types.Object, live: list[IK_SOLVERS_PG_chain], depsgraph: bpy.types.Depsgraph | None,
@@ -146,8 +189,10 @@ def update_live_body(obj: bpy.types.Object, live: list[IK_SOLVERS_PG_chain], dep
         inputs = sample_body(obj, spec, depsgraph)
         sampled = _inputs_key(inputs)
         if not force and not fresh and as_left and record.solved == sampled:
+            if record.written:
+                check_body(obj, record)  # nothing to solve: Blender's evaluation of our last write, now
             return 0
-        write_live_body(obj, record, solve_body_inputs(spec, inputs), fresh)
+        write_live_body(obj, record, solve_body_inputs(spec, inputs), inputs, fresh)
         record.solved = sampled
         return 1
     except Exception as error:  # never into Blender's handler loop

@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 import bpy
 from bpy.app.handlers import persistent
 
-from . import interrupts, properties
+from . import interrupts, live_check, properties
 from .body import solves_together
 from .body_live import forget_bodies, update_live_body
 from .chains import store_solve_outcome
 from .checks import ChainBones, check_chains_apart
 from .errors import chain_context, failure_sentence
 from .identity import follow_renamed_tip
+from .live_check import check_chain, note_chain_write
 from .live_quick import offer_quick, quick_update
 from .live_state import (
     ChainKey,
@@ -131,12 +132,14 @@ def _update_chain(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record: Liv
     inputs = record.inputs = kept_fk_pose(record, inputs, rig_as_left, obj, spec.rig)
     solved = (spec.source, inputs_key(inputs))
     if not force and record.solved == solved:
+        check_chain(obj, chain, record, values)  # nothing to solve: Blender's evaluation of our last write, now
         return False
     prepared = prepare_solve(spec, inputs)
     result = run_solve(prepared)
     written = write_pose(obj, spec.rig, result.q[0])
     record.solved, record.rig_key = solved, after_write(obj, values, written)
-    store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+    store_solve_outcome(chain, result.status[0].value, record.overridden, result, prepared)
+    note_chain_write(obj, record, spec, result.q[0])
     return True
 
 
@@ -236,7 +239,8 @@ def register() -> None:
 
 
 def unregister() -> None:
-    """Remove live mode's handlers and its listener of the settings."""
+    """Remove live mode's handlers, its listener of the settings and its check's timer."""
+    live_check.unregister()
     while forget_quick in properties.solve_setting_listeners:
         properties.solve_setting_listeners.remove(forget_quick)
     for name, handler in HANDLERS:

@@ -22,6 +22,7 @@ import numpy as np
 from ..core import Method, ParentSpace, solve_hi_one
 from .chains import store_outcome, store_solve_outcome
 from .errors import chain_context
+from .live_check import note_chain_write
 from .live_state import ChainKey, LiveChain, QuickChain, after_write, inputs_key, kept_fk_pose, state, turn_off
 from .rig import write_pose, write_quaternion_joints
 from .root_space import point_to_root, single_inverse
@@ -142,9 +143,10 @@ def quick_solve(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record: LiveC
     else:
         written = write_pose(obj, spec.rig, np.array(solved.q))
     scale = quick.world_scale
-    store_outcome(chain, solved.status.value, "", solved.error * scale, solved.lower_bound * scale,
+    store_outcome(chain, solved.status.value, record.overridden, solved.error * scale, solved.lower_bound * scale,
                   solved.iterations, solved.pole_angle)
     _remember_write(obj, record, written, signature)
+    note_chain_write(obj, record, spec, solved.q, quick.bone_indices)
 
 
 def _goal_location(spec: ChainSpec, depsgraph: bpy.types.Depsgraph) -> tuple[float, float, float]:
@@ -167,8 +169,9 @@ def _solve_as_in_full(obj: bpy.types.Object, chain: IK_SOLVERS_PG_chain, record:
     prepared = prepare_solve(spec, inputs)
     result = run_solve(prepared)
     written = write_pose(obj, spec.rig, result.q[0])
-    store_solve_outcome(chain, result.status[0].value, "", result, prepared)
+    store_solve_outcome(chain, result.status[0].value, record.overridden, result, prepared)
     _remember_write(obj, record, written, signature)
+    note_chain_write(obj, record, spec, result.q[0])
 
 
 def _remember_write(obj: bpy.types.Object, record: LiveChain, written: tuple[str, ...], signature: object) -> None:

@@ -29,6 +29,7 @@ from .spec import ChainSpec
 if TYPE_CHECKING:
     import bpy
 
+    from .live_check import Written
     from .properties import IK_SOLVERS_PG_chain
 
 
@@ -90,6 +91,15 @@ class LiveChain:
     fk_pose : ndarray or None
         The FK pose ``(1, n_dof)``: the joint bones' pose before live mode's writes
         (:func:`kept_fk_pose`); a chain at influence below 1 blends with it, not with its own write.
+    written : live_check.Written or None
+        The last write, to check against Blender's evaluation (``live_check``).
+    written_rows : ndarray or None
+        ``live_check.CHANNELS`` of the joint bones as read after that write (at ``row_index`` in
+        ``rig_values.values``, laid out for ``row_layout``: the counts and the joint bones' names).
+    checked : bool
+        Whether the timer checked that write already.
+    overridden : str
+        The last check's verdict: the Solve operator's warning, or "" (kept by the solves until their check).
     """
 
     spec: ChainSpec | None = None
@@ -100,6 +110,12 @@ class LiveChain:
     quick: QuickChain | None = None
     quick_solved: object = None
     fk_pose: np.ndarray | None = None
+    written: Written | None = None
+    written_rows: np.ndarray | None = None
+    row_index: np.ndarray | None = None
+    row_layout: tuple | None = None
+    checked: bool = False
+    overridden: str = ""
 
 
 ChainKey = tuple[int, str]

@@ -32,7 +32,7 @@ from .root_space import uniform_scale
 from .sampling import sample_inputs
 from .solving import prepare_solve
 from .spec import chain_spec
-from .verify import evaluated_goal_excess, posed_tip_offset
+from .verify import evaluated_goal_excess, overridden_sentence, posed_tip_offset
 
 if TYPE_CHECKING:
     from bpy.stub_internal.rna_enums import OperatorReturnItems
@@ -234,8 +234,7 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
     def _report_overridden(self, chain: str, offset: float | None) -> None:
         """One warning where Blender's evaluation moved the chain's tip ``offset`` from the solve's."""
         if offset is not None:
-            self.report({"WARNING"}, f"'{chain}': Blender's evaluated tip differs from the solve by {offset:.3g}; "
-                                     "a constraint, driver or NLA strip on the chain changes the solved pose.")
+            self.report({"WARNING"}, overridden_sentence(chain, offset))
 
 
 def report_unhonoured(operator: bpy.types.Operator, obj: bpy.types.Object, chains: list[IK_SOLVERS_PG_chain]) -> None:

@@ -144,14 +144,25 @@ def posed_tip_offset(obj: bpy.types.Object, spec: ChainSpec, rig: RigChain, q: n
     return None if offset <= _mismatch_thresholds(spec, rig, root[None], tip[None])[0] else offset
 
 
-def evaluated_goal_excess(obj: bpy.types.Object, spec: ChainSpec, error: float) -> float | None:
-    """How much farther (scene units) Blender's evaluated tip sits from the chain's goal than the
-    solve's ``error`` (scene units) said, once the pose is written and the view layer updated; None
-    within the tolerance or float32 rounding. The body solve's counterpart of :func:`posed_tip_offset`
-    (a body's chain has no joint variables of its own to compare)."""
+def evaluated_goal_excess(obj: bpy.types.Object, spec: ChainSpec, error: float, goal: np.ndarray | None = None,
+                          ) -> float | None:
+    """How much farther (scene units) Blender's evaluated tip sits from the chain's goal (world ``(3,)``
+    as solved; by default as evaluated now) than the solve's ``error`` (scene units) said, once the pose
+    is written and the view layer updated; None within the tolerance or float32 rounding. The body
+    solve's counterpart of :func:`posed_tip_offset` (a body's chain has no joint variables of its own
+    to compare)."""
     root, tip = root_matrices_world(obj, spec.rig), _evaluated_tip(obj, spec)
-    excess = float(np.linalg.norm(tip - goal_world(spec.target, spec.goal_bone))) - error
+    if goal is None:
+        goal = goal_world(spec.target, spec.goal_bone)
+    excess = float(np.linalg.norm(tip - goal)) - error
     return None if excess <= _mismatch_thresholds(spec, spec.rig, root[None], tip[None])[0] else excess
+
+
+def overridden_sentence(chain: str, offset: float) -> str:
+    """The warning where Blender's evaluation moved the chain's tip ``offset`` (scene units) from the
+    solve's (the Solve operator reports it, live mode stores it as the chain's message)."""
+    return (f"'{chain}': Blender's evaluated tip differs from the solve by {offset:.3g}; "
+            "a constraint, driver or NLA strip on the chain changes the solved pose.")
 
 
 class BakedCheck:
