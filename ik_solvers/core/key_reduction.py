@@ -30,6 +30,7 @@ import numpy as np
 from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
+from .key_merge import chain_frames_and_points, merge_keys, thirds
 from .key_search import search_keys
 from .rotations import matrices_from_axis_angles
 
@@ -72,16 +73,7 @@ def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
 def chain_points(chain: Chain, rotations: Sequence[np.ndarray]) -> np.ndarray:
     """Root-space joint origins and tip ``(M, n + 1, 3)`` for the joints' variable rotations,
     ``rotations[i]`` of shape ``(M, 3, 3)`` (the rotation part of each joint bone's basis matrix)."""
-    points = np.empty((rotations[0].shape[0], chain.n_joints + 1, 3))
-    position = chain.root_position + chain.root_rotation @ chain.offsets[0]  # the first joint does not move
-    points[:, 0] = position
-    frame = chain.root_rotation @ chain.rest_rotations[0] @ rotations[0]
-    for joint in range(1, chain.n_joints):
-        position = position + frame @ chain.offsets[joint]
-        points[:, joint] = position
-        frame = frame @ chain.rest_rotations[joint] @ rotations[joint]
-    points[:, -1] = position + frame @ chain.tip_offset
-    return points
+    return chain_frames_and_points(chain, rotations)[1]
 
 
 def chain_reach(chain: Chain) -> float:
@@ -107,7 +99,13 @@ class ReducedKeys:
         The kept keys' frames.
     controls : list of ndarray, shape (K - 1, 4, k_j)
         Per joint bone, per segment: key value, right handle value, next key's left handle value,
-        next key's value (float32-representable), handles at 1/3 and 2/3 of the segment in time.
+        next key's value (float32-representable).
+    handle_frames : list of ndarray, shape (K - 1, 2, k_j)
+        Per joint bone, per segment, per channel: the frames (the units of ``frames``,
+        float32-representable) of the key's right handle and of the next key's left handle; at 1/3
+        and 2/3 of the segment, except on segments merged with free handle times
+        (:mod:`.key_merge`), where each channel's handles have their own times, strictly inside
+        the segment and not overlapping (so Blender corrects nothing).
     errors : ndarray, shape (N,)
         World distance (scene units) of the farthest joint or tip from the unreduced bake, per frame.
     key_error : float
@@ -117,6 +115,7 @@ class ReducedKeys:
     indices: np.ndarray
     frames: np.ndarray
     controls: list[np.ndarray]
+    handle_frames: list[np.ndarray]
     errors: np.ndarray
     key_error: float
 
@@ -155,6 +154,14 @@ class ReducedKeys:
         values = self.key_values(joint)
         right = np.concatenate([controls[:, 1], 2.0 * values[-1:] - controls[-1:, 2]])
         left = np.concatenate([2.0 * values[:1] - controls[:1, 1], controls[:, 2]])
+        return left.astype(np.float32).astype(float), right.astype(np.float32).astype(float)
+
+    def handle_times(self, joint: int) -> tuple[np.ndarray, np.ndarray]:
+        """Frames ``(K, k_j)`` of the left and right handles of joint ``joint``'s keys, float32 (the
+        first key's left and the last key's right handle mirror their other handle in time too)."""
+        times = self.handle_frames[joint]
+        right = np.concatenate([times[:, 0], 2.0 * self.frames[-1:, None] - times[-1:, 1]])
+        left = np.concatenate([2.0 * self.frames[:1, None] - times[:1, 0], times[:, 1]])
         return left.astype(np.float32).astype(float), right.astype(np.float32).astype(float)
 
 
@@ -291,7 +298,7 @@ throughout, in 13 % fewer rounds)."""
 
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
-                key_error: float, scale: float = 1.0, keep: np.ndarray | None = None) -> ReducedKeys:
+                key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True) -> ReducedKeys:
     """The fewest shared keys found for a chain's baked rotation channels within ``key_error``.
 
     Parameters
@@ -312,6 +319,9 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
         World units per chain unit (the root space's uniform scale).
     keep : ndarray of int, optional
         Indices of frames that must stay keys (contacts).
+    merge : bool
+        Merge the search's keys with free handle times (:func:`.key_merge.merge_keys`; False: the
+        search's keys, every handle at a third of its segment).
     """
     problem = _Problem(frames, values, rotations, chain, scale)
     count = len(problem.frames)
@@ -323,9 +333,14 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
         forced[np.asarray(keep, dtype=int)] = True
     budget = key_error * (1.0 - FLOAT32_MARGIN)
     keys, controls, errors = search_keys(problem, forced, budget)
-    segments = [problem.joints(segment) for segment in controls]
+    if merge:
+        keys, controls, handles, errors = merge_keys(problem, keys, controls, errors, forced, budget)
+    else:
+        handles = thirds(problem, keys, controls)
     indices = np.array(keys)
     errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))
-    stacked = [np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)]
-    return ReducedKeys(indices=indices, frames=problem.frames[indices], controls=stacked, errors=errors,
-                       key_error=key_error)
+    segments, times = [problem.joints(segment) for segment in controls], [problem.joints(h) for h in handles]
+    return ReducedKeys(indices=indices, frames=problem.frames[indices],
+                       controls=[np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)],
+                       handle_frames=[np.stack([time[joint] for time in times]) for joint in range(chain.n_joints)],
+                       errors=errors, key_error=key_error)

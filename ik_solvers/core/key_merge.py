@@ -1,0 +1,346 @@
+"""Merging kept keys with free handle times (SPEC §9, issue 23): after :func:`.key_search.search_keys`,
+kept keys are removed where ONE Bézier segment whose handle **times** are free too holds the bound
+over the frames between the surviving keys.
+
+A segment from key frame ``t0`` to ``t1`` (``Δ = t1 − t0``) has, per channel, a right handle at
+``(t0 + a Δ, h0)`` on its first key and a left handle at ``(t1 − b Δ, h1)`` on its last: four
+unknowns per channel (the reduction's segments fix ``a = b = 1/3`` and fit ``h0, h1`` only). Blender
+evaluates such a segment as ``fcurve.cc`` does: ``BKE_fcurve_correct_bezpart`` shortens handles
+whose times overlap (``a + b > 1``; the fit keeps ``a + b ≤ 1 −`` :data:`TIME_GAP` on the float32
+handle frames, so it never applies), ``findzero`` solves the time cubic
+``x(u) = 3(1−u)²u·a + 3(1−u)u²·(1−b) + u³ = s`` for ``u`` and ``berekeny`` evaluates the value cubic
+of ``(y0, h0, h1, y1)`` at it. :func:`free_values` does the same in float64 (``x`` is increasing on
+``[0, 1]`` for ``a, b ≥ 0, a + b ≤ 1``: one root, found by safeguarded Newton); Blender's float32
+arithmetic there stays within :data:`.key_reduction.FLOAT32_MARGIN` (measured in
+tests/blender/test_key_reduction.py).
+
+The fit of a candidate is Levenberg–Marquardt on the world offsets of its frames, all candidates of
+a round in one batch: the chain's Jacobian at the fitted curves at every step (forward kinematics
+once, each joint's rotation derivative by a forward difference of its conversion only, the points'
+derivatives analytic: a joint's turn about a world axis ``w`` moves a point ``p`` below it by
+``w × (p − joint)``), the segment's derivatives analytic (the time parameter's by the implicit
+function theorem), Lawson's reweighting toward the smallest largest error, starting from the
+fixed-time fit's handles. Sums run over contiguous rows with ``reduceat`` and the systems are
+solved by :func:`.bezier_segments.solve_positive_definite` (no BLAS, no LAPACK): the same keys bit
+for bit in every process.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .bezier_segments import solve_positive_definite
+from .chain import Chain
+
+if TYPE_CHECKING:
+    from .key_reduction import _Problem
+
+MERGE_SPANS = (2,)
+"""Kept segments that one merged candidate replaces, tried in the first round; a start whose longest
+candidate holds tries longer ones in the next round."""
+
+STEPS = 15
+"""Levenberg–Marquardt steps per round (a candidate leaves as soon as it holds)."""
+
+REWEIGHT_EVERY = 5
+"""Steps between Lawson's reweightings (each frame's weight times its relative world error to the power 1.3)."""
+
+HOPELESS = ((5, 20.0), (8, 8.0), (11, 3.0))
+"""(step, bounds): a candidate whose largest error is still beyond that many bounds after that step leaves."""
+
+TIME_GAP = 0.02
+"""Least handle time (a fraction of the segment) and least gap between the two handles' times."""
+
+DIFFERENCE = 1e-6
+DEBUG = False
+MAX_TIME_STEP = 0.2
+TRACE: list = []
+
+STEP = 0.7
+"""Fraction of the Gauss–Newton step taken."""
+
+DAMPING = 1e-6
+"""Damping of the normal equations, relative to their mean diagonal."""
+"""Step of the forward difference of a joint's rotation conversion (channel units)."""
+
+
+def time_parameters(s: np.ndarray, a: np.ndarray, b: np.ndarray, u: np.ndarray | None = None,
+                    iterations: int = 40) -> np.ndarray:
+    """The roots ``u (R, C)`` in [0, 1] of ``x(u) = s`` (``s (R, 1)`` or ``(R, C)``; handle times
+    ``a, b (R, C)``), by Newton's method kept inside a bisection bracket, from ``u`` (default ``s``);
+    each root stops moving once ``|x(u) − s| ≤ 1e-15`` (so a row's root does not depend on the others)."""
+    late = 1.0 - b
+    u = np.broadcast_to(s, a.shape).copy() if u is None else u.copy()
+    low, high = np.zeros_like(a), np.ones_like(a)
+    for _ in range(iterations):
+        r = 1.0 - u
+        f = 3.0 * r * r * u * a + 3.0 * r * u * u * late + u * u * u - s
+        going = np.abs(f) > 1e-15
+        if not going.any():
+            break
+        slope = 3.0 * r * r * a + 6.0 * r * u * (late - a) + 3.0 * u * u * b  # d x / d u
+        high, low = np.where(f > 0.0, u, high), np.where(f > 0.0, low, u)
+        step = u - f / np.maximum(slope, 1e-300)
+        inside = (step >= low) & (step <= high)
+        u = np.where(going, np.where(inside, step, 0.5 * (low + high)), u)
+    return u
+
+
+def free_values(s: np.ndarray, y0: np.ndarray, y1: np.ndarray, params: np.ndarray, u: np.ndarray | None = None,
+                iterations: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Values ``(R, C)`` at segment times ``s (R,)`` (0..1) of rows whose segments have ends ``y0, y1
+    (R, C)`` and ``params (R, 4, C)`` (handle times ``a, b``, handle values ``h0, h1``), their
+    derivatives ``(R, C, 4)`` with respect to the four, and the time parameters ``u (R, C)``."""
+    a, b, h0, h1 = params[:, 0], params[:, 1], params[:, 2], params[:, 3]
+    u = time_parameters(s[:, None], a, b, u, iterations)
+    r = 1.0 - u
+    slope = np.maximum(3.0 * r * r * a + 6.0 * r * u * (1.0 - a - b) + 3.0 * u * u * b, 1e-300)  # d x / d u
+    first, second = 3.0 * r * r * u, 3.0 * r * u * u
+    values = r * r * r * y0 + first * h0 + second * h1 + u * u * u * y1
+    along = 3.0 * r * r * (h0 - y0) + 6.0 * r * u * (h1 - h0) + 3.0 * u * u * (y1 - h1)  # d value / d u
+    return values, np.stack([-along * first / slope, along * second / slope, first, second], axis=2), u
+
+
+def chain_frames_and_points(chain: Chain, rotations: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """:func:`.key_reduction.chain_points` and each joint bone's root-space frame ``(M, 3, 3)`` after its rotation
+    (joint ``i``'s frame places the points below it: ``points[i + 1] = points[i] + frame_i @ offset``)."""
+    points = np.empty((rotations[0].shape[0], chain.n_joints + 1, 3))
+    position = chain.root_position + chain.root_rotation @ chain.offsets[0]  # the first joint does not move
+    points[:, 0] = position
+    frames = [chain.root_rotation @ chain.rest_rotations[0] @ rotations[0]]
+    for joint in range(1, chain.n_joints):
+        position = position + frames[-1] @ chain.offsets[joint]
+        points[:, joint] = position
+        frames.append(frames[-1] @ chain.rest_rotations[joint] @ rotations[joint])
+    points[:, -1] = position + frames[-1] @ chain.tip_offset
+    return frames, points
+
+
+def _points_and_jacobian(problem: _Problem, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The moving points (every joint after the first, and the tip) ``(R, n, 3)`` of channel values
+    ``(R, C)`` and their derivatives ``(R, n, 3, C)`` with respect to the channels (chain units)."""
+    count, joints = len(values), problem.joints(values)
+    rotations: list[np.ndarray] = [np.empty(0)] * len(joints)
+    turns: list[np.ndarray] = [np.empty(0)] * len(joints)
+    for rotate, members in problem.groups:  # each mode's joints, exact and shifted, in one conversion
+        width = joints[members[0]].shape[1]
+        shifted = [joints[j][None] + DIFFERENCE * np.eye(width)[:, None, :] for j in members]
+        stacked = rotate(np.concatenate([joints[j] for j in members] + [s.reshape(-1, width) for s in shifted]))
+        for place, joint in enumerate(members):
+            exact = rotations[joint] = stacked[place * count:(place + 1) * count]
+            first = (len(members) + place * width) * count
+            moved = stacked[first:first + width * count].reshape(width, count, 3, 3)
+            local = (exact[None, :, :, :, None] * moved[:, :, :, None, :]).sum(axis=2)  # Rᵀ R(c + ε): (k, R, 3, 3)
+            axes = 0.5 * np.stack([local[..., 2, 1] - local[..., 1, 2], local[..., 0, 2] - local[..., 2, 0],
+                                   local[..., 1, 0] - local[..., 0, 1]], axis=-1) / DIFFERENCE  # (k, R, 3)
+            turns[joint] = axes.transpose(1, 0, 2)
+    frames, points = chain_frames_and_points(problem.chain, rotations)
+    jacobian = np.zeros((count, points.shape[1] - 1, 3, values.shape[1]))
+    for joint, (start, stop) in enumerate(problem.slices):
+        world = (frames[joint][:, None, :, :] * turns[joint][:, :, None, :]).sum(axis=3)  # (R, k, 3)
+        arms = points[:, joint + 1:] - points[:, joint:joint + 1]  # (R, n − joint, 3)
+        moved = np.cross(world[:, None, :, :], arms[:, :, None, :])  # (R, n − joint, k, 3)
+        jacobian[:, joint:, :, start:stop] = moved.transpose(0, 1, 3, 2)
+    return points[:, 1:], jacobian
+
+
+def stored_parameters(params: np.ndarray, t0: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Segment parameters ``(k, 4, C)`` (handle times, handle values) kept inside their segments from
+    frames ``t0 (k,)`` over ``spans (k,)`` (handle times at least :data:`TIME_GAP`, :data:`TIME_GAP`
+    apart: no correction applies) and rounded as Blender stores them: the handles' frames and values
+    in float32."""
+    times = np.clip(params[:, :2], TIME_GAP, 1.0 - 2.0 * TIME_GAP)
+    times = times * np.minimum(1.0, (1.0 - TIME_GAP) / times.sum(axis=1))[:, None]
+    frames = handle_frames(times, t0, spans)
+    start, span = t0[:, None], spans[:, None]
+    times = np.stack([(frames[:, 0] - start) / span, (start + span - frames[:, 1]) / span], axis=1)
+    return np.concatenate([times, params[:, 2:].astype(np.float32).astype(float)], axis=1)
+
+
+def handle_frames(times: np.ndarray, t0: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """The frames ``(k, 2, C)`` (float32) of handle times ``(k, 2, C)``: the first key's right handle, the last key's left."""
+    start, span = t0[:, None], spans[:, None]
+    return np.stack([start + times[:, 0] * span, start + span - times[:, 1] * span], axis=1).astype(np.float32).astype(float)
+
+
+class _Candidates:
+    """Merged candidate segments from sample ``starts[i]`` to ``ends[i]`` (``(k,)``) and their rows
+    (the samples between the keys, candidate after candidate)."""
+
+    def __init__(self, problem: _Problem, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.problem, self.starts, self.ends = problem, starts, ends
+        self.lengths = lengths = ends - starts - 1
+        self.segment = np.repeat(np.arange(len(starts)), lengths)
+        self.first = np.cumsum(lengths) - lengths
+        self.rows = np.repeat(starts - self.first + 1, lengths) + np.arange(self.segment.size)
+        frames = problem.frames
+        self.t0, self.spans = frames[starts], frames[ends] - frames[starts]
+        self.s = (frames[self.rows] - self.t0[self.segment]) / self.spans[self.segment]
+        stored = problem.values.astype(np.float32).astype(float)  # the keys as Blender stores them
+        self.y0, self.y1 = stored[starts], stored[ends]
+
+    def subset(self, chosen: np.ndarray) -> _Candidates:
+        return _Candidates(self.problem, self.starts[chosen], self.ends[chosen])
+
+    def offsets(self, params: np.ndarray, u: np.ndarray | None, iterations: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """World offsets ``(R, 3n)`` of every row from the unreduced bake with stored ``params (k, 4, C)``,
+        their derivatives ``(R, 3n, C)`` with respect to the channels, the segments' derivatives
+        ``(R, C, 4)`` and the time parameters ``(R, C)``."""
+        problem, segment = self.problem, self.segment
+        values, derivatives, u = free_values(self.s, self.y0[segment], self.y1[segment], params[segment], u, iterations)
+        points, jacobian = _points_and_jacobian(problem, values)
+        offsets = problem.scale * (points - problem.reference[self.rows, 1:]).reshape(len(values), -1)
+        return offsets, problem.scale * jacobian.reshape(len(values), offsets.shape[1], -1), derivatives, u
+
+    def errors(self, params: np.ndarray) -> np.ndarray:
+        """World error ``(R,)`` of every row with stored ``params``, the time cubic solved to convergence."""
+        values, _, _ = free_values(self.s, self.y0[self.segment], self.y1[self.segment], params[self.segment])
+        return self.problem.errors(self.rows, values)
+
+
+@functools.lru_cache(maxsize=8)
+def _triangle(channels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The upper triangle of a ``4C × 4C`` normal matrix (unknowns channel by channel): each entry's
+    channels and parameters, and where each entry of the full matrix is in the triangle."""
+    rows, columns = np.triu_indices(4 * channels)
+    place = np.zeros((4 * channels, 4 * channels), dtype=int)
+    place[rows, columns] = np.arange(len(rows))
+    return rows // 4, rows % 4, columns // 4, columns % 4, np.maximum(place, place.T)
+
+
+def _normal_equations(first: np.ndarray, weights: np.ndarray, metric: np.ndarray, pull: np.ndarray,
+                      derivatives: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate, ``JᵀWJ (k, 4C, 4C)`` and ``JᵀWe (k, 4C)`` of the weighted world offsets from each
+    row's chain metric ``(R, C, C)``, pull ``(R, C)`` and segment derivatives ``(R, C, 4)`` (each
+    candidate's rows from ``first (k,)`` on), the unknowns channel by channel (``a, b, h0, h1`` of
+    channel 0, then of channel 1, …); only the symmetric matrix's upper triangle is summed."""
+    count, channels = derivatives.shape[:2]
+    c, p, d, q, place = _triangle(channels)
+    weighted = derivatives * weights[:, None, None]
+    products = metric[:, c, d] * weighted[:, c, p] * derivatives[:, d, q]
+    normal = np.add.reduceat(products, first, axis=0)[:, place]
+    return normal, np.add.reduceat((weighted * pull[:, :, None]).reshape(count, -1), first, axis=0)
+
+
+def fit_free_times(problem: _Problem, starts: np.ndarray, ends: np.ndarray, budget: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Free-time segments from sample ``starts`` to ``ends (k,)`` (each more than one sample past its
+    start), all fitted in one batch: their stored parameters ``(k, 4, C)`` (handle times as
+    fractions of the segment, handle values), handle frames ``(k, 2, C)``, largest world error
+    ``(k,)`` and the world error of their rows ``(R,)``, candidate after candidate. A candidate
+    leaves the steps once it holds ``budget`` or is too far off (:data:`HOPELESS`); its result does
+    not depend on the others in the batch."""
+    batch = _Candidates(problem, starts, ends)
+    k, channels = len(starts), problem.values.shape[1]
+    fixed, _, _ = problem.segments(starts, ends, np.inf, np.arange(k))  # one round: the plain fixed-time fit
+    start = np.concatenate([np.full((k, 2, channels), 1.0 / 3.0), fixed[:, 1:3]], axis=1)
+    params = stored_parameters(start, batch.t0, batch.spans)
+    best, best_largest = params.copy(), np.full(k, np.inf)
+    weights = np.ones(len(batch.rows))
+    active, sub, u = np.arange(k), batch, None
+    for step in range(STEPS + 1):
+        rows = np.flatnonzero(np.isin(batch.segment, active))
+        offsets, jacobian, derivatives, u = sub.offsets(params[active], u, 40 if step == 0 else 6)
+        errors = np.sqrt((offsets.reshape(len(offsets), -1, 3) ** 2).sum(axis=2).max(axis=1))
+        largest = np.maximum.reduceat(errors, sub.first)
+        if DEBUG:
+            TRACE.append((step, active.copy(), largest / budget))
+        better = largest < best_largest[active]
+        best[active[better]], best_largest[active[better]] = params[active[better]], largest[better]
+        limit = min([bounds for at_step, bounds in HOPELESS if step >= at_step], default=np.inf)
+        going = (best_largest[active] > budget) & (best_largest[active] <= limit * budget)
+        if step == STEPS or not going.any():
+            break
+        if step % REWEIGHT_EVERY == REWEIGHT_EVERY - 1:  # Lawson: toward the smallest largest error
+            scaled = weights[rows] * (errors / largest[sub.segment]) ** 1.3
+            weights[rows] = scaled / (np.bincount(sub.segment, scaled)[sub.segment] / sub.lengths[sub.segment])
+        if not going.all():
+            at = going[sub.segment]
+            u, offsets, jacobian, derivatives, rows = u[at], offsets[at], jacobian[at], derivatives[at], rows[at]
+            active = active[going]
+            sub = batch.subset(active)
+        metric = (jacobian[:, :, :, None] * jacobian[:, :, None, :]).sum(axis=1)
+        pull = (jacobian * offsets[:, :, None]).sum(axis=1)
+        normal, gradient = _normal_equations(sub.first, weights[rows], metric, pull, derivatives)
+        diagonal = np.diagonal(normal, axis1=1, axis2=2)
+        damped = normal + (DAMPING * diagonal.mean(axis=1))[:, None, None] * np.eye(4 * channels)
+        delta = solve_positive_definite(damped, gradient).reshape(len(active), channels, 4).transpose(0, 2, 1)
+        reach = np.abs(delta[:, :2]).max(axis=(1, 2))  # the handle times' largest change
+        delta *= (STEP * np.minimum(1.0, MAX_TIME_STEP / np.maximum(reach, 1e-300)))[:, None, None]
+        params[active] = stored_parameters(params[active] - delta, batch.t0[active], batch.spans[active])
+    errors = batch.errors(best)
+    return best, handle_frames(best[:, :2], batch.t0, batch.spans), np.maximum.reduceat(errors, batch.first), errors
+
+
+def merge_keys(problem: _Problem, keys: list[int], controls: list[np.ndarray], errors: np.ndarray,
+               forced: np.ndarray, budget: float) -> tuple[list[int], list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """The kept ``keys`` (sample indices) with those removed where one free-time segment holds
+    ``budget`` over the frames between the surviving keys, the fewest keys over the candidates
+    tried (every run of :data:`MERGE_SPANS` kept segments that passes no ``forced`` key, then longer
+    runs from the starts whose longest held, round after round, each round one batch).
+
+    ``controls``: the kept segments' controls ``(4, C)`` (handles at a third of the segment),
+    ``errors (N,)``: the world error of every sample. Returns the keys, every segment's controls
+    ``(4, C)`` (key, right handle, next left handle, next key values), its handles' frames
+    ``(2, C)`` (the key's right handle, the next key's left; a third of the segment where not
+    merged) and the world error of every sample."""
+    count = len(keys)
+    index = np.array(keys)
+    inside = np.cumsum(forced[index])  # forced keys up to each kept key
+    held: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    starts, spans = list(range(count)), MERGE_SPANS
+    while starts:
+        pairs = [(i, i + span) for i in starts for span in spans
+                 if i + span < count and inside[i + span - 1] == inside[i]]  # no forced key between
+        if not pairs:
+            break
+        first, last = np.array(pairs).T
+        params, handles, largest, row_errors = fit_free_times(problem, index[first], index[last], budget)
+        row = 0
+        for c, (i, j) in enumerate(pairs):
+            length = int(index[j] - index[i] - 1)
+            if largest[c] <= budget:
+                y0, y1 = problem.values[index[i]], problem.values[index[j]]
+                segment = np.stack([y0, params[c, 2], params[c, 3], y1]).astype(np.float32).astype(float)
+                held[i, j] = segment, handles[c], row_errors[row:row + length]
+            row += length
+        longest = max(spans)
+        starts = sorted({i for i, j in pairs if j - i == longest and (i, j) in held})
+        spans = (longest + 1,)
+    # The fewest keys: kept segments always hold, merged ones where they did.
+    fewest, previous = [0] + [count] * (count - 1), [0] * count
+    for j in range(1, count):
+        for i in range(j):
+            if (j == i + 1 or (i, j) in held) and fewest[i] + 1 < fewest[j]:
+                fewest[j], previous[j] = fewest[i] + 1, i
+    path = [count - 1]
+    while path[-1] > 0:
+        path.append(previous[path[-1]])
+    path.reverse()
+    fixed = thirds(problem, keys, controls)
+    out_controls, out_handles, out_errors = [], [], errors.copy()
+    for i, j in zip(path[:-1], path[1:]):
+        if j == i + 1:
+            out_controls.append(controls[i])
+            out_handles.append(fixed[i])
+        else:
+            segment, handles, inner = held[i, j]
+            out_controls.append(segment)
+            out_handles.append(handles)
+            out_errors[index[i] + 1:index[j]] = inner
+    return [keys[i] for i in path], out_controls, out_handles, out_errors
+
+
+def thirds(problem: _Problem, keys: list[int], controls: list[np.ndarray]) -> list[np.ndarray]:
+    """The handles' frames ``(2, C)`` of the search's segments between ``keys``: at a third of each."""
+    if len(keys) < 2:
+        return []
+    starts, ends = np.array(keys[:-1]), np.array(keys[1:])
+    t0 = problem.frames[starts]
+    times = np.full((len(starts), 2, controls[0].shape[1]), 1.0 / 3.0)
+    return list(handle_frames(times, t0, problem.frames[ends] - t0))
