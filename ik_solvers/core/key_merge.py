@@ -14,8 +14,8 @@ of ``(y0, h0, h1, y1)`` at it. :func:`free_values` does the same in float64 (``x
 arithmetic there stays within :data:`.key_reduction.FLOAT32_MARGIN` (measured in
 tests/blender/test_key_reduction.py).
 
-The fit of a candidate is Levenberg–Marquardt on the world offsets of its frames, all candidates of
-a round in one batch: the chain's Jacobian at the fitted curves at every step (forward kinematics
+The fit of a candidate is Gauss–Newton on the world offsets of its frames (shortened steps), all
+running candidates in one batch: the chain's Jacobian at the fitted curves at every step (forward kinematics
 once, each joint's rotation derivative by a forward difference of its conversion only, the points'
 derivatives analytic: a joint's turn about a world axis ``w`` moves a point ``p`` below it by
 ``w × (p − joint)``), the segment's derivatives analytic (the time parameter's by the implicit
@@ -40,31 +40,33 @@ if TYPE_CHECKING:
     from .key_reduction import _Problem
 
 MERGE_SPANS = (2,)
-"""Kept segments that one merged candidate replaces, tried in the first round; a start whose longest
-candidate holds tries longer ones in the next round."""
+"""Kept segments that one merged candidate replaces, tried from every kept key; a candidate that
+holds adds the one a kept segment longer."""
 
 STEPS = 15
-"""Levenberg–Marquardt steps per round (a candidate leaves as soon as it holds)."""
+"""Gauss–Newton steps per candidate at most (a candidate leaves as soon as it holds)."""
+
+STEP = 0.7
+"""Fraction of the Gauss–Newton step taken (a full step overshoots on the first steps from the
+fixed-time fit's handles)."""
+
+MAX_TIME_STEP = 0.2
+"""Largest change of a handle time (a fraction of the segment) in one step: the step is shortened to it."""
+
+DAMPING = 1e-6
+"""Damping of the normal equations, relative to their mean diagonal."""
 
 REWEIGHT_EVERY = 5
 """Steps between Lawson's reweightings (each frame's weight times its relative world error to the power 1.3)."""
 
 HOPELESS = ((5, 20.0), (8, 8.0), (11, 3.0))
-"""(step, bounds): a candidate whose largest error is still beyond that many bounds after that step leaves."""
+"""(step, bounds): a candidate whose best largest error is still beyond that many bounds after that
+many steps leaves (the first steps raise the error many times over before it falls)."""
 
 TIME_GAP = 0.02
 """Least handle time (a fraction of the segment) and least gap between the two handles' times."""
 
 DIFFERENCE = 1e-6
-DEBUG = False
-MAX_TIME_STEP = 0.2
-TRACE: list = []
-
-STEP = 0.7
-"""Fraction of the Gauss–Newton step taken."""
-
-DAMPING = 1e-6
-"""Damping of the normal equations, relative to their mean diagonal."""
 """Step of the forward difference of a joint's rotation conversion (channel units)."""
 
 
@@ -184,7 +186,16 @@ class _Candidates:
         self.y0, self.y1 = stored[starts], stored[ends]
 
     def subset(self, chosen: np.ndarray) -> _Candidates:
-        return _Candidates(self.problem, self.starts[chosen], self.ends[chosen])
+        """The candidates ``chosen`` (indices, increasing) and their rows, in order."""
+        sub = _Candidates.__new__(_Candidates)
+        sub.problem, sub.starts, sub.ends = self.problem, self.starts[chosen], self.ends[chosen]
+        sub.lengths = lengths = self.lengths[chosen]
+        sub.segment = np.repeat(np.arange(len(chosen)), lengths)
+        sub.first = np.cumsum(lengths) - lengths
+        at = np.repeat(self.first[chosen] - sub.first, lengths) + np.arange(sub.segment.size)  # their rows in ours
+        sub.rows, sub.s = self.rows[at], self.s[at]
+        sub.t0, sub.spans, sub.y0, sub.y1 = self.t0[chosen], self.spans[chosen], self.y0[chosen], self.y1[chosen]
+        return sub
 
     def offsets(self, params: np.ndarray, u: np.ndarray | None, iterations: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -227,62 +238,98 @@ def _normal_equations(first: np.ndarray, weights: np.ndarray, metric: np.ndarray
     return normal, np.add.reduceat((weighted * pull[:, :, None]).reshape(count, -1), first, axis=0)
 
 
+class _Fits:
+    """Free-time fits of candidate segments, all running candidates stepped together in one batch;
+    candidates join at any step (:meth:`add`) and each follows its own schedule (its steps, Lawson's
+    reweightings, :data:`HOPELESS`), so a candidate's result does not depend on the others."""
+
+    def __init__(self, problem: _Problem, budget: float) -> None:
+        self.problem, self.budget, channels = problem, budget, problem.values.shape[1]
+        self.starts, self.ends = np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+        self.params, self.best = np.zeros((0, 4, channels)), np.zeros((0, 4, channels))
+        self.best_largest, self.age = np.zeros(0), np.zeros(0, dtype=int)
+        self.running = np.zeros(0, dtype=bool)
+        self.u, self.weights = np.zeros((0, channels)), np.zeros(0)
+        self.batch = _Candidates(problem, self.starts, self.ends)
+
+    def add(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Candidates from sample ``starts`` to ``ends (k,)``, starting from the plain fixed-time fit's handles."""
+        k, channels = len(starts), self.problem.values.shape[1]
+        fixed, _, _ = self.problem.segments(starts, ends, np.inf, np.arange(k))  # one round: the plain fit
+        new = _Candidates(self.problem, starts, ends)
+        start = np.concatenate([np.full((k, 2, channels), 1.0 / 3.0), fixed[:, 1:3]], axis=1)
+        params = stored_parameters(start, new.t0, new.spans)
+        self.starts, self.ends = np.concatenate([self.starts, starts]), np.concatenate([self.ends, ends])
+        self.params, self.best = np.concatenate([self.params, params]), np.concatenate([self.best, params])
+        self.best_largest = np.concatenate([self.best_largest, np.full(k, np.inf)])
+        self.age, self.running = np.concatenate([self.age, np.zeros(k, dtype=int)]), np.concatenate([self.running, np.ones(k, dtype=bool)])
+        self.u = np.concatenate([self.u, np.repeat(new.s[:, None], channels, axis=1)])  # the root at times 1/3
+        self.weights = np.concatenate([self.weights, np.ones(len(new.rows))])
+        self.batch = _Candidates(self.problem, self.starts, self.ends)
+
+    def step(self) -> np.ndarray:
+        """One step of every running candidate; the candidates that stopped in it (indices)."""
+        batch, budget, channels = self.batch, self.budget, self.problem.values.shape[1]
+        active = np.flatnonzero(self.running)
+        rows = np.flatnonzero(self.running[batch.segment])
+        sub = batch.subset(active)
+        offsets, jacobian, derivatives, self.u[rows] = sub.offsets(self.params[active], self.u[rows], 6)
+        errors = np.sqrt((offsets.reshape(len(offsets), -1, 3) ** 2).sum(axis=2).max(axis=1))
+        largest = np.maximum.reduceat(errors, sub.first)
+        better = largest < self.best_largest[active]
+        self.best[active[better]], self.best_largest[active[better]] = self.params[active[better]], largest[better]
+        age = self.age[active]
+        limit = np.array([min([bounds for at, bounds in HOPELESS if a >= at], default=np.inf) for a in age])
+        going = (self.best_largest[active] > budget) & (self.best_largest[active] <= limit * budget) & (age < STEPS)
+        self.running[active[~going]] = False
+        if not going.any():
+            return active
+        lawson = (age % REWEIGHT_EVERY == REWEIGHT_EVERY - 1)[sub.segment]  # toward the smallest largest error
+        scaled = self.weights[rows] * np.where(lawson, errors / largest[sub.segment], 1.0) ** 1.3
+        self.weights[rows] = scaled / (np.bincount(sub.segment, scaled)[sub.segment] / sub.lengths[sub.segment])
+        at = going[sub.segment]
+        offsets, jacobian, derivatives, rows = offsets[at], jacobian[at], derivatives[at], rows[at]
+        moving = active[going]
+        sub = batch.subset(moving)
+        metric = (jacobian[:, :, :, None] * jacobian[:, :, None, :]).sum(axis=1)
+        pull = (jacobian * offsets[:, :, None]).sum(axis=1)
+        normal, gradient = _normal_equations(sub.first, self.weights[rows], metric, pull, derivatives)
+        diagonal = np.diagonal(normal, axis1=1, axis2=2)
+        damped = normal + (DAMPING * diagonal.mean(axis=1))[:, None, None] * np.eye(4 * channels)
+        delta = solve_positive_definite(damped, gradient).reshape(len(moving), channels, 4).transpose(0, 2, 1)
+        reach = np.abs(delta[:, :2]).max(axis=(1, 2))  # the handle times' largest change
+        delta *= (STEP * np.minimum(1.0, MAX_TIME_STEP / np.maximum(reach, 1e-300)))[:, None, None]
+        self.params[moving] = stored_parameters(self.params[moving] - delta, sub.t0, sub.spans)
+        self.age[moving] += 1
+        return active[~going]
+
+    def results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every candidate's best stored parameters ``(k, 4, C)`` (handle times as fractions of the
+        segment, handle values), handle frames ``(k, 2, C)``, largest world error ``(k,)`` and the
+        world error of its rows ``(R,)``, candidate after candidate (the time cubic solved to convergence)."""
+        batch = self.batch
+        errors = batch.errors(self.best)
+        return self.best, handle_frames(self.best[:, :2], batch.t0, batch.spans), np.maximum.reduceat(errors, batch.first), errors
+
+
 def fit_free_times(problem: _Problem, starts: np.ndarray, ends: np.ndarray, budget: float
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Free-time segments from sample ``starts`` to ``ends (k,)`` (each more than one sample past its
-    start), all fitted in one batch: their stored parameters ``(k, 4, C)`` (handle times as
-    fractions of the segment, handle values), handle frames ``(k, 2, C)``, largest world error
-    ``(k,)`` and the world error of their rows ``(R,)``, candidate after candidate. A candidate
-    leaves the steps once it holds ``budget`` or is too far off (:data:`HOPELESS`); its result does
-    not depend on the others in the batch."""
-    batch = _Candidates(problem, starts, ends)
-    k, channels = len(starts), problem.values.shape[1]
-    fixed, _, _ = problem.segments(starts, ends, np.inf, np.arange(k))  # one round: the plain fixed-time fit
-    start = np.concatenate([np.full((k, 2, channels), 1.0 / 3.0), fixed[:, 1:3]], axis=1)
-    params = stored_parameters(start, batch.t0, batch.spans)
-    best, best_largest = params.copy(), np.full(k, np.inf)
-    weights = np.ones(len(batch.rows))
-    active, sub, u = np.arange(k), batch, None
-    for step in range(STEPS + 1):
-        rows = np.flatnonzero(np.isin(batch.segment, active))
-        offsets, jacobian, derivatives, u = sub.offsets(params[active], u, 40 if step == 0 else 6)
-        errors = np.sqrt((offsets.reshape(len(offsets), -1, 3) ** 2).sum(axis=2).max(axis=1))
-        largest = np.maximum.reduceat(errors, sub.first)
-        if DEBUG:
-            TRACE.append((step, active.copy(), largest / budget))
-        better = largest < best_largest[active]
-        best[active[better]], best_largest[active[better]] = params[active[better]], largest[better]
-        limit = min([bounds for at_step, bounds in HOPELESS if step >= at_step], default=np.inf)
-        going = (best_largest[active] > budget) & (best_largest[active] <= limit * budget)
-        if step == STEPS or not going.any():
-            break
-        if step % REWEIGHT_EVERY == REWEIGHT_EVERY - 1:  # Lawson: toward the smallest largest error
-            scaled = weights[rows] * (errors / largest[sub.segment]) ** 1.3
-            weights[rows] = scaled / (np.bincount(sub.segment, scaled)[sub.segment] / sub.lengths[sub.segment])
-        if not going.all():
-            at = going[sub.segment]
-            u, offsets, jacobian, derivatives, rows = u[at], offsets[at], jacobian[at], derivatives[at], rows[at]
-            active = active[going]
-            sub = batch.subset(active)
-        metric = (jacobian[:, :, :, None] * jacobian[:, :, None, :]).sum(axis=1)
-        pull = (jacobian * offsets[:, :, None]).sum(axis=1)
-        normal, gradient = _normal_equations(sub.first, weights[rows], metric, pull, derivatives)
-        diagonal = np.diagonal(normal, axis1=1, axis2=2)
-        damped = normal + (DAMPING * diagonal.mean(axis=1))[:, None, None] * np.eye(4 * channels)
-        delta = solve_positive_definite(damped, gradient).reshape(len(active), channels, 4).transpose(0, 2, 1)
-        reach = np.abs(delta[:, :2]).max(axis=(1, 2))  # the handle times' largest change
-        delta *= (STEP * np.minimum(1.0, MAX_TIME_STEP / np.maximum(reach, 1e-300)))[:, None, None]
-        params[active] = stored_parameters(params[active] - delta, batch.t0[active], batch.spans[active])
-    errors = batch.errors(best)
-    return best, handle_frames(best[:, :2], batch.t0, batch.spans), np.maximum.reduceat(errors, batch.first), errors
+    start), all fitted in one batch (:meth:`_Fits.results`). A candidate leaves the steps once it
+    holds ``budget`` or is too far off (:data:`HOPELESS`)."""
+    fits = _Fits(problem, budget)
+    fits.add(starts, ends)
+    while fits.running.any():
+        fits.step()
+    return fits.results()
 
 
 def merge_keys(problem: _Problem, keys: list[int], controls: list[np.ndarray], errors: np.ndarray,
                forced: np.ndarray, budget: float) -> tuple[list[int], list[np.ndarray], list[np.ndarray], np.ndarray]:
     """The kept ``keys`` (sample indices) with those removed where one free-time segment holds
     ``budget`` over the frames between the surviving keys, the fewest keys over the candidates
-    tried (every run of :data:`MERGE_SPANS` kept segments that passes no ``forced`` key, then longer
-    runs from the starts whose longest held, round after round, each round one batch).
+    tried: every run of :data:`MERGE_SPANS` kept segments that passes no ``forced`` key, and one
+    kept segment longer as soon as a run holds, all running candidates stepped in one batch.
 
     ``controls``: the kept segments' controls ``(4, C)`` (handles at a third of the segment),
     ``errors (N,)``: the world error of every sample. Returns the keys, every segment's controls
@@ -292,26 +339,29 @@ def merge_keys(problem: _Problem, keys: list[int], controls: list[np.ndarray], e
     count = len(keys)
     index = np.array(keys)
     inside = np.cumsum(forced[index])  # forced keys up to each kept key
+    fits, pairs = _Fits(problem, budget), []
+
+    def add(new: list[tuple[int, int]]) -> None:
+        new = [(i, j) for i, j in new if j < count and inside[j - 1] == inside[i]]  # no forced key between
+        if new:
+            pairs.extend(new)
+            fits.add(index[[i for i, _ in new]], index[[j for _, j in new]])
+
+    add([(i, i + span) for i in range(count) for span in MERGE_SPANS])
+    while fits.running.any():
+        stopped = fits.step()
+        add([(pairs[c][0], pairs[c][1] + 1) for c in stopped.tolist()
+             if fits.best_largest[c] <= budget and pairs[c][1] - pairs[c][0] >= max(MERGE_SPANS)])
+    params, handles, largest, row_errors = fits.results()
     held: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    starts, spans = list(range(count)), MERGE_SPANS
-    while starts:
-        pairs = [(i, i + span) for i in starts for span in spans
-                 if i + span < count and inside[i + span - 1] == inside[i]]  # no forced key between
-        if not pairs:
-            break
-        first, last = np.array(pairs).T
-        params, handles, largest, row_errors = fit_free_times(problem, index[first], index[last], budget)
-        row = 0
-        for c, (i, j) in enumerate(pairs):
-            length = int(index[j] - index[i] - 1)
-            if largest[c] <= budget:
-                y0, y1 = problem.values[index[i]], problem.values[index[j]]
-                segment = np.stack([y0, params[c, 2], params[c, 3], y1]).astype(np.float32).astype(float)
-                held[i, j] = segment, handles[c], row_errors[row:row + length]
-            row += length
-        longest = max(spans)
-        starts = sorted({i for i, j in pairs if j - i == longest and (i, j) in held})
-        spans = (longest + 1,)
+    row = 0
+    for c, (i, j) in enumerate(pairs):
+        length = int(index[j] - index[i] - 1)
+        if largest[c] <= budget:
+            y0, y1 = problem.values[index[i]], problem.values[index[j]]
+            segment = np.stack([y0, params[c, 2], params[c, 3], y1]).astype(np.float32).astype(float)
+            held[i, j] = segment, handles[c], row_errors[row:row + length]
+        row += length
     # The fewest keys: kept segments always hold, merged ones where they did.
     fewest, previous = [0] + [count] * (count - 1), [0] * count
     for j in range(1, count):
