@@ -2,39 +2,26 @@
 kept keys are removed where ONE Bézier segment whose handle **times** are free too holds the bound
 over the frames between the surviving keys.
 
-A segment from key frame ``t0`` to ``t1`` (``Δ = t1 − t0``) has, per channel, a right handle at
-``(t0 + a Δ, h0)`` on its first key and a left handle at ``(t1 − b Δ, h1)`` on its last: four
-unknowns per channel (the reduction's segments fix ``a = b = 1/3`` and fit ``h0, h1`` only). Blender
-evaluates such a segment as ``fcurve.cc`` does: ``BKE_fcurve_correct_bezpart`` shortens handles
-whose times overlap (``a + b > 1``; the fit keeps ``a + b ≤ 1 −`` :data:`TIME_GAP` on the float32
-handle frames, so it never applies), ``findzero`` solves the time cubic
-``x(u) = 3(1−u)²u·a + 3(1−u)u²·(1−b) + u³ = s`` for ``u`` and ``berekeny`` evaluates the value cubic
-of ``(y0, h0, h1, y1)`` at it. :func:`free_values` does the same in float64 (``x`` is increasing on
-``[0, 1]`` for ``a, b ≥ 0, a + b ≤ 1``: one root, found by safeguarded Newton); Blender's float32
-arithmetic there stays within :data:`.key_reduction.FLOAT32_MARGIN` (measured in
-tests/blender/test_key_reduction.py).
-
-The fit of a candidate is Gauss–Newton on the world offsets of its frames (shortened steps), all
-running candidates in one batch: the chain's Jacobian at the fitted curves at every step (forward kinematics
-once, each joint's rotation derivative by a forward difference of its conversion only, the points'
-derivatives analytic: a joint's turn about a world axis ``w`` moves a point ``p`` below it by
-``w × (p − joint)``), the segment's derivatives analytic (the time parameter's by the implicit
-function theorem), Lawson's reweighting toward the smallest largest error, starting from the
-fixed-time fit's handles. Sums run over contiguous rows with ``reduceat`` and the systems are
-solved by :func:`.bezier_segments.solve_positive_definite` (no BLAS, no LAPACK): the same keys bit
-for bit in every process.
+The segments are those of :mod:`.free_segments` (four unknowns per channel: the two handles' times
+and values), evaluated as Blender evaluates them. The fit of a candidate is Gauss–Newton on the
+world offsets of its frames (shortened steps), all running candidates in one batch: the chain's
+Jacobian at the fitted curves at every step (:func:`.free_segments.points_and_jacobian`: forward
+kinematics once, the points' derivatives analytic), the segment's derivatives analytic (the time
+parameter's by the implicit function theorem), Lawson's reweighting toward the smallest largest
+error, starting from the fixed-time fit's handles. Sums run over contiguous rows with ``reduceat``
+and the systems are solved by :func:`.bezier_segments.solve_positive_definite` (no BLAS, no
+LAPACK): the same keys bit for bit in every process.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .bezier_segments import solve_positive_definite
-from .chain import Chain
+from .free_segments import free_values, handle_frames, points_and_jacobian, stored_parameters
 
 if TYPE_CHECKING:
     from .key_reduction import _Problem
@@ -63,110 +50,9 @@ HOPELESS = ((5, 20.0), (8, 8.0), (11, 3.0))
 """(step, bounds): a candidate whose best largest error is still beyond that many bounds after that
 many steps leaves (the first steps raise the error many times over before it falls)."""
 
-TIME_GAP = 0.02
-"""Least handle time (a fraction of the segment) and least gap between the two handles' times."""
-
-DIFFERENCE = 1e-6
-"""Step of the forward difference of a joint's rotation conversion (channel units)."""
-
-
-def time_parameters(s: np.ndarray, a: np.ndarray, b: np.ndarray, u: np.ndarray | None = None,
-                    iterations: int = 40) -> np.ndarray:
-    """The roots ``u (R, C)`` in [0, 1] of ``x(u) = s`` (``s (R, 1)`` or ``(R, C)``; handle times
-    ``a, b (R, C)``), by Newton's method kept inside a bisection bracket, from ``u`` (default ``s``);
-    each root stops moving once ``|x(u) − s| ≤ 1e-15`` (so a row's root does not depend on the others)."""
-    late = 1.0 - b
-    u = np.broadcast_to(s, a.shape).copy() if u is None else u.copy()
-    low, high = np.zeros_like(a), np.ones_like(a)
-    for _ in range(iterations):
-        r = 1.0 - u
-        f = 3.0 * r * r * u * a + 3.0 * r * u * u * late + u * u * u - s
-        going = np.abs(f) > 1e-15
-        if not going.any():
-            break
-        slope = 3.0 * r * r * a + 6.0 * r * u * (late - a) + 3.0 * u * u * b  # d x / d u
-        high, low = np.where(f > 0.0, u, high), np.where(f > 0.0, low, u)
-        step = u - f / np.maximum(slope, 1e-300)
-        inside = (step >= low) & (step <= high)
-        u = np.where(going, np.where(inside, step, 0.5 * (low + high)), u)
-    return u
-
-
-def free_values(s: np.ndarray, y0: np.ndarray, y1: np.ndarray, params: np.ndarray, u: np.ndarray | None = None,
-                iterations: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Values ``(R, C)`` at segment times ``s (R,)`` (0..1) of rows whose segments have ends ``y0, y1
-    (R, C)`` and ``params (R, 4, C)`` (handle times ``a, b``, handle values ``h0, h1``), their
-    derivatives ``(R, C, 4)`` with respect to the four, and the time parameters ``u (R, C)``."""
-    a, b, h0, h1 = params[:, 0], params[:, 1], params[:, 2], params[:, 3]
-    u = time_parameters(s[:, None], a, b, u, iterations)
-    r = 1.0 - u
-    slope = np.maximum(3.0 * r * r * a + 6.0 * r * u * (1.0 - a - b) + 3.0 * u * u * b, 1e-300)  # d x / d u
-    first, second = 3.0 * r * r * u, 3.0 * r * u * u
-    values = r * r * r * y0 + first * h0 + second * h1 + u * u * u * y1
-    along = 3.0 * r * r * (h0 - y0) + 6.0 * r * u * (h1 - h0) + 3.0 * u * u * (y1 - h1)  # d value / d u
-    return values, np.stack([-along * first / slope, along * second / slope, first, second], axis=2), u
-
-
-def chain_frames_and_points(chain: Chain, rotations: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
-    """:func:`.key_reduction.chain_points` and each joint bone's root-space frame ``(M, 3, 3)`` after its rotation
-    (joint ``i``'s frame places the points below it: ``points[i + 1] = points[i] + frame_i @ offset``)."""
-    points = np.empty((rotations[0].shape[0], chain.n_joints + 1, 3))
-    position = chain.root_position + chain.root_rotation @ chain.offsets[0]  # the first joint does not move
-    points[:, 0] = position
-    frames = [chain.root_rotation @ chain.rest_rotations[0] @ rotations[0]]
-    for joint in range(1, chain.n_joints):
-        position = position + frames[-1] @ chain.offsets[joint]
-        points[:, joint] = position
-        frames.append(frames[-1] @ chain.rest_rotations[joint] @ rotations[joint])
-    points[:, -1] = position + frames[-1] @ chain.tip_offset
-    return frames, points
-
-
-def _points_and_jacobian(problem: _Problem, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The moving points (every joint after the first, and the tip) ``(R, n, 3)`` of channel values
-    ``(R, C)`` and their derivatives ``(R, n, 3, C)`` with respect to the channels (chain units)."""
-    count, joints = len(values), problem.joints(values)
-    rotations: list[np.ndarray] = [np.empty(0)] * len(joints)
-    turns: list[np.ndarray] = [np.empty(0)] * len(joints)
-    for rotate, members in problem.groups:  # each mode's joints, exact and shifted, in one conversion
-        width = joints[members[0]].shape[1]
-        shifted = [joints[j][None] + DIFFERENCE * np.eye(width)[:, None, :] for j in members]
-        stacked = rotate(np.concatenate([joints[j] for j in members] + [s.reshape(-1, width) for s in shifted]))
-        for place, joint in enumerate(members):
-            exact = rotations[joint] = stacked[place * count:(place + 1) * count]
-            first = (len(members) + place * width) * count
-            moved = stacked[first:first + width * count].reshape(width, count, 3, 3)
-            local = (exact[None, :, :, :, None] * moved[:, :, :, None, :]).sum(axis=2)  # Rᵀ R(c + ε): (k, R, 3, 3)
-            axes = 0.5 * np.stack([local[..., 2, 1] - local[..., 1, 2], local[..., 0, 2] - local[..., 2, 0],
-                                   local[..., 1, 0] - local[..., 0, 1]], axis=-1) / DIFFERENCE  # (k, R, 3)
-            turns[joint] = axes.transpose(1, 0, 2)
-    frames, points = chain_frames_and_points(problem.chain, rotations)
-    jacobian = np.zeros((count, points.shape[1] - 1, 3, values.shape[1]))
-    for joint, (start, stop) in enumerate(problem.slices):
-        world = (frames[joint][:, None, :, :] * turns[joint][:, :, None, :]).sum(axis=3)  # (R, k, 3)
-        arms = points[:, joint + 1:] - points[:, joint:joint + 1]  # (R, n − joint, 3)
-        moved = np.cross(world[:, None, :, :], arms[:, :, None, :])  # (R, n − joint, k, 3)
-        jacobian[:, joint:, :, start:stop] = moved.transpose(0, 1, 3, 2)
-    return points[:, 1:], jacobian
-
-
-def stored_parameters(params: np.ndarray, t0: np.ndarray, spans: np.ndarray) -> np.ndarray:
-    """Segment parameters ``(k, 4, C)`` (handle times, handle values) kept inside their segments from
-    frames ``t0 (k,)`` over ``spans (k,)`` (handle times at least :data:`TIME_GAP`, :data:`TIME_GAP`
-    apart: no correction applies) and rounded as Blender stores them: the handles' frames and values
-    in float32."""
-    times = np.clip(params[:, :2], TIME_GAP, 1.0 - 2.0 * TIME_GAP)
-    times = times * np.minimum(1.0, (1.0 - TIME_GAP) / times.sum(axis=1))[:, None]
-    frames = handle_frames(times, t0, spans)
-    start, span = t0[:, None], spans[:, None]
-    times = np.stack([(frames[:, 0] - start) / span, (start + span - frames[:, 1]) / span], axis=1)
-    return np.concatenate([times, params[:, 2:].astype(np.float32).astype(float)], axis=1)
-
-
-def handle_frames(times: np.ndarray, t0: np.ndarray, spans: np.ndarray) -> np.ndarray:
-    """The frames ``(k, 2, C)`` (float32) of handle times ``(k, 2, C)``: the first key's right handle, the last key's left."""
-    start, span = t0[:, None], spans[:, None]
-    return np.stack([start + times[:, 0] * span, start + span - times[:, 1] * span], axis=1).astype(np.float32).astype(float)
+WARM_NEWTON = 3
+"""Newton steps of the time cubic per Gauss–Newton step, from the last step's roots (the final
+errors solve it to convergence)."""
 
 
 class _Candidates:
@@ -204,7 +90,7 @@ class _Candidates:
         ``(R, C, 4)`` and the time parameters ``(R, C)``."""
         problem, segment = self.problem, self.segment
         values, derivatives, u = free_values(self.s, self.y0[segment], self.y1[segment], params[segment], u, iterations)
-        points, jacobian = _points_and_jacobian(problem, values)
+        points, jacobian = points_and_jacobian(problem, values)
         offsets = problem.scale * (points - problem.reference[self.rows, 1:]).reshape(len(values), -1)
         return offsets, problem.scale * jacobian.reshape(len(values), offsets.shape[1], -1), derivatives, u
 
@@ -273,7 +159,7 @@ class _Fits:
         active = np.flatnonzero(self.running)
         rows = np.flatnonzero(self.running[batch.segment])
         sub = batch.subset(active)
-        offsets, jacobian, derivatives, self.u[rows] = sub.offsets(self.params[active], self.u[rows], 6)
+        offsets, jacobian, derivatives, self.u[rows] = sub.offsets(self.params[active], self.u[rows], WARM_NEWTON)
         errors = np.sqrt((offsets.reshape(len(offsets), -1, 3) ** 2).sum(axis=2).max(axis=1))
         largest = np.maximum.reduceat(errors, sub.first)
         better = largest < self.best_largest[active]

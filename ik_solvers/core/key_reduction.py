@@ -30,7 +30,8 @@ import numpy as np
 from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
-from .key_merge import chain_frames_and_points, merge_keys, thirds
+from .free_segments import ANALYTIC_TURNS, chain_frames_and_points
+from .key_merge import merge_keys, thirds
 from .key_search import search_keys
 from .rotations import matrices_from_axis_angles
 
@@ -59,6 +60,18 @@ def quaternion_rotations(values: np.ndarray) -> np.ndarray:
     wx, wy, wz, xx, xy, xz, yy, yz, zz = w * xs, w * ys, w * zs, x * xs, x * ys, x * zs, y * ys, y * zs, z * zs
     return np.stack([1.0 - (yy + zz), xy - wz, xz + wy, xy + wz, 1.0 - (xx + zz), yz - wx,
                      xz - wy, yz + wx, 1.0 - (xx + yy)], axis=-1).reshape(w.shape + (3, 3))
+
+
+def quaternion_turns(values: np.ndarray) -> np.ndarray:
+    """Local turns ``(M, 4, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z; normalised as
+    Blender does) per unit of each channel: ``2 vec(q* ⊗ e_c) / |q|²``."""
+    w, x, y, z = np.moveaxis(values, -1, 0)
+    scale = 2.0 / np.maximum(w * w + x * x + y * y + z * z, 1e-300)
+    rows = [(-x, -y, -z), (w, -z, y), (z, w, -x), (-y, x, w)]
+    return np.stack([np.stack(row, axis=-1) for row in rows], axis=1) * scale[:, None, None]
+
+
+ANALYTIC_TURNS[quaternion_rotations] = quaternion_turns  # the merge's chain Jacobian in closed form
 
 
 def axis_angle_rotations(values: np.ndarray) -> np.ndarray:

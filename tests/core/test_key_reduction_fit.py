@@ -429,7 +429,7 @@ def test_a_free_time_candidates_fit_does_not_depend_on_the_rest_of_its_batch():
 def test_the_time_cubic_is_solved_as_blender_solves_it():
     """The core's time parameters against Cardano's formula (Blender's ``solve_cubic``) on random
     handle times inside the segment: the same root, and the value cubic at it."""
-    from ik_solvers.core.key_merge import time_parameters
+    from ik_solvers.core.free_segments import time_parameters
 
     rng = np.random.default_rng(3)
     a, b = rng.uniform(0.02, 0.6, size=(2, 200, 1))
