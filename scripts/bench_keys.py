@@ -120,27 +120,31 @@ def rotation_curves(rig: Any, bones: tuple[str, ...]) -> list[Any]:
 
 
 def bake(rig: Any, chain: str, frames: int, key_error: float = 0.0, repeats: int = TIMING_REPEATS
-         ) -> tuple[float, float]:
+         ) -> tuple[float, float, float]:
     """Bake ``chain`` over 1..``frames`` with the add-on's operator (keys reduced within
     ``key_error`` unless 0), ``repeats`` times: the fastest bake's seconds, and of
-    those the seconds the reduction itself took (the core's ``reduce_keys``; 0 without it)."""
+    those the seconds the reduction itself took (the core's ``reduce_keys``; 0 without it) and of
+    those the merge with free handle times (the core's ``merge_keys``)."""
     from ik_solvers.blender import key_reduction
+    from ik_solvers.core import key_reduction as core
 
     bpy = import_bpy()
-    fit = key_reduction.reduce_keys
+    fit, merge = key_reduction.reduce_keys, core.merge_keys
     timings: list[list[float]] = []
 
-    def timed_fit(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return fit(*args, **kwargs)
-        finally:
-            timings[-1][1] += time.perf_counter() - started
+    def timed(function: Any, column: int) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                timings[-1][column] += time.perf_counter() - started
+        return run
 
-    key_reduction.reduce_keys = timed_fit
+    key_reduction.reduce_keys, core.merge_keys = timed(fit, 1), timed(merge, 2)
     try:
         for _ in range(repeats):
-            timings.append([0.0, 0.0])
+            timings.append([0.0, 0.0, 0.0])
             started = time.perf_counter()
             with operator_context(rig):
                 result = bpy.ops.ik_solvers.bake("EXEC_DEFAULT", frame_start=1, frame_end=frames, chain=chain,
@@ -148,9 +152,9 @@ def bake(rig: Any, chain: str, frames: int, key_error: float = 0.0, repeats: int
             timings[-1][0] = time.perf_counter() - started
             assert result == {"FINISHED"}, result
     finally:
-        key_reduction.reduce_keys = fit
-    seconds, reducing = min(timings)
-    return seconds, reducing
+        key_reduction.reduce_keys, core.merge_keys = fit, merge
+    seconds, reducing, merging = min(timings)
+    return seconds, reducing, merging
 
 
 def decimate(curves: list[Any], margin: float) -> None:
@@ -223,7 +227,7 @@ def run_case(rig_name: str, path_name: str, spans: int, bounds: tuple[float, ...
         pairs = [(bake(rig, chain, frames, repeats=1)[0], bake(rig, chain, frames, bound, repeats=1))
                  for _ in range(TIMING_REPEATS)]
         full_seconds = min(pair[0] for pair in pairs)
-        ours_seconds, reduce_seconds = min(pair[1] for pair in pairs)
+        ours_seconds, reduce_seconds, merge_seconds = min(pair[1] for pair in pairs)
         ours = world_errors(rig, bones, target, frames, reference)
         curves = rotation_curves(rig, bones)
         ours_keys = sum(len(fcurve.keyframe_points) for fcurve in curves)
@@ -253,12 +257,13 @@ def run_case(rig_name: str, path_name: str, spans: int, bounds: tuple[float, ...
             "decimate_max_mm": float(best[2].max() * 1e3), "ratio": ours_keys / best[1],
             "full_bake_seconds": full_seconds, "reduced_bake_seconds": ours_seconds, "reduce_seconds": reduce_seconds,
             "reduced_bake_ratio": ours_seconds / full_seconds, "reduce_ratio": reduce_seconds / full_seconds,
+            "merge_seconds": merge_seconds, "merge_share": merge_seconds / reduce_seconds,
         })
         print(f"{rig_name:10s} {path_name:8s} E {bound_mm:4.1f} mm: ours {ours_keys:5d}/{keys_before} "
               f"({ours_keys / keys_before:6.1%}, max {ours.max() * 1e3:.3f} mm), decimate {best[1]:5d} "
               f"({best[1] / keys_before:6.1%}), ratio {ours_keys / best[1]:.2f}; bake {full_seconds * 1e3:.0f} ms, "
               f"reduced {ours_seconds * 1e3:.0f} ms ({ours_seconds / full_seconds:.1f}x; reducing "
-              f"{reduce_seconds * 1e3:.0f} ms)", flush=True)
+              f"{reduce_seconds * 1e3:.0f} ms, of it merging {merge_seconds * 1e3:.0f} ms)", flush=True)
     bpy.ops.wm.read_homefile(use_empty=True)
     return rows, figure
 
@@ -313,13 +318,14 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 def timing_table(rows: list[dict[str, Any]]) -> str:
     """Per rig and path (rows): the full bake's time (timed next to the first bound's), and per bound
     the reduced bake's time as a ratio of the full bake timed next to it, with the reduction's own
-    share (both ratios of that full bake)."""
+    share (both ratios of that full bake) and the merge's share of the reduction."""
     bounds = sorted({r["E_mm"] for r in rows})
     lines = ["| rig | path | full bake | " + " | ".join(f"E = {b:g} mm" for b in bounds) + " |",
              "|---|---|---|" + "---|" * len(bounds)]
     for case in dict.fromkeys((r["rig"], r["path"]) for r in rows):
         mine = [r for r in rows if (r["rig"], r["path"]) == case]
-        cells = {r["E_mm"]: f"{r['reduced_bake_ratio']:.1f}× ({r['reduce_ratio']:.1f}×)" for r in mine}
+        cells = {r["E_mm"]: f"{r['reduced_bake_ratio']:.1f}× ({r['reduce_ratio']:.1f}×, {r['merge_share']:.0%})"
+                 for r in mine}
         lines.append(f"| {case[0]} | {case[1]} | {mine[0]['full_bake_seconds'] * 1e3:.0f} ms | "
                      + " | ".join(cells.get(b, "") for b in bounds) + " |")
     return "\n".join(lines) + "\n"

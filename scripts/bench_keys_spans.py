@@ -43,13 +43,15 @@ BOUND = 1e-4
 
 
 def captured_problem(rig_name: str) -> tuple[Any, np.ndarray]:
-    """The core's key reduction problem of ``rig_name``'s smooth path and the keys it keeps at :data:`BOUND`."""
+    """The core's key reduction problem of ``rig_name``'s smooth path and the keys its search keeps at
+    :data:`BOUND` (before the merge with free handle times)."""
     import bench_keys
     from _measure import evaluate_chain
     from _rigs import key_path
 
     from ik_solvers.blender import key_reduction
     from ik_solvers.core.key_reduction import _Problem
+    from ik_solvers.core.key_reduction import reduce_keys as core_reduce
 
     bpy = import_bpy()
     rig, chain, bones, target = bench_keys.RIGS[rig_name]()
@@ -63,12 +65,12 @@ def captured_problem(rig_name: str) -> tuple[Any, np.ndarray]:
     fit = key_reduction.reduce_keys
 
     def capture(*args: Any, **kwargs: Any) -> Any:
-        reduced = fit(*args, **kwargs)
-        frames_, values, rotations, chain_ = args[:4]
+        frames_, values, rotations, chain_, key_error = args[:5]
         scale = kwargs.get("scale", args[5] if len(args) > 5 else 1.0)
         captured["problem"] = _Problem(frames_, values, rotations, chain_, scale)
-        captured["keys"] = reduced.indices
-        return reduced
+        # the search's keys (handles at thirds), before the product's merge with free handle times
+        captured["keys"] = core_reduce(frames_, values, rotations, chain_, key_error, scale=scale, merge=False).indices
+        return fit(*args, **kwargs)
 
     key_reduction.reduce_keys = capture
     try:

@@ -1,8 +1,9 @@
 """Reduced keys (SPEC §9): a bake's per-frame rotation keys of a chain replaced by the fewest Bézier keys
 that keep every joint and the tip within a world-space bound (:mod:`..core.key_reduction`).
 
-The keys' handles sit at 1/3 and 2/3 of their segments in time with handle type ``FREE``, so
-Blender's Bézier evaluation is the cubic the core checked, and nothing recomputes them: no
+The keys' handles (type ``FREE``) sit at 1/3 and 2/3 of their segments in time, or, on segments
+merged with free handle times, at each channel's own times inside the segment; either way Blender's
+Bézier evaluation is the curve the core checked, and nothing recomputes them: no
 ``fcurve.update()`` (it would keep FREE handles anyway, but would move the AUTO handles of keys
 kept outside the baked range).
 """
@@ -138,24 +139,23 @@ def reduced_curve_writer(reduced: ReducedKeys, rig: RigChain, start: float, end:
 def write_reduced_curve(fcurve: bpy.types.FCurve, reduced: ReducedKeys, joint: int, index: int, start: float,
                         end: float) -> None:
     """Write channel ``index`` of joint ``joint``'s reduced keys into ``fcurve``, replacing its keys in
-    ``[start, end]`` (:func:`write_bezier_keys`)."""
+    ``[start, end]`` (:func:`write_bezier_keys`): values, handle values and handle frames."""
     left, right = reduced.handles(joint)
-    write_bezier_keys(fcurve, reduced.frames, reduced.key_values(joint)[:, index], left[:, index], right[:, index],
-                      start, end)
+    left_frames, right_frames = reduced.handle_times(joint)
+    write_bezier_keys(fcurve, reduced.frames, reduced.key_values(joint)[:, index],
+                      np.column_stack([left_frames[:, index], left[:, index]]),
+                      np.column_stack([right_frames[:, index], right[:, index]]), start, end)
 
 
 def write_bezier_keys(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, left: np.ndarray,
                       right: np.ndarray, start: float, end: float) -> None:
-    """Key ``values (K,)`` at ``frames (K,)`` as Bézier keys with FREE handles of values ``left`` /
-    ``right (K,)`` at a third of the neighbouring segments in time (the end keys mirror theirs),
-    replacing the curve's keys in ``[start, end]`` and keeping every other key with all its data."""
+    """Key ``values (K,)`` at ``frames (K,)`` as Bézier keys with FREE handles at ``left`` / ``right
+    (K, 2)`` (frame, value), replacing the curve's keys in ``[start, end]`` and keeping every other
+    key with all its data."""
     x = key_coordinates(fcurve)[:, 0]
     before, after = x < start, x > end
     n_before, n_after, count = int(before.sum()), int(after.sum()), len(frames)
-    gaps = np.diff(frames) / 3.0
-    ours = {"co": np.column_stack([frames, values]),
-            "handle_left": np.column_stack([frames - np.concatenate([gaps[:1], gaps]), left]),
-            "handle_right": np.column_stack([frames + np.concatenate([gaps, gaps[-1:]]), right]),
+    ours = {"co": np.column_stack([frames, values]), "handle_left": left, "handle_right": right,
             "handle_left_type": np.full(count, FREE), "handle_right_type": np.full(count, FREE),
             "interpolation": np.full(count, BEZIER)}
     points = fcurve.keyframe_points

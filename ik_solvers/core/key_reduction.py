@@ -30,6 +30,8 @@ import numpy as np
 from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
+from .free_segments import ANALYTIC_TURNS, chain_frames_and_points
+from .key_merge import merge_keys, thirds
 from .key_search import search_keys
 from .rotations import matrices_from_axis_angles
 
@@ -60,6 +62,18 @@ def quaternion_rotations(values: np.ndarray) -> np.ndarray:
                      xz - wy, yz + wx, 1.0 - (xx + yy)], axis=-1).reshape(w.shape + (3, 3))
 
 
+def quaternion_turns(values: np.ndarray) -> np.ndarray:
+    """Local turns ``(M, 4, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z; normalised as
+    Blender does) per unit of each channel: ``2 vec(q* ⊗ e_c) / |q|²``."""
+    w, x, y, z = np.moveaxis(values, -1, 0)
+    scale = 2.0 / np.maximum(w * w + x * x + y * y + z * z, 1e-300)
+    rows = [(-x, -y, -z), (w, -z, y), (z, w, -x), (-y, x, w)]
+    return np.stack([np.stack(row, axis=-1) for row in rows], axis=1) * scale[:, None, None]
+
+
+ANALYTIC_TURNS[quaternion_rotations] = quaternion_turns  # the merge's chain Jacobian in closed form
+
+
 def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(M, 3, 3)`` of axis-angle channels ``(M, 4)`` (angle, x, y, z); the axis
     is normalised, a zero axis is the identity (as Blender)."""
@@ -72,16 +86,7 @@ def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
 def chain_points(chain: Chain, rotations: Sequence[np.ndarray]) -> np.ndarray:
     """Root-space joint origins and tip ``(M, n + 1, 3)`` for the joints' variable rotations,
     ``rotations[i]`` of shape ``(M, 3, 3)`` (the rotation part of each joint bone's basis matrix)."""
-    points = np.empty((rotations[0].shape[0], chain.n_joints + 1, 3))
-    position = chain.root_position + chain.root_rotation @ chain.offsets[0]  # the first joint does not move
-    points[:, 0] = position
-    frame = chain.root_rotation @ chain.rest_rotations[0] @ rotations[0]
-    for joint in range(1, chain.n_joints):
-        position = position + frame @ chain.offsets[joint]
-        points[:, joint] = position
-        frame = frame @ chain.rest_rotations[joint] @ rotations[joint]
-    points[:, -1] = position + frame @ chain.tip_offset
-    return points
+    return chain_frames_and_points(chain, rotations)[1]
 
 
 def chain_reach(chain: Chain) -> float:
@@ -107,7 +112,13 @@ class ReducedKeys:
         The kept keys' frames.
     controls : list of ndarray, shape (K - 1, 4, k_j)
         Per joint bone, per segment: key value, right handle value, next key's left handle value,
-        next key's value (float32-representable), handles at 1/3 and 2/3 of the segment in time.
+        next key's value (float32-representable).
+    handle_frames : list of ndarray, shape (K - 1, 2, k_j)
+        Per joint bone, per segment, per channel: the frames (the units of ``frames``,
+        float32-representable) of the key's right handle and of the next key's left handle; at 1/3
+        and 2/3 of the segment, except on segments merged with free handle times
+        (:mod:`.key_merge`), where each channel's handles have their own times, strictly inside
+        the segment and not overlapping (so Blender corrects nothing).
     errors : ndarray, shape (N,)
         World distance (scene units) of the farthest joint or tip from the unreduced bake, per frame.
     key_error : float
@@ -117,6 +128,7 @@ class ReducedKeys:
     indices: np.ndarray
     frames: np.ndarray
     controls: list[np.ndarray]
+    handle_frames: list[np.ndarray]
     errors: np.ndarray
     key_error: float
 
@@ -155,6 +167,14 @@ class ReducedKeys:
         values = self.key_values(joint)
         right = np.concatenate([controls[:, 1], 2.0 * values[-1:] - controls[-1:, 2]])
         left = np.concatenate([2.0 * values[:1] - controls[:1, 1], controls[:, 2]])
+        return left.astype(np.float32).astype(float), right.astype(np.float32).astype(float)
+
+    def handle_times(self, joint: int) -> tuple[np.ndarray, np.ndarray]:
+        """Frames ``(K, k_j)`` of the left and right handles of joint ``joint``'s keys, float32 (the
+        first key's left and the last key's right handle mirror their other handle in time too)."""
+        times = self.handle_frames[joint]
+        right = np.concatenate([times[:, 0], 2.0 * self.frames[-1:, None] - times[-1:, 1]])
+        left = np.concatenate([2.0 * self.frames[:1, None] - times[:1, 0], times[:, 1]])
         return left.astype(np.float32).astype(float), right.astype(np.float32).astype(float)
 
 
@@ -305,7 +325,7 @@ def hold_runs(held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
-                key_error: float, scale: float = 1.0, keep: np.ndarray | None = None) -> ReducedKeys:
+                key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True) -> ReducedKeys:
     """The fewest shared keys found for a chain's baked rotation channels within ``key_error``.
 
     Parameters
@@ -326,6 +346,10 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
         World units per chain unit (the root space's uniform scale).
     keep : ndarray of int, optional
         Indices of frames that must stay keys.
+    merge : bool
+        Merge the search's keys with free handle times (:func:`.key_merge.merge_keys`; False: the
+        search's keys, every handle at a third of its segment). A merge never passes a forced key
+        (``keep``, the first and last frame, a hold's ends), so holds stay flat.
 
     Holds — runs of at least :data:`HOLD_FRAMES` frames whose channel values are all equal (a foot
     planted, a hand on a still prop: a reached goal that holds still gives the same pose on every
@@ -350,9 +374,14 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
             controls[index] = np.broadcast_to(problem.values[a], controls[index].shape).astype(np.float32).astype(float)
             if b - a > 1:
                 errors[a + 1:b] = problem.errors(np.arange(a + 1, b), controls[index][np.zeros(b - a - 1, dtype=int)])
-    segments = [problem.joints(segment) for segment in controls]
+    if merge:
+        keys, controls, handles, errors = merge_keys(problem, keys, controls, errors, forced, budget)
+    else:
+        handles = thirds(problem, keys, controls)
     indices = np.array(keys)
     errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))
-    stacked = [np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)]
-    return ReducedKeys(indices=indices, frames=problem.frames[indices], controls=stacked, errors=errors,
-                       key_error=key_error)
+    segments, times = [problem.joints(segment) for segment in controls], [problem.joints(h) for h in handles]
+    return ReducedKeys(indices=indices, frames=problem.frames[indices],
+                       controls=[np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)],
+                       handle_frames=[np.stack([time[joint] for time in times]) for joint in range(chain.n_joints)],
+                       errors=errors, key_error=key_error)

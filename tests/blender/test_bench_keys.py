@@ -24,6 +24,7 @@ def test_bench_keys_quick_compares_with_decimate_at_the_same_world_error(addon, 
         assert 0.0 < float(row["ours_max_mm"]) <= bound and float(row["decimate_max_mm"]) <= bound, row
         assert int(row["ours_keys"]) < int(row["keys_full"]) and int(row["decimate_keys"]) <= int(row["keys_full"])
         assert float(row["ratio"]) == int(row["ours_keys"]) / int(row["decimate_keys"])
+        assert 0.0 < float(row["merge_seconds"]) < float(row["reduce_seconds"])  # the merge is part of the reduction
     for path in ("smooth", "recorded"):
         fractions = [float(r["ours_fraction"]) for r in rows if r["path"] == path]
         assert fractions[1] <= fractions[0]  # a looser bound keeps no more keys

@@ -14,6 +14,7 @@ from test_bake import action_state, add_chain, arm_with_extra_bone, key_path
 from ik_solvers.blender import bake, verify
 from ik_solvers.blender.key_reduction import reduce_rotation_keys, reduction_sentence
 from ik_solvers.blender.rig import read_chain
+from ik_solvers.core.key_reduction import FLOAT32_MARGIN
 
 FRAMES = np.arange(1, 122)
 JOINTS = ("upper_arm", "forearm")
@@ -47,6 +48,37 @@ def evaluated_points(scene, obj) -> np.ndarray:
     return np.array(out)
 
 
+def merged_segments(reduced) -> int:
+    """Segments merged with free handle times: some channel's handles not at a third of the segment."""
+    starts, ends = reduced.frames[:-1, None], reduced.frames[1:, None]
+    free = [~np.isclose(times[:, 0] - starts, (ends - starts) / 3.0, atol=1e-4).all(axis=1)
+            for times in reduced.handle_frames]
+    return int(np.logical_or.reduce(free).sum())
+
+
+def written_handles(fcurve_keys) -> tuple[np.ndarray, np.ndarray]:
+    """The stored left and right handles ``(K, 2)`` (frame, value) of keys read by ``fcurve_state``."""
+    return np.array([k[1] for k in fcurve_keys]), np.array([k[2] for k in fcurve_keys])
+
+
+def curve_points(obj, rig) -> np.ndarray:
+    """Root-space joints and tip ``(N, 3, 3)`` at every frame through the core's forward kinematics
+    of Blender's own evaluation of the chain's rotation F-curves (``FCurve.evaluate``)."""
+    from ik_solvers.blender import compat
+    from ik_solvers.blender.key_reduction import rotations_of_mode
+    from ik_solvers.blender.keyframes import rotation_data_path
+    from ik_solvers.core.key_reduction import chain_points
+
+    bag = compat.channelbag_for_assigned_slot(obj.animation_data)
+    rotations = []
+    for name in JOINTS:
+        bone = obj.pose.bones[name]
+        curves = sorted((f for f in bag.fcurves if f.data_path == rotation_data_path(bone)), key=lambda f: f.array_index)
+        values = np.array([[f.evaluate(float(frame)) for f in curves] for frame in FRAMES])
+        rotations.append(rotations_of_mode(bone.rotation_mode)(values))
+    return chain_points(rig.chain, rotations)
+
+
 def baked_arm(scene, mode: str, jitter: float, seed: int = 0):
     obj = arm_with_extra_bone()
     spine = obj.pose.bones["spine"]
@@ -70,27 +102,43 @@ def test_reduced_keys_stay_within_the_bound_at_every_frame_as_blender_evaluates_
     obj = baked_arm(scene, mode, jitter)
     reference = evaluated_points(scene, obj)
     rig = read_chain(obj, "forearm", 2)
-    kept = {}
+    kept, merged, agreement = {}, 0, 0.0
     for key_error in (1e-3, 1e-4):  # the coarser first: the finer then reduces the reduced keys' frames again
         obj = baked_arm(scene, mode, jitter) if kept else obj
-        before = action_state(obj)
+        before, full_curves = action_state(obj), curve_points(obj, rig)
         reduced = reduce_rotation_keys(obj, rig, FRAMES, key_error=key_error)
         errors = np.linalg.norm(evaluated_points(scene, obj) - reference, axis=-1).max(axis=1)
         assert errors.max() <= key_error, (mode, key_error, errors.max(), int(np.argmax(errors)) + 1)
         np.testing.assert_allclose(reduced.errors, errors, atol=2e-6)  # the core saw what Blender shows
+        # FCurve.evaluate alone (the same forward kinematics on both sides): within FLOAT32_MARGIN
+        on_curves = np.linalg.norm(curve_points(obj, rig) - full_curves, axis=-1).max(axis=1)
+        assert np.abs(reduced.errors - on_curves).max() <= FLOAT32_MARGIN * key_error
+        agreement = max(agreement, float(np.abs(reduced.errors - on_curves).max()) / key_error)
+        merged += merged_segments(reduced)
         after = action_state(obj)
+        joint = 0
         for key, (group, keys) in before["fcurves"].items():
             if JOINTS[0] in key[0] or JOINTS[1] in key[0]:
-                assert [k[0][0] for k in after["fcurves"][key][1]] == reduced.frames.tolist()
-                assert all(k[3] == k[4] == "FREE" and k[5] == "BEZIER" for k in after["fcurves"][key][1])
+                written = after["fcurves"][key][1]
+                assert [k[0][0] for k in written] == reduced.frames.tolist()
+                assert all(k[3] == k[4] == "FREE" and k[5] == "BEZIER" for k in written)
+                joint = 0 if JOINTS[0] in key[0] else 1
+                left, right = written_handles(written)
+                times, values = reduced.handle_times(joint), reduced.handles(joint)
+                np.testing.assert_array_equal(left[:, 0], times[0][:, key[1]])  # the handles' frames and values
+                np.testing.assert_array_equal(right[:, 0], times[1][:, key[1]])  # as the core fitted them
+                np.testing.assert_array_equal(left[:, 1], values[0][:, key[1]])
+                np.testing.assert_array_equal(right[:, 1], values[1][:, key[1]])
             else:
                 assert after["fcurves"][key] == (group, keys), key
         assert set(after["fcurves"]) == set(before["fcurves"])
         kept[key_error] = reduced.kept_fraction
         bpy.data.objects.remove(obj)
     print(f"{mode}, jitter {jitter * 1e3:.1f} mm: kept {kept[1e-4]:.1%} of the keys at 0.1 mm, "
-          f"{kept[1e-3]:.1%} at 1 mm")
+          f"{kept[1e-3]:.1%} at 1 mm; {merged} merged segments; the core's world error within "
+          f"{agreement:.3%} of the bound of FCurve.evaluate's (FLOAT32_MARGIN {FLOAT32_MARGIN:.0%})")
     assert kept[1e-3] <= kept[1e-4] < 1.0
+    assert merged > 0  # segments with free handle times among those Blender evaluated
 
 
 def test_keys_outside_the_reduced_frames_are_kept_with_their_data(baking):
@@ -105,7 +153,7 @@ def test_keys_outside_the_reduced_frames_are_kept_with_their_data(baking):
             old = before["fcurves"][key][1]
             assert keys[:20] == old[:20] and keys[-41:] == old[-41:]
             assert [k[0][0] for k in keys[20:-41]] == reduced.frames.tolist()
-    assert reduced.keys_before == 60 and reduced.keys_after < 20
+    assert reduced.keys_before == 60 and reduced.keys_after < 20 and merged_segments(reduced) > 0
     assert reduced.max_error <= 1e-4 * (0.3 + 0.28)  # the default: 0.1 mm per metre of reach
 
 
@@ -118,7 +166,7 @@ def test_a_bake_with_reduce_keys_holds_the_bound_and_its_check_finds_no_mismatch
     assert job.advance()
     report = job.finish()[0]
     reduced = job.chains[0].reduced
-    assert reduced is not None and reduced.keys_after < 0.4 * reduced.keys_before
+    assert reduced is not None and reduced.keys_after < 0.4 * reduced.keys_before and merged_segments(reduced) > 0
     # Every frame through Blender's F-curve evaluation, frame_set on the kept keys and the peaks only
     assert report.evaluated_mismatch_frames == [] and report.evaluated_frames_checked <= verify.SPARSE_LIMIT
     errors = np.linalg.norm(evaluated_points(scene, obj) - reference, axis=-1).max(axis=1)
@@ -298,6 +346,12 @@ def test_ik_batch_reduce_keys_writes_the_operators_keys_and_checks_the_kept_fram
     assert len(operator) == 5 * 4 and batch.keys() == operator.keys()
     for channel, keys in operator.items():
         assert batch[channel] == keys, channel
+    free = 0  # segments merged with free handle times among them: handles not at a third of the segment
+    for keys in operator.values():
+        points = np.frombuffer(keys, dtype=np.float32).reshape(-1, 3, 2).astype(float)  # co, left, right
+        gaps = np.diff(points[:, 0, 0])
+        free += int((~np.isclose(points[:-1, 2, 0] - points[:-1, 0, 0], gaps / 3.0, atol=1e-4)).sum())
+    assert free > 0
 
     data = json.loads(report.read_text())
     jsonschema.validate(data, json.loads((REPO / "docs" / "batch-report.schema.json").read_text()))
