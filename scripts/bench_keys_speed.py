@@ -103,16 +103,8 @@ def capture(out: Path) -> int:
 
 def load_problems(path: Path) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """The saved problems as ``reduce_keys`` arguments (positional, keywords), for the tree imported."""
+    from ik_solvers.blender.key_reduction import rotations_of_mode  # (imports bpy: untimed)
     from ik_solvers.core import Chain, JointKind
-    from ik_solvers.core.key_reduction import axis_angle_rotations, quaternion_rotations
-
-    def rotations_of(mode: str) -> Any:
-        if mode == "QUATERNION":
-            return quaternion_rotations
-        if mode == "AXIS_ANGLE":
-            return axis_angle_rotations
-        from ik_solvers.blender.euler import matrices_from_eulers
-        return lambda values: matrices_from_eulers(values, mode)
 
     data = np.load(path)
     problems = []
@@ -124,9 +116,9 @@ def load_problems(path: Path) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
                       **{name: data[prefix + name] for name in CHAIN_FIELDS})
         key_error, scale = data[prefix + "scalars"]
         keep = data[prefix + "keep"] if prefix + "keep" in data else None
-        # As the add-on's rotations_of_mode: one function per quaternion or axis-angle mode, a new
-        # callable per Euler joint (the joints sharing a callable are converted in one call).
-        problems.append(((data[prefix + "frames"], values, [rotations_of(m) for m in modes], chain, float(key_error)),
+        # As the add-on does: the joints that share a callable are converted in one call.
+        rotations = [rotations_of_mode(mode) for mode in modes]
+        problems.append(((data[prefix + "frames"], values, rotations, chain, float(key_error)),
                          {"scale": float(scale), "keep": keep}))
     return problems
 
