@@ -62,8 +62,9 @@ def last_axis_sums(terms: np.ndarray) -> np.ndarray:
     partial = terms[..., :8]
     for block in range(8, whole, 8):
         partial = partial + terms[..., block:block + 8]
-    total = ((partial[..., 0] + partial[..., 1]) + (partial[..., 2] + partial[..., 3])) + (
-        (partial[..., 4] + partial[..., 5]) + (partial[..., 6] + partial[..., 7]))
+    pairs = partial[..., 0::2] + partial[..., 1::2]  # r0 + r1, r2 + r3, r4 + r5, r6 + r7
+    quads = pairs[..., 0::2] + pairs[..., 1::2]  # (r0 + r1) + (r2 + r3), (r4 + r5) + (r6 + r7)
+    total = quads[..., 0] + quads[..., 1]
     for index in range(whole, count):
         total = total + terms[..., index]
     return total
