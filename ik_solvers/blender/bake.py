@@ -22,8 +22,8 @@ from .chain_order import parents_first
 from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
-from .key_reduction import reduce_rotation_keys
-from .keyframes import action_frames, bake_seeds, key_rotations
+from .key_reduction import reduced_curve_writer, reduced_rotation_keys
+from .keyframes import action_frames, bake_seeds, key_rotations, stored_values
 from .report import BakeReport, bake_report, reached
 from .rig import rotation_channel_values
 from .sampling import FrameInputs, fcurve_sampling_blockers, geometry_key, sample_fcurves, sample_inputs
@@ -329,10 +329,14 @@ class BakeJob(BakeState):
             if bad.size:
                 raise IKSolversError(f"bone '{bone}' got a non-finite rotation.", chain=chain.name,
                                      frame=int(self.frames[bad[0]]))
-        key_rotations(self.action, self.obj, values, self.key_frames,
-                      float(self.key_frames[0]), float(self.key_frames[-1]))
-        if self.options.reduce_keys and len(self.frames) > 2:
-            chain.reduced = reduce_rotation_keys(self.obj, chain.rig, self.key_frames, self.options.key_error or None)
+        start, end = float(self.key_frames[0]), float(self.key_frames[-1])
+        write = None
+        if self.options.reduce_keys and len(self.frames) > 2:  # only the reduced keys are written
+            stored = {bone: stored_values(channel) for bone, channel in values.items()}
+            chain.reduced = reduced_rotation_keys(self.obj, chain.rig, self.key_frames, stored,
+                                                  self.options.key_error or None)
+            write = reduced_curve_writer(chain.reduced, chain.rig, start, end)
+        key_rotations(self.action, self.obj, values, self.key_frames, start, end, write)
         chain._solved, chain._write_started = solved, started
         keys_alone = keys_alone_move_the_chain(self.obj, chain.rig, self._sampling_blockers(chain))
         chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status),

@@ -22,8 +22,8 @@ from ..core import (
 )
 from ..core.hi.orientation import MIN_SPLIT_JOINTS
 from .bend_source import carried_bend_direction, found_bend_direction
-from .chain_order import parents_first
-from .checks import check_chains_apart, check_editable, enabled_chain_bones
+from .chain_order import chain_bones, parents_first
+from .checks import check_chains_apart, check_editable, constraint_active, enabled_chain_bones
 from .errors import IKSolversError, chain_context, failure_sentence
 from .identity import remember
 from .rig import basis_quaternion, read_chain, write_pose
@@ -68,21 +68,65 @@ def method_reason(chain_settings: IK_SOLVERS_PG_chain) -> str:
     return f"{label}: chosen for this chain"
 
 
-def unhonoured_settings(obj: bpy.types.Object, tip_bone: str, chain_length: int) -> str:
-    """One sentence naming the chain's bones whose Blender IK settings the add-on does not honour
-    (IK Stretch: they keep their length), or '' when there are none (or no such bones)."""
-    bone = obj.pose.bones.get(tip_bone) if obj.pose is not None else None
-    stretching: list[str] = []
-    for _ in range(max(chain_length, 0)):
-        if bone is None:
-            break
-        if bone.ik_stretch > 0.0:
-            stretching.append(bone.name)
-        bone = bone.parent
-    if not stretching:
-        return ""
-    names = ", ".join(f"'{name}'" for name in reversed(stretching))
-    return f"IK Stretch on bone(s) {names} is not honoured: the add-on keeps every bone's length."
+def unhonoured_settings(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain) -> list[str]:
+    """One sentence per kind of Blender IK setting of the chain's bones the add-on does not honour, naming the bones.
+
+    IK Stretch never (every bone keeps its length); where HI poses the chain (its method, or a limb
+    of a body: :func:`posed_by_hi`), the bones' IK limits and Limit Rotation constraints (HI keeps
+    only each joint's bend sense) and their IK stiffness.
+    """
+    names = chain_bones(obj, chain_settings.tip_bone, chain_settings.chain_length)
+    pose_bones = [obj.pose.bones[name] for name in names] if obj.pose is not None else []
+    sentences = []
+    stretching = [bone.name for bone in pose_bones if bone.ik_stretch > 0.0]
+    if stretching:
+        sentences.append(f"IK Stretch on bone(s) {_quoted(stretching)} is not honoured: the add-on keeps every "
+                         "bone's length.")
+    if pose_bones and posed_by_hi(obj, chain_settings, names):
+        limited = [bone.name for bone in pose_bones if _limited_axes(bone)]
+        stiff = [bone.name for bone in pose_bones if any(getattr(bone, f"ik_stiffness_{axis}") > 0.0
+                                                         for axis in _free_axis_names(bone))]
+        if limited:
+            sentences.append(f"HI does not apply the joint limits of bone(s) {_quoted(limited)} (IK limits, Limit "
+                             "Rotation): it may bend them past; SDLS, CCD or FABRIK keep them.")
+        if stiff:
+            sentences.append(f"HI does not apply the IK stiffness of bone(s) {_quoted(stiff)}.")
+    return sentences
+
+
+def posed_by_hi(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain, names: Sequence[str]) -> bool:
+    """Whether HI poses the chain of bones ``names``: its method is HI, or it is a limb of a body
+    (``solve_together``: enabled, two bones or more, no other enabled chain hanging below it; the
+    body's trunk chains honour limits and stiffness, ``core.body``)."""
+    settings = obj.ik_solvers  # type: ignore[attr-defined]  # Object.ik_solvers is registered at runtime (properties.register)
+    if not (settings.solve_together and chain_settings.enabled):
+        return bool(chain_settings.method == Method.HI.value)
+    bones = cast("bpy.types.Armature", obj.data).bones
+    own = set(names)
+    for other in settings.chains:
+        other_names = chain_bones(obj, other.tip_bone, other.chain_length) if other.enabled else []
+        if other.name != chain_settings.name and other_names:
+            if any(parent.name in own for parent in bones[other_names[0]].parent_recursive):
+                return False
+    return len(names) >= 2
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+def _free_axis_names(pose_bone: bpy.types.PoseBone) -> list[str]:
+    return [axis for axis in "xyz" if not getattr(pose_bone, f"lock_ik_{axis}")]
+
+
+def _limited_axes(pose_bone: bpy.types.PoseBone) -> bool:
+    """Whether IK limits or an active Limit Rotation constraint bound one of the bone's free IK axes."""
+    free = _free_axis_names(pose_bone)
+    if any(getattr(pose_bone, f"use_ik_limit_{axis}") for axis in free):
+        return True
+    return any(constraint.type == "LIMIT_ROTATION" and constraint_active(constraint)
+               and any(getattr(constraint, f"use_limit_{axis}") for axis in "xyz")
+               for constraint in pose_bone.constraints)
 
 
 def snap_target_to_tip(obj: bpy.types.Object, chain_settings: IK_SOLVERS_PG_chain) -> None:

@@ -68,7 +68,8 @@ def bakeable_armature(obj: bpy.types.Object | None) -> bool:
 _AXES = "xyz"
 
 
-def _active(constraint: bpy.types.Constraint) -> bool:
+def constraint_active(constraint: bpy.types.Constraint) -> bool:
+    """Whether the constraint acts at all (not muted, some influence)."""
     return not constraint.mute and constraint.influence > 0.0
 
 
@@ -83,7 +84,7 @@ def rotation_constraint_limits(pose_bone: bpy.types.PoseBone, free: list[int]) -
     """
     limits: dict[int, tuple[float, float]] = {}
     for constraint in pose_bone.constraints:
-        if constraint.type != "LIMIT_ROTATION" or not _active(constraint):
+        if constraint.type != "LIMIT_ROTATION" or not constraint_active(constraint):
             continue
         axes = [k for k in range(3) if getattr(constraint, f"use_limit_{_AXES[k]}")]
         if not axes:
@@ -230,7 +231,7 @@ def _dependencies(point: bpy.types.Object) -> Iterator[tuple[bpy.types.Object, s
                    tuple(point.parent_vertices[:count]))
         yield point.parent, bone, f"'{point.name}' is parented to", None
     for constraint in getattr(point, "constraints", ()):
-        if not _active(constraint):
+        if not constraint_active(constraint):
             continue
         for target, subtarget in constraint_targets(constraint):
             how = f"constraint '{constraint.name}' of '{point.name}' follows"
@@ -298,7 +299,7 @@ def _bone_dependencies(armature: bpy.types.Object, bone_name: str,
     pose_bone = armature.pose.bones.get(bone_name) if armature.pose is not None else None
     while pose_bone is not None:
         for constraint in pose_bone.constraints:
-            if _active(constraint):
+            if constraint_active(constraint):
                 for target, subtarget in constraint_targets(constraint):
                     yield (target, subtarget, f"constraint '{constraint.name}' of bone '{pose_bone.name}' of "
                            f"'{armature.name}' follows", None)

@@ -28,6 +28,7 @@ from .errors import IKSolversError
 from .euler import matrices_from_eulers
 from .keyframes import (
     KEYFRAME_ATTRIBUTES,
+    CurveWriter,
     key_coordinates,
     read_keyframes,
     rotation_data_path,
@@ -88,35 +89,59 @@ def reduce_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarra
                          scale: float | None = None) -> ReducedKeys:
     """Replace the keys at ``frames (N,)`` of the chain's rotation channels by reduced Bézier keys.
 
-    Every frame must be a key of every channel (as a bake leaves them): those keys are the
-    unreduced bake, read as Blender stores them. Keys at other frames are kept with all their data.
-    ``key_error``: the bound in world units (default :func:`~..core.key_reduction.default_key_error`);
-    ``scale``: world units per armature unit of the chain's root space (default: its current
-    scale). Returns the reduction with its per-frame world error. IKSolversError if a channel is
-    not keyed at every frame or a curve has modifiers.
+    Every frame must be a key of every channel (as a bake without reduction leaves them): those
+    keys are the unreduced bake, read as Blender stores them. Keys at other frames are kept with
+    all their data. ``key_error``, ``scale``: as :func:`reduced_rotation_keys`. Returns the
+    reduction with its per-frame world error. IKSolversError if a channel is not keyed at every
+    frame or a curve has modifiers.
     """
     frames = np.asarray(frames, dtype=float)
-    if scale is None:
-        scale = uniform_scale(root_matrices_world(obj, rig))
-    if key_error is None:
-        key_error = default_key_error(rig.chain, scale)
     fcurves = _chain_fcurves(obj, rig)
-    values = []
+    values = {}
     for bone, curves in zip(rig.joint_bones, fcurves):
         columns = [values_at_keys(fcurve, frames) for fcurve in curves]
         if any(column is None for column in columns):
             raise IKSolversError(f"Bone '{bone}' is not keyed at every frame to reduce (or its curves have modifiers).")
-        values.append(np.column_stack(cast("list[np.ndarray]", columns)).astype(float))
+        values[bone] = np.column_stack(cast("list[np.ndarray]", columns)).astype(float)
+    reduced = reduced_rotation_keys(obj, rig, frames, values, key_error, scale)
+    for joint, curves in enumerate(fcurves):
+        for index, fcurve in enumerate(curves):
+            write_reduced_curve(fcurve, reduced, joint, index, float(frames[0]), float(frames[-1]))
+    return reduced
+
+
+def reduced_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarray, values: dict[str, np.ndarray],
+                          key_error: float | None = None, scale: float | None = None) -> ReducedKeys:
+    """The reduced keys of the chain's rotation channel ``values`` (joint bone → ``(N, k)``, as the keys
+    store them: :func:`~.keyframes.stored_values`) at ``frames (N,)``; nothing is written.
+
+    ``key_error``: the bound in world units (default :func:`~..core.key_reduction.default_key_error`);
+    ``scale``: world units per armature unit of the chain's root space (default: its current scale).
+    """
+    if scale is None:
+        scale = uniform_scale(root_matrices_world(obj, rig))
+    if key_error is None:
+        key_error = default_key_error(rig.chain, scale)
     assert obj.pose is not None  # the chain was read from this armature
     rotations = [rotations_of_mode(obj.pose.bones[bone].rotation_mode) for bone in rig.joint_bones]
-    reduced = reduce_keys(frames, values, rotations, rig.chain, key_error, scale=scale)
-    for joint, curves in enumerate(fcurves):
-        left, right = reduced.handles(joint)
-        key_values = reduced.key_values(joint)
-        for index, fcurve in enumerate(curves):
-            write_bezier_keys(fcurve, reduced.frames, key_values[:, index], left[:, index], right[:, index],
-                              float(frames[0]), float(frames[-1]))
-    return reduced
+    return reduce_keys(np.asarray(frames, dtype=float), [values[bone] for bone in rig.joint_bones], rotations,
+                       rig.chain, key_error, scale=scale)
+
+
+def reduced_curve_writer(reduced: ReducedKeys, rig: RigChain, start: float, end: float) -> CurveWriter:
+    """A :data:`~.keyframes.CurveWriter` for :func:`~.keyframes.key_rotations` that writes ``reduced``'s keys
+    (of ``rig``'s joint bones) in ``[start, end]`` instead of a key per frame."""
+    joint_of = {bone: joint for joint, bone in enumerate(rig.joint_bones)}
+    return lambda fcurve, bone, index: write_reduced_curve(fcurve, reduced, joint_of[bone], index, start, end)
+
+
+def write_reduced_curve(fcurve: bpy.types.FCurve, reduced: ReducedKeys, joint: int, index: int, start: float,
+                        end: float) -> None:
+    """Write channel ``index`` of joint ``joint``'s reduced keys into ``fcurve``, replacing its keys in
+    ``[start, end]`` (:func:`write_bezier_keys`)."""
+    left, right = reduced.handles(joint)
+    write_bezier_keys(fcurve, reduced.frames, reduced.key_values(joint)[:, index], left[:, index], right[:, index],
+                      start, end)
 
 
 def write_bezier_keys(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, left: np.ndarray,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 import bpy
@@ -94,6 +94,19 @@ def values_at_keys(fcurve: bpy.types.FCurve, frames: np.ndarray) -> np.ndarray |
     return y[index] if np.array_equal(x[index], frames) else None
 
 
+def stored_values(values: np.ndarray) -> np.ndarray:
+    """Channel ``values`` (any shape) as a key stores them: float32, read back as float64.
+
+    + 0.0 makes a -0.0 (a zero channel of a quaternion turned into the other hemisphere) +0.0: the
+    same keys whichever way, and how often, a block was turned (:func:`_continue_kept_keys`).
+    """
+    return (np.asarray(values, dtype=np.float64) + 0.0).astype(np.float32).astype(np.float64)
+
+
+CurveWriter = Callable[[bpy.types.FCurve, str, int], None]
+"""Writes one rotation curve's keys in a block's range, ``(fcurve, bone, channel index)``, keeping the others."""
+
+
 def replace_keys_in_range(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, start: float, end: float,
                           coordinates: np.ndarray | None = None) -> None:
     """Key ``values (N,)`` at ``frames (N,)`` with linear interpolation, dropping the curve's keys in
@@ -106,9 +119,7 @@ def replace_keys_in_range(fcurve: bpy.types.FCurve, frames: np.ndarray, values: 
     old = read_keyframes(fcurve) if n_before or n_after else None
     points.clear()
     points.add(n_before + count + n_after)  # fresh keys carry Blender's defaults
-    # + 0.0 makes a -0.0 (a zero channel of a quaternion turned into the other hemisphere) +0.0: the
-    # same keys whichever way, and how often, a block was turned (_continue_kept_keys).
-    co = np.column_stack([frames, np.asarray(values, dtype=np.float64) + 0.0]).astype(np.float32)
+    co = np.column_stack([frames, stored_values(values)]).astype(np.float32)
     linear = np.full(count, LINEAR, dtype=np.int32)
     if n_before == n_after == 0:
         points.foreach_set("co", co.ravel())
@@ -287,13 +298,15 @@ def action_frames(obj: bpy.types.Object, frames: np.ndarray) -> np.ndarray:
 
 
 def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict[str, np.ndarray], frames: np.ndarray,
-                  start: float, end: float) -> None:
+                  start: float, end: float, write: CurveWriter | None = None) -> None:
     """Key rotation-channel ``values`` (bone → ``(N, k)``) at ``frames (N,)`` into ``obj``'s action.
 
     ``action`` is the bake's :class:`~.snapshots.ActionSnapshot`: it gives the channel bag and
     remembers each F-curve before its first change. Keys inside ``[start, end]`` are replaced, the
     others kept; ``values`` continue the key before ``start`` (:func:`bake_seeds`), and the keys kept
-    after ``end`` are turned to continue the block (:func:`_continue_kept_keys`).
+    after ``end`` are turned to continue the block (:func:`_continue_kept_keys`). ``write``: how each
+    curve's keys in the range are written (default: a linear key per frame, :func:`replace_keys_in_range`;
+    a reduced bake writes its Bézier keys instead, which keep the block's first and last value).
     """
     channelbag = action.channelbag()
     frames = np.asarray(frames, dtype=np.float64)
@@ -301,7 +314,7 @@ def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict
     for bone, channel in values.items():
         pose_bone = obj.pose.bones[bone]
         _key_channel(action, channelbag, bone, rotation_data_path(pose_bone), pose_bone.rotation_mode, channel,
-                     frames, start, end)
+                     frames, start, end, write)
 
 
 def key_locations(action: RememberingAction, obj: bpy.types.Object, values: dict[str, np.ndarray],
@@ -317,7 +330,8 @@ def key_locations(action: RememberingAction, obj: bpy.types.Object, values: dict
 
 
 def _key_channel(action: RememberingAction, channelbag: bpy.types.ActionChannelbag, bone: str, path: str, mode: str,
-                 channel: np.ndarray, frames: np.ndarray, start: float, end: float) -> None:
+                 channel: np.ndarray, frames: np.ndarray, start: float, end: float,
+                 write: CurveWriter | None = None) -> None:
     """Key one bone's channel ``(N, k)`` at ``path``, remembered first; a rotation's (``mode`` its rotation
     mode; ``'LOCATION'``: a location, as it is) kept keys after ``end`` turned to continue the block."""
     width = channel.shape[1]
@@ -328,7 +342,10 @@ def _key_channel(action: RememberingAction, channelbag: bpy.types.ActionChannelb
         fcurve = channelbag.fcurves.find(path, index=index)
         if fcurve is None:
             fcurve = compat.new_fcurve(channelbag, path, index, bone)
-        replace_keys_in_range(fcurve, frames, channel[:, index], start, end)
+        if write is None:
+            replace_keys_in_range(fcurve, frames, channel[:, index], start, end)
+        else:
+            write(fcurve, bone, index)
         written.append(fcurve)
     if mode != "LOCATION":
         _continue_kept_keys(written, mode, end, channel[-1])

@@ -239,10 +239,9 @@ class IK_SOLVERS_OT_solve(bpy.types.Operator):
 
 
 def report_unhonoured(operator: bpy.types.Operator, obj: bpy.types.Object, chains: list[IK_SOLVERS_PG_chain]) -> None:
-    """One warning per chain whose bones have Blender IK settings the add-on does not honour."""
+    """A warning per Blender IK setting the add-on does not honour on the chains' bones."""
     for chain in chains:
-        sentence = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)
-        if sentence:
+        for sentence in unhonoured_settings(obj, chain):
             operator.report({"WARNING"}, f"Chain '{chain.name}': {sentence}")
 
 

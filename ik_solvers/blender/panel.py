@@ -108,9 +108,8 @@ class VIEW3D_PT_ik_solvers(_SidebarPanel, bpy.types.Panel):
             col.prop(chain, "rotation_weight")
         col.prop(chain, "method")
         col.label(text=method_reason(chain), icon="INFO")
-        unhonoured = unhonoured_settings(obj, chain.tip_bone, chain.chain_length)
-        if unhonoured:
-            col.label(text=unhonoured, icon="ERROR")
+        for sentence in unhonoured_settings(obj, chain):
+            col.label(text=sentence, icon="ERROR")
         row = layout.row(align=True)
         row.operator("ik_solvers.solve", icon="CON_KINEMATIC").all_chains = False
         row.operator("ik_solvers.solve", text="Solve All").all_chains = True

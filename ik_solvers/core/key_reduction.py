@@ -266,7 +266,8 @@ class _Problem:
             scaled = (errors + 1e-3 * row_largest) / np.maximum(row_largest, 1e-300)
             scaled = scaled ** LAWSON_POWER
             weights = scaled if weights is None else weights * scaled
-            weights /= np.bincount(segment, weights)[segment] / counts[segment]
+            sums = np.bincount(segment, weights)[segment]  # 0 only where every error is 0: held, leaving
+            weights /= np.where(sums > 0.0, sums, 1.0) / counts[segment]
             kept = going[segment]
             if mask is None:
                 mask = kept
@@ -301,6 +302,19 @@ half, the second by a few per cent; on the benchmark's paths 731 keys against 73
 throughout, in 13 % fewer rounds)."""
 
 
+HOLD_FRAMES = 3
+"""Frames of equal channel values from which a hold keeps its first and last frame as keys (:func:`reduce_keys`)."""
+
+
+def hold_runs(held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last sample ``(H,)`` each of every hold: ``held (N - 1,)`` says sample ``i + 1`` has
+    sample ``i``'s values; a hold is a run of at least :data:`HOLD_FRAMES` such samples."""
+    edges = np.diff(np.concatenate([[0], held.astype(np.int8), [0]]))
+    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # run of held[starts:stops]
+    long = stops - starts >= HOLD_FRAMES - 1
+    return starts[long], stops[long]
+
+
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
                 key_error: float, scale: float = 1.0, keep: np.ndarray | None = None) -> ReducedKeys:
     """The fewest shared keys found for a chain's baked rotation channels within ``key_error``.
@@ -322,7 +336,12 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     scale : float
         World units per chain unit (the root space's uniform scale).
     keep : ndarray of int, optional
-        Indices of frames that must stay keys (contacts).
+        Indices of frames that must stay keys.
+
+    Holds — runs of at least :data:`HOLD_FRAMES` frames whose channel values are all equal (a foot
+    planted, a hand on a still prop: a reached goal that holds still gives the same pose on every
+    frame) — keep their first and last frame as keys and a flat segment between (every control
+    the held value), so Blender evaluates the held pose on every frame of the hold exactly.
     """
     problem = _Problem(frames, values, rotations, chain, scale)
     count = len(problem.frames)
@@ -332,8 +351,16 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     forced[[0, count - 1]] = True
     if keep is not None:
         forced[np.asarray(keep, dtype=int)] = True
+    held = np.all(problem.values[1:] == problem.values[:-1], axis=1)  # frame i + 1 holds frame i's values
+    starts, ends = hold_runs(held)
+    forced[starts] = forced[ends] = True
     budget = key_error * (1.0 - FLOAT32_MARGIN)
     keys, controls, errors = search_keys(problem, forced, budget)
+    for index, (a, b) in enumerate(zip(keys[:-1], keys[1:])):
+        if held[a:b].all():  # inside a hold: flat, every frame exactly the held pose
+            controls[index] = np.broadcast_to(problem.values[a], controls[index].shape).astype(np.float32).astype(float)
+            if b - a > 1:
+                errors[a + 1:b] = problem.errors(np.arange(a + 1, b), controls[index][np.zeros(b - a - 1, dtype=int)])
     segments = [problem.joints(segment) for segment in controls]
     indices = np.array(keys)
     errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))

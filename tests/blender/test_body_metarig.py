@@ -384,3 +384,22 @@ def test_solve_says_when_blenders_evaluation_overrides_a_body_chain(body, capfd)
     assert len(said) == 1 and said[0].startswith("Warning: 'leg.L': Blender's evaluated tip differs from the solve by ")
     solved = body.ik_solvers.chains["leg.L"].last_error
     assert float(said[0].split(" by ")[1].split(";")[0]) == pytest.approx(gap - solved, rel=1e-2)
+
+
+def test_joint_limits_are_named_where_hi_poses_a_body_chain_not_where_the_trunk_keeps_them(body):
+    """In a body the limbs are HI's (their IK limits are not applied: named), the trunk's chains keep
+    their limits and stiffness (not named); without Solve Together each HI chain is named."""
+    from ik_solvers.blender.chains import unhonoured_settings
+
+    for bone in ("shin.L", "spine.002"):
+        body.pose.bones[bone].use_ik_limit_x = True
+    chains = body.ik_solvers.chains
+    assert [chain.method for chain in chains] == ["HI"] * 5
+    said = {chain.name: unhonoured_settings(body, chain) for chain in chains}
+    assert said == {"chest": [], "arm.L": [], "arm.R": [], "leg.R": [],
+                    "leg.L": ["HI does not apply the joint limits of bone(s) 'shin.L' (IK limits, Limit Rotation): "
+                              "it may bend them past; SDLS, CCD or FABRIK keep them."]}
+    body.ik_solvers.solve_together = False
+    assert unhonoured_settings(body, chains["chest"]) == [
+        "HI does not apply the joint limits of bone(s) 'spine.002' (IK limits, Limit Rotation): it may bend them "
+        "past; SDLS, CCD or FABRIK keep them."]

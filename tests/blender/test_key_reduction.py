@@ -182,6 +182,73 @@ def test_the_check_of_reduced_keys_finds_a_prediction_that_is_not_blenders_pose(
         assert mismatches == (sorted(int(FRAMES[r]) for r in check.rows) if wrong else []), wrong
 
 
+@pytest.mark.parametrize("mode", ["QUATERNION", "ZXY"])
+def test_a_reduced_bake_writes_only_the_keys_that_reducing_a_full_bake_leaves(baking, mode):
+    """A reduced bake keys the reduction straight from the solve, as the keys would store it, never a
+    key per frame first: the same curves, bit for bit in every key attribute, as a full bake whose
+    keys are then reduced; and over part of the range, the keys outside it exactly as they were."""
+    scene = baking
+    reduced_state, states = None, []
+    for reduce_first in (True, False):
+        obj = baked_arm(scene, mode, 3e-4, seed=5)
+        rig = read_chain(obj, "forearm", 2)
+        if reduce_first:
+            job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True))
+            assert job.advance()
+            job.finish()
+            reduced_state = job.chains[0].reduced
+        else:
+            assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=121, step=1) == {"FINISHED"}
+            reduced = reduce_rotation_keys(obj, rig, FRAMES)
+            assert reduced_state is not None and np.array_equal(reduced.indices, reduced_state.indices)
+        states.append(action_state(obj))
+        bpy.data.objects.remove(obj)
+    assert states[0]["fcurves"] == states[1]["fcurves"]
+    curves = [key for key in states[0]["fcurves"] if "forearm" in key[0] or "upper_arm" in key[0]]
+    assert len(curves) == (8 if mode == "QUATERNION" else 6)
+    assert all(len(states[0]["fcurves"][key][1]) == reduced_state.keys_after < 60 for key in curves)
+
+    obj = baked_arm(scene, mode, 3e-4, seed=5)
+    before = action_state(obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(21, 80, 1, ("Arm",), reduce_keys=True))
+    assert job.advance()
+    job.finish()
+    after = action_state(obj)
+    for key in curves:
+        old, new = before["fcurves"][key][1], after["fcurves"][key][1]
+        assert new[:20] == old[:20] and new[-41:] == old[-41:]
+        assert [k[0][0] for k in new[20:-41]] == job.chains[0].reduced.frames.tolist()
+
+
+@pytest.mark.parametrize("mode", ["QUATERNION", "XZY", "AXIS_ANGLE"])
+def test_a_held_target_keeps_the_holds_ends_as_keys_and_blender_shows_the_held_pose_exactly(baking, mode):
+    """The target holds still on frames 40-70 (a planted foot): the reduced keys have the hold's first
+    and last frame and none between, and on every frame of the hold Blender's evaluated joints and tip
+    are the full bake's bit for bit (elsewhere they may move within the bound)."""
+    scene = baking
+    obj = arm_with_extra_bone()
+    for name in JOINTS:
+        obj.pose.bones[name].rotation_mode = mode
+    target = add_empty()
+    path = target_path(4, 0.0)
+    path[39:70] = path[39]
+    key_path(target, FRAMES, path)
+    add_chain(obj, target, method="HI")
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    assert bpy.ops.ik_solvers.bake(frame_start=1, frame_end=121, step=1) == {"FINISHED"}
+    full = evaluated_points(scene, obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    assert job.advance()
+    report = job.finish()[0]
+    kept = job.chains[0].reduced.frames.tolist()
+    assert {40, 70} <= set(kept) and not any(40 < frame < 70 for frame in kept) and len(kept) < 40
+    reduced = evaluated_points(scene, obj)
+    np.testing.assert_array_equal(reduced[39:70], full[39:70])
+    offsets = np.linalg.norm(reduced - full, axis=-1).max(axis=1)
+    assert offsets.max() <= 1e-4 and offsets[70:].max() > 0.0
+    assert report.evaluated_mismatch_frames == []
+
+
 def test_the_bake_operator_reduces_keys_and_says_so(baking):
     obj = baked_arm(baking, "QUATERNION", 0.0)
     path = obj.pose.bones["forearm"].path_from_id("rotation_quaternion")

@@ -1,6 +1,6 @@
 """The panel shows only what applies (issue 20): no empty Method Settings subpanel for HI, no "Not
-solved yet" beside a finished bake, and Blender IK settings the add-on does not honour (IK Stretch)
-named in the panel and in the solve's and the bake's reports."""
+solved yet" beside a finished bake, and Blender IK settings the add-on does not honour (IK Stretch;
+with HI, joint limits and IK stiffness) named in the panel and in the solve's and the bake's reports."""
 
 from __future__ import annotations
 
@@ -71,3 +71,48 @@ def test_ik_stretch_is_named_in_the_panel_and_the_solve_and_bake_reports(arm_cha
                         reduce_keys=False, key_error=0.0)
     assert bake_operator.IK_SOLVERS_OT_bake.execute(operator, bpy.context) == {"FINISHED"}
     assert ({"WARNING"}, f"Chain 'Arm': {labels[0][0]}") in operator.reports
+
+
+def hi_sentences(context) -> list[str]:
+    return [text for text, icon in draw_all(context).labels if text.startswith("HI does not apply") and icon == "ERROR"]
+
+
+def test_joint_limits_and_stiffness_hi_does_not_apply_are_named_and_the_solve_shows_why(arm_chain):
+    """HI keeps only each joint's bend sense: a forearm limited to ±0.1 rad (IK limits) is bent past
+    them, and the panel and the solve's report say so; SDLS, which keeps them, gets no such line."""
+    import numpy as np
+
+    obj, chain = arm_chain
+    chain.method = "HI"
+    assert hi_sentences(bpy.context) == []
+    forearm = obj.pose.bones["forearm"]
+    for axis in "xz":
+        setattr(forearm, f"use_ik_limit_{axis}", True)
+        setattr(forearm, f"ik_min_{axis}", -0.1)
+        setattr(forearm, f"ik_max_{axis}", 0.1)
+    obj.pose.bones["upper_arm"].ik_stiffness_y = 0.5
+    limits = ("HI does not apply the joint limits of bone(s) 'forearm' (IK limits, Limit Rotation): it may bend "
+              "them past; SDLS, CCD or FABRIK keep them.")
+    stiffness = "HI does not apply the IK stiffness of bone(s) 'upper_arm'."
+    assert hi_sentences(bpy.context) == [limits, stiffness]
+    assert bpy.ops.ik_solvers.capture_preferred_pose() == {"FINISHED"}
+    operator = _StandIn(operators.IK_SOLVERS_OT_solve, all_chains=False)
+    assert operators.IK_SOLVERS_OT_solve.execute(operator, bpy.context) == {"FINISHED"}
+    assert ({"WARNING"}, f"Chain 'Arm': {limits}") in operator.reports
+    assert ({"WARNING"}, f"Chain 'Arm': {stiffness}") in operator.reports
+    bpy.context.view_layer.update()
+    bend = np.array(forearm.rotation_quaternion.to_euler())
+    assert np.abs(bend).max() > 0.1  # what the sentence warns of: the solve went past the limits
+
+    chain.method = "SDLS"
+    assert hi_sentences(bpy.context) == []
+    operator = _StandIn(operators.IK_SOLVERS_OT_solve, all_chains=False)
+    assert operators.IK_SOLVERS_OT_solve.execute(operator, bpy.context) == {"FINISHED"}
+    assert not [message for _, message in operator.reports if "HI does not apply" in message]
+    forearm.use_ik_limit_x = forearm.use_ik_limit_z = False
+    constraint = forearm.constraints.new("LIMIT_ROTATION")
+    constraint.use_limit_x = True
+    chain.method = "HI"
+    assert hi_sentences(bpy.context) == [limits, stiffness]
+    constraint.mute = True
+    assert hi_sentences(bpy.context) == [stiffness]

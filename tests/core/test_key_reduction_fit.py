@@ -11,6 +11,7 @@ from ik_solvers.core.key_reduction import (
     axis_angle_rotations,
     chain_points,
     default_key_error,
+    hold_runs,
     quaternion_rotations,
     reduce_keys,
 )
@@ -173,6 +174,28 @@ def test_frames_asked_to_stay_keys_stay_keys_and_are_exact():
     exact = np.isin(reduced.indices, [0, 37, 80, 119])
     for joint in range(3):
         np.testing.assert_array_equal(reduced.key_values(joint)[exact], channels[joint][reduced.indices[exact]])
+
+
+def test_a_hold_keeps_its_ends_as_keys_and_is_exact_on_every_frame_between():
+    """Frames 40–70 hold one pose (a planted foot) and 90–91 two frames only: the hold's first and
+    last frame are keys with no key between, and the curves there give the held values bit for bit."""
+    chain = leg_chain()
+    frames = np.arange(1.0, 121.0)
+    rotvecs = smooth_path(11, 120)
+    rotvecs[40:71] = rotvecs[40]
+    rotvecs[90:92] = rotvecs[90]
+    channels = quaternion_path(rotvecs)
+    reduced = check_bound(chain, frames, channels, 1e-3)
+    kept = reduced.indices.tolist()
+    assert {40, 70} <= set(kept) and not any(40 < k < 70 for k in kept)
+    assert not {90, 91} <= set(kept)  # shorter than HOLD_FRAMES: no keys forced
+    segment = kept.index(40)
+    curves = evaluated_curves(reduced, frames)
+    for joint in range(3):  # all four controls the held value: Blender's cubic there is that value exactly
+        np.testing.assert_array_equal(reduced.controls[joint][segment], np.broadcast_to(channels[joint][40], (4, 4)))
+        np.testing.assert_allclose(curves[joint][40:71], np.broadcast_to(channels[joint][40], (31, 4)), rtol=0, atol=3e-16)
+    assert np.all(reduced.errors[40:71] == 0.0) and reduced.errors[71:90].max() > 0.0
+    np.testing.assert_array_equal(hold_runs(np.array([1, 1, 0, 1, 0, 0, 1, 1, 1], dtype=bool)), [[0, 6], [2, 9]])
 
 
 def test_handles_sit_on_the_segments_and_mirror_at_the_ends():
