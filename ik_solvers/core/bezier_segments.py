@@ -25,14 +25,49 @@ def solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray
     Gaussian elimination in numpy, not LAPACK: OpenBLAS's blocked, threaded factorisation changes
     the last bits with the thread count, and the keys must not depend on the process (the
     operator and ``ik_batch`` write the same keys bit for bit)."""
-    # The systems on the last axis: each step's few operations then run over contiguous rows.
-    augmented = np.ascontiguousarray(np.concatenate([matrices, rhs[:, :, None]], axis=2).transpose(1, 2, 0))
-    for j in range(matrices.shape[-1]):  # Gauss-Jordan: no pivoting needed on positive definite systems
-        right = augmented[:, j:]  # columns before j are done
-        row = right[j] / right[j, :1]
-        right -= right[:, :1] * row[None]
-        right[j] = row
-    return augmented[:, -1].T
+    k, n = rhs.shape
+    augmented = np.empty((n, n + 1, k))
+    augmented[:, :n] = matrices.transpose(1, 2, 0)
+    augmented[:, n] = rhs.T
+    return _eliminated(augmented)
+
+
+def _eliminated(augmented: np.ndarray) -> np.ndarray:
+    """The solutions ``(k, n)`` of the systems ``augmented (n, n + 1, k)`` (matrix and right-hand
+    side, the systems on the last axis: each step's few operations then run over contiguous rows),
+    by Gauss-Jordan elimination in place (no pivoting needed on positive definite systems)."""
+    n = augmented.shape[0]
+    for j in range(n):  # columns up to j are done: never read again
+        row = augmented[j, j + 1:] / augmented[j, j]
+        augmented[:, j + 1:] -= augmented[:, j:j + 1] * row
+        augmented[j, j + 1:] = row
+    return augmented[:, n].T
+
+
+def last_axis_sums(terms: np.ndarray) -> np.ndarray:
+    """``terms.sum(axis=-1)`` bit for bit, for a short last axis in fewer, longer numpy calls.
+
+    numpy sums a contiguous last axis pairwise, one inner loop per sum (slow for many short sums):
+    fewer than 8 terms in order; up to 128 in 8 running partial sums, combined pairwise, then the
+    rest in order. Here every step runs over all the sums at once."""
+    count = terms.shape[-1]
+    if count < 8:
+        total = terms[..., 0] + 0.0
+        for index in range(1, count):
+            total = total + terms[..., index]
+        return total
+    if count > 128:
+        return terms.sum(axis=-1)
+    whole = count - count % 8
+    partial = terms[..., :8]
+    for block in range(8, whole, 8):
+        partial = partial + terms[..., block:block + 8]
+    pairs = partial[..., 0::2] + partial[..., 1::2]  # r0 + r1, r2 + r3, r4 + r5, r6 + r7
+    quads = pairs[..., 0::2] + pairs[..., 1::2]  # (r0 + r1) + (r2 + r3), (r4 + r5) + (r6 + r7)
+    total = quads[..., 0] + quads[..., 1]
+    for index in range(whole, count):
+        total = total + terms[..., index]
+    return total
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,56 +105,68 @@ class SegmentBatch:
     """
 
     def __init__(self, frames: np.ndarray, values: np.ndarray, slopes: np.ndarray, metric: np.ndarray,
-                 metric_mean: float, starts: np.ndarray, ends: np.ndarray) -> None:
+                 metric_mean: float, starts: np.ndarray, ends: np.ndarray, metric_upper: np.ndarray | None = None
+                 ) -> None:
         k, channels = len(ends), values.shape[1]
-        lengths = ends - starts - 1
+        self.channels = channels
+        self.lengths = lengths = ends - starts - 1
         self.segment = segment = np.repeat(np.arange(k), lengths)
         self.starts = first = np.cumsum(lengths) - lengths
         self.rows = rows = np.repeat(starts - first + 1, lengths) + np.arange(segment.size)
-        self.spans = spans = frames[ends] - frames[starts]
+        spans = frames[ends] - frames[starts]
         span = spans[segment]
         s = (frames[rows] - frames[starts][segment]) / span
         r = 1.0 - s
         self.basis = basis = np.stack([r * r * r, 3.0 * r * r * s, 3.0 * r * s * s, s * s * s], axis=1)
-        self.y0, self.y1 = values[starts], values[ends]
+        y0, y1 = values[starts], values[ends]
         # value = (B0 + B1) y0 + (B2 + B3) y1 + B1 (Δ/3) m0 − B2 (Δ/3) m1: linear in the slopes m0, m1
         d = np.stack([basis[:, 1] * span / 3.0, -basis[:, 2] * span / 3.0], axis=1)
-        residual = (values[rows] - (basis[:, 0] + basis[:, 1])[:, None] * self.y0[segment]
-                    - (basis[:, 2] + basis[:, 3])[:, None] * self.y1[segment])
+        residual = (values[rows] - (basis[:, 0] + basis[:, 1])[:, None] * y0[segment]
+                    - (basis[:, 2] + basis[:, 3])[:, None] * y1[segment])
         g = metric[rows]
         # The normal matrix is symmetric, and so are its blocks: only the d0², d0·d1, d1² blocks'
-        # upper triangles are summed (their entries bit for bit those of the full products).
-        upper_i, upper_j = _upper_triangle(channels)
+        # upper triangles are summed (their entries bit for bit those of the full products);
+        # ``metric_upper (N, C (C + 1) / 2)``: the metric's upper triangles, if already taken out.
+        upper = g[(slice(None), *_upper_triangle(channels))] if metric_upper is None else metric_upper[rows]
         dd = np.stack([d[:, 0] * d[:, 0], d[:, 0] * d[:, 1], d[:, 1] * d[:, 1]], axis=1)
-        self.products = (dd[:, :, None] * g[:, upper_i, upper_j][:, None, :]).reshape(len(rows), -1)
+        # (einsum for the outer products: no sum, so the same bits as ``*``, in fewer inner loops)
+        self.products = np.einsum("ra,rb->rab", dd, upper).reshape(len(rows), -1)
         self.normal_index = _normal_index(channels)
-        gr = (g * residual[:, None, :]).sum(axis=2)  # not einsum: its sums' last bits may depend on memory alignment
-        self.pulls = (d[:, :, None] * gr[:, None, :]).reshape(len(rows), -1)
+        # Not einsum (its sums' last bits may depend on memory alignment): numpy's own sum, bit for bit.
+        gr = last_axis_sums(g * residual[:, None, :])
+        self.pulls = np.einsum("ra,rb->rab", d, gr).reshape(len(rows), -1)
         weight = SLOPE_REGULARISATION * spans * max(metric_mean, 1e-300)
-        self.regular = weight[:, None, None] * np.eye(2 * channels)
-        self.regular_rhs = weight[:, None] * np.concatenate([slopes[starts], slopes[ends]], axis=1)
+        regular_rhs = weight[:, None] * np.concatenate([slopes[starts], slopes[ends]], axis=1)
+        # Per candidate, side by side (one gather for a round's candidates): its keys' values, plus
+        # and minus a third of its span, the pull toward the slopes (right-hand side, then its weight).
+        third = (spans / 3.0)[:, None]
+        self.candidates = np.concatenate([y0, y1, third, -third, regular_rhs, weight[:, None]], axis=1)
 
     def fit(self, weights: np.ndarray | None = None, chosen: np.ndarray | None = None,
             mask: np.ndarray | None = None) -> np.ndarray:
         """Float32 control values ``(k', 4, C)`` (key, right handle, next left handle, next key) of
         the ``chosen`` candidates (indices, increasing; all by default; ``mask (R,)``: their rows),
         each row of theirs weighted by ``weights`` (one per row of theirs, in order; 1 by default)."""
-        starts, products, pulls, spans = self.starts, self.products, self.pulls, self.spans
-        regular, regular_rhs, y0, y1 = self.regular, self.regular_rhs, self.y0, self.y1
+        starts, products, pulls, candidates = self.starts, self.products, self.pulls, self.candidates
         if chosen is not None and mask is not None:
-            lengths = np.bincount(self.segment, minlength=len(spans))[chosen]
+            lengths = self.lengths[chosen]
             starts = np.cumsum(lengths) - lengths
-            products, pulls = products[mask], pulls[mask]
-            spans, regular, regular_rhs = spans[chosen], regular[chosen], regular_rhs[chosen]
-            y0, y1 = y0[chosen], y1[chosen]
+            products, pulls, candidates = products[mask], pulls[mask], candidates[chosen]
         if weights is not None:
             products, pulls = products * weights[:, None], pulls * weights[:, None]
         # Sums per candidate over its rows (contiguous): reduceat, not a matrix product, whose BLAS
         # blocking (thread count) would change the last bits and so the keys between processes.
-        k, channels = len(spans), y0.shape[1]
-        normal = np.add.reduceat(products, starts, axis=0)[:, self.normal_index]
-        m = solve_positive_definite(normal + regular, np.add.reduceat(pulls, starts, axis=0) + regular_rhs)
-        m = m.reshape(k, 2, channels)
-        third = (spans / 3.0)[:, None]
-        controls = np.stack([y0, y0 + m[:, 0] * third, y1 - m[:, 1] * third, y1], axis=1)
+        # The normal matrices and right-hand sides go straight into the elimination's layout.
+        k, channels = len(candidates), self.channels
+        n = 2 * channels
+        augmented = np.empty((n, n + 1, k))
+        augmented[:, :n] = np.add.reduceat(products, starts, axis=0).T[self.normal_index]
+        augmented[:, n] = (np.add.reduceat(pulls, starts, axis=0) + candidates[:, n + 2:2 * n + 2]).T
+        augmented.reshape(n * (n + 1), k)[::n + 2] += candidates[:, -1]  # the diagonal: the pull's weight
+        # Controls: y0, y0 + m0 Δ/3, y1 + m1 (−Δ/3) (= y1 − m1 Δ/3 bit for bit), y1.
+        keys, thirds = candidates[:, :n].reshape(k, 2, channels), candidates[:, n:n + 2, None]
+        controls = np.empty((k, 4, channels))
+        controls[:, ::3] = keys
+        np.multiply(_eliminated(augmented).reshape(k, 2, channels), thirds, out=controls[:, 1:3])
+        controls[:, 1:3] += keys
         return controls.astype(np.float32).astype(float)

@@ -53,13 +53,14 @@ keeps the fitted curves near the samples' values where the world does not see th
 def quaternion_rotations(values: np.ndarray) -> np.ndarray:
     """Rotation matrices ``(M, 3, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z), normalised as
     Blender does before use; a zero quaternion is the identity."""
-    w, x, y, z = np.moveaxis(np.asarray(values, dtype=float), -1, 0)
+    values = np.asarray(values, dtype=float)
+    w, x, y, z = values.reshape(-1, 4).T  # (not moveaxis: it costs more than the rest at a few rows)
     squared = w * w + x * x + y * y + z * z
     s = np.divide(2.0, squared, out=np.zeros_like(squared), where=squared > 0.0)  # 2 / |q|²: normalised
     xs, ys, zs = x * s, y * s, z * s
     wx, wy, wz, xx, xy, xz, yy, yz, zz = w * xs, w * ys, w * zs, x * xs, x * ys, x * zs, y * ys, y * zs, z * zs
     return np.stack([1.0 - (yy + zz), xy - wz, xz + wy, xy + wz, 1.0 - (xx + zz), yz - wx,
-                     xz - wy, yz + wx, 1.0 - (xx + yy)], axis=-1).reshape(w.shape + (3, 3))
+                     xz - wy, yz + wx, 1.0 - (xx + yy)], axis=-1).reshape(values.shape[:-1] + (3, 3))
 
 
 def quaternion_turns(values: np.ndarray) -> np.ndarray:
@@ -198,6 +199,7 @@ class _Problem:
         self.reference = self.points(self.values)
         self.slopes = np.gradient(self.values, self.frames, axis=0)
         self.metric = self._metric()
+        self.metric_upper = self.metric[(slice(None), *np.triu_indices(self.values.shape[1]))]  # once, not per batch
         self.metric_mean = float(np.trace(self.metric, axis1=1, axis2=2).mean()) / self.values.shape[1]
 
     def _metric(self, step: float = 1e-6) -> np.ndarray:
@@ -230,7 +232,7 @@ class _Problem:
 
     def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
-        offsets = self.points(values) - self.reference[rows]
+        offsets = self.points(values)[:, 1:] - self.reference[rows, 1:]  # the first joint does not move
         return self.scale * np.sqrt((offsets * offsets).sum(axis=-1).max(axis=-1))
 
     def segments(self, starts: np.ndarray | int, ends: np.ndarray, budget: float, windows: np.ndarray | None = None
@@ -251,30 +253,37 @@ class _Problem:
         candidate's result does not depend on the others in the batch."""
         starts = np.broadcast_to(np.asarray(starts), ends.shape)
         windows = np.zeros(len(ends), dtype=int) if windows is None else windows
-        window_first = np.flatnonzero(np.concatenate([[True], windows[1:] != windows[:-1]]))
-        window_of = np.cumsum(np.concatenate([[False], windows[1:] != windows[:-1]]))
+        change = windows[1:] != windows[:-1]
+        window_first = np.flatnonzero(np.concatenate([[True], change]))
+        window_of = np.concatenate([[0], np.cumsum(change)])
         lengths = ends - starts - 1
-        batch = SegmentBatch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, starts, ends)
+        batch = SegmentBatch(self.frames, self.values, self.slopes, self.metric, self.metric_mean, starts, ends,
+                             self.metric_upper)
         best = np.empty((len(ends), 4, self.values.shape[1]))
         best_largest = np.full(len(ends), np.inf)
         best_errors = np.empty(int(lengths.sum()))
         active, weights, mask = np.arange(len(ends)), None, None
+        candidates, firsts = active, batch.starts
         rows, segment, basis, at = batch.rows, batch.segment, batch.basis, np.arange(len(batch.rows))
         for round_ in range(MINIMAX_ROUNDS):
             controls = batch.fit(weights, active, mask)
             errors = self.errors(rows, np.einsum("ri,ric->rc", basis, controls[segment]))
-            counts = lengths[active]
-            largest = np.maximum.reduceat(errors, np.cumsum(counts) - counts)  # the rows are contiguous per candidate
+            largest = np.maximum.reduceat(errors, firsts)  # the rows are contiguous per candidate
             better = largest < best_largest[active]
-            best[active[better]] = controls[better]
-            best_largest[active[better]] = largest[better]
-            best_errors[at[better[segment]]] = errors[better[segment]]
-            held = np.maximum.reduceat(np.where(best_largest <= budget, np.arange(len(ends)), -1), window_first)
-            longer = active > held[window_of[active]]  # only the longest that holds is taken
-            going = longer & (best_largest[active] > budget) & (best_largest[active] <= HOPELESS[min(round_, len(HOPELESS) - 1)] * budget)
+            improved = active[better]
+            best[improved] = controls[better]
+            best_largest[improved] = largest[better]
+            better_rows = better[segment]
+            best_errors[at[better_rows]] = errors[better_rows]
+            held = np.maximum.reduceat(np.where(best_largest <= budget, candidates, -1), window_first)
+            kept_largest = best_largest[active]
+            going = ((active > held[window_of[active]])  # only the longest that holds is taken
+                     & (kept_largest > budget) & (kept_largest <= HOPELESS[min(round_, len(HOPELESS) - 1)] * budget))
             if not going.any():
                 break
-            scaled = (errors + 1e-3 * largest[segment]) / np.maximum(largest[segment], 1e-300)
+            counts = lengths[active]
+            row_largest = largest[segment]
+            scaled = (errors + 1e-3 * row_largest) / np.maximum(row_largest, 1e-300)
             scaled = scaled ** LAWSON_POWER
             weights = scaled if weights is None else weights * scaled
             sums = np.bincount(segment, weights)[segment]  # 0 only where every error is 0: held, leaving
@@ -286,7 +295,9 @@ class _Problem:
                 mask = mask.copy()
                 mask[mask] = kept
             weights, active, at = weights[kept], active[going], at[kept]
-            rows, segment, basis = rows[kept], np.repeat(np.arange(len(active)), counts[going]), basis[kept]
+            counts = counts[going]
+            rows, segment, basis = rows[kept], np.repeat(np.arange(len(active)), counts), basis[kept]
+            firsts = np.cumsum(counts) - counts
         return best, best_largest, best_errors
 
     def straight(self, a: int) -> np.ndarray:

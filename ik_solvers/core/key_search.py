@@ -38,10 +38,18 @@ class _Search:
     earlier key to its later one) and the world error of the frames between its keys."""
 
     def __init__(self, problem: _Problem, a: int, limit: int, guess: int, step: int) -> None:
-        self.a, self.step, self.most = a, step, abs(limit - a)
-        self.found: tuple[int, np.ndarray, np.ndarray] = a + step, problem.straight(min(a, a + step)), np.zeros(0)
+        self.problem, self.a, self.step, self.most = problem, a, step, abs(limit - a)
+        self.held: tuple[int, np.ndarray, np.ndarray] | None = None  # the longest that held so far
         self.high = min(self.most, 2 * guess)
         self.low = min(max(2, guess // 2), max(2, self.high))  # up to a forced key nearer than half the guess
+
+    @property
+    def found(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """The other key, the segment's controls and its inner frames' world error (a segment
+        without inner frames when none held)."""
+        if self.held is None:
+            return self.a + self.step, self.problem.straight(min(self.a, self.a + self.step)), np.zeros(0)
+        return self.held
 
     @property
     def done(self) -> bool:
@@ -61,14 +69,17 @@ class _Search:
         """Take the window's results (:meth:`_Problem.segments` of :meth:`segments`) and move on."""
         lengths = self.lengths()
         held = np.flatnonzero(largest <= budget)
+        held_before = self.held is not None
         if held.size:
             best = int(held[-1])
             start = int((lengths[:best] - 1).sum())
             length = int(lengths[best])
-            self.found = self.a + self.step * length, controls[best], errors[start:start + length - 1]
+            self.held = self.a + self.step * length, controls[best], errors[start:start + length - 1]
         if held.size and best == len(lengths) - 1:
             self.low, self.high = self.high + 1, min(self.most, 2 * self.high)
-        elif held.size or self.low == 2:
+        elif held.size or self.low == 2 or held_before:
+            # (held before: a window below this one held, so every length still untried is shorter
+            # than the longest that held; trying them again would find the same)
             self.low = self.high + 1
         else:  # nothing from ``low`` on held: only shorter lengths are left
             self.low, self.high, self.most = 2, self.low - 1, self.low - 1

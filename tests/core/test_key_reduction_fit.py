@@ -467,3 +467,40 @@ def test_the_time_cubic_is_solved_as_blender_solves_it():
         real = roots[np.abs(roots.imag) < 1e-9].real
         inside = real[(real >= -1e-9) & (real <= 1 + 1e-9)]
         assert len(inside) == 1 and abs(inside[0] - u[row, 0]) < 1e-9
+
+
+def test_last_axis_sums_are_numpys_sums_bit_for_bit():
+    """The fit sums its short last axes in a few long numpy calls: the same bits as ``sum(axis=-1)``
+    (numpy's pairwise summation), for every length and magnitudes far apart."""
+    from ik_solvers.core.bezier_segments import last_axis_sums
+
+    rng = np.random.default_rng(11)
+    for count in range(1, 140):
+        for shape in ((37, count), (5, 6, count)):
+            terms = rng.normal(size=shape) * np.exp(rng.normal(scale=6.0, size=shape))
+            np.testing.assert_array_equal(last_axis_sums(terms), terms.sum(axis=-1))
+
+
+@pytest.mark.parametrize(("seed", "amplitude", "key_error"), [(0, 0.8, 1e-3), (3, 0.8, 1e-4)])
+def test_a_search_tries_each_length_once(monkeypatch, seed, amplitude, key_error):
+    """A search whose doubled window holds nothing is done (every length still untried is shorter
+    than the longest that held): no search fits a segment length twice, and some searches did
+    double their window."""
+    from ik_solvers.core import key_search
+
+    chain = leg_chain()
+    frames = np.arange(1.0, 122.0)
+    channels = quaternion_path(smooth_path(seed, 121, 12, amplitude=amplitude))  # (paths where it happens)
+    tried: dict[int, list[int]] = {}
+    searches = []  # kept alive, so that no id is reused
+    update = key_search._Search.update
+
+    def recording(self, controls, largest, errors, budget):
+        searches.append(self)
+        tried.setdefault(id(self), []).extend(self.lengths().tolist())
+        return update(self, controls, largest, errors, budget)
+
+    monkeypatch.setattr(key_search._Search, "update", recording)
+    check_bound(chain, frames, channels, key_error)
+    assert all(len(lengths) == len(set(lengths)) for lengths in tried.values())
+    assert any(max(lengths) > 2 * min(lengths) + 2 for lengths in tried.values())  # a doubled window
