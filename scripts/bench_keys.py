@@ -123,25 +123,31 @@ def bake(rig: Any, chain: str, frames: int, key_error: float = 0.0, repeats: int
          ) -> tuple[float, float, float]:
     """Bake ``chain`` over 1..``frames`` with the add-on's operator (keys reduced within
     ``key_error`` unless 0), ``repeats`` times: the fastest bake's seconds, and of
-    those the seconds the reduction itself took (the core's ``reduce_keys``; 0 without it) and of
-    those the merge with free handle times (the core's ``merge_keys``)."""
+    those the seconds the reduction itself took (the core's ``reduction_steps``; 0 without it) and of
+    those the merge with free handle times (the core's ``merge_steps``)."""
     from ik_solvers.blender import key_reduction
     from ik_solvers.core import key_reduction as core
 
     bpy = import_bpy()
-    fit, merge = key_reduction.reduce_keys, core.merge_keys
+    fit, merge = key_reduction.reduction_steps, core.merge_steps
     timings: list[list[float]] = []
 
-    def timed(function: Any, column: int) -> Any:
+    def timed(steps_of: Any, column: int) -> Any:
+        """``steps_of`` (a computation in steps) with the time of every step added to ``column``."""
         def run(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                timings[-1][column] += time.perf_counter() - started
+            steps = steps_of(*args, **kwargs)
+            while True:
+                started = time.perf_counter()
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    return done.value
+                finally:
+                    timings[-1][column] += time.perf_counter() - started
+                yield
         return run
 
-    key_reduction.reduce_keys, core.merge_keys = timed(fit, 1), timed(merge, 2)
+    key_reduction.reduction_steps, core.merge_steps = timed(fit, 1), timed(merge, 2)
     try:
         for _ in range(repeats):
             timings.append([0.0, 0.0, 0.0])
@@ -152,7 +158,7 @@ def bake(rig: Any, chain: str, frames: int, key_error: float = 0.0, repeats: int
             timings[-1][0] = time.perf_counter() - started
             assert result == {"FINISHED"}, result
     finally:
-        key_reduction.reduce_keys, core.merge_keys = fit, merge
+        key_reduction.reduction_steps, core.merge_steps = fit, merge
     seconds, reducing, merging = min(timings)
     return seconds, reducing, merging
 

@@ -62,7 +62,7 @@ def captured_problem(rig_name: str) -> tuple[Any, np.ndarray]:
     reach = float(np.linalg.norm(np.diff(rest[0], axis=0), axis=1).sum())
     key_path(target, bench_keys.target_path(rest[0, 0], rest[0, -1], reach, 10, 0.0, 0))
     captured: dict[str, Any] = {}
-    fit = key_reduction.reduce_keys
+    fit = key_reduction.reduction_steps
 
     def capture(*args: Any, **kwargs: Any) -> Any:
         frames_, values, rotations, chain_, key_error = args[:5]
@@ -72,11 +72,11 @@ def captured_problem(rig_name: str) -> tuple[Any, np.ndarray]:
         captured["keys"] = core_reduce(frames_, values, rotations, chain_, key_error, scale=scale, merge=False).indices
         return fit(*args, **kwargs)
 
-    key_reduction.reduce_keys = capture
+    key_reduction.reduction_steps = capture
     try:
         bench_keys.bake(rig, chain, frames, BOUND, repeats=1)
     finally:
-        key_reduction.reduce_keys = fit
+        key_reduction.reduction_steps = fit
     bpy.ops.wm.read_homefile(use_empty=True)
     return captured["problem"], captured["keys"]
 

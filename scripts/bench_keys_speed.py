@@ -56,7 +56,7 @@ def capture(out: Path) -> int:
 
     bpy = import_bpy()
     saved: dict[str, np.ndarray] = {}
-    fit = key_reduction.reduce_keys
+    fit = key_reduction.reduction_steps
     names: list[str] = []
 
     def capturing(*args: Any, **kwargs: Any) -> Any:
@@ -88,11 +88,11 @@ def capture(out: Path) -> int:
             bench_keys.bake(rig, chain, frames, repeats=1)
             for bound_mm in bench_keys.BOUNDS_MM:
                 bench_keys.bake(rig, chain, frames, repeats=1)
-                key_reduction.reduce_keys = capturing
+                key_reduction.reduction_steps = capturing
                 try:
                     bench_keys.bake(rig, chain, frames, bound_mm * 1e-3, repeats=1)
                 finally:
-                    key_reduction.reduce_keys = fit
+                    key_reduction.reduction_steps = fit
                 print(f"{rig_name} {path_name} {bound_mm} mm: problem {len(names) - 1}", flush=True)
             bpy.ops.wm.read_homefile(use_empty=True)
     saved["count"] = np.array(len(names))

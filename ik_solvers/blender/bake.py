@@ -10,6 +10,7 @@ The operator that drives a job lives in :mod:`.operators`.
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -107,6 +108,8 @@ class ChainBake:
     same bake may have keyed this chain's ancestors); empty: sample F-curves."""
     _sampling: _Sampling | None = None
     """The operator's resumable sampling of every frame."""
+    _writing: _Writing | None = None
+    """The keys to write once solved (and reduced, resumable round by round)."""
     _check: BakedCheck | None = None
     """Blender's evaluation of the keys once written, resumable frame by frame."""
     _write_started: float = 0.0
@@ -129,6 +132,17 @@ class _Sampling:
     inputs: list[FrameInputs] = field(default_factory=list)
     geometry: list[bytes] = field(default_factory=list)
     sampled: SampledFrames | None = None
+
+
+@dataclass(eq=False)
+class _Writing:
+    """A chain's keys to write: the solve, its rotation channels (bone → ``(N, k)``) and, when the
+    bake reduces keys, the reduction in rounds (:func:`.key_reduction.reduced_rotation_keys`)."""
+
+    solved: SolvedFrames
+    values: dict[str, np.ndarray]
+    started: float
+    reduction: Generator[None, None, ReducedKeys] | None = None
 
 
 class BakeJob(BakeState):
@@ -213,12 +227,15 @@ class BakeJob(BakeState):
             chain = self._chains[self._index]
             with chain_context(chain.name):
                 if chain._check is None:
-                    if chain._sampling is None:
-                        chain._sampling = _Sampling(self.frames)
-                    if not self._continue_sampling(chain, chain._sampling, deadline):
+                    if chain._writing is None:
+                        if chain._sampling is None:
+                            chain._sampling = _Sampling(self.frames)
+                        if not self._continue_sampling(chain, chain._sampling, deadline):
+                            return False
+                        assert chain._sampling.sampled is not None  # set when sampling is done
+                        chain._writing = self._start_writing(chain, self.solve(chain, chain._sampling.sampled))
+                    if not self._continue_writing(chain, deadline):
                         return False
-                    assert chain._sampling.sampled is not None  # set when sampling is done
-                    self._write_keys(chain, self.solve(chain, chain._sampling.sampled))
                 if not self._continue_check(chain, deadline):
                     return False
             self._index += 1
@@ -311,13 +328,14 @@ class BakeJob(BakeState):
         the current frame put back) and the report says where that differs from the solve.
         """
         with self._interruptible(), chain_context(chain.name):
-            self._write_keys(chain, solved)
+            chain._writing = self._start_writing(chain, solved)
+            self._continue_writing(chain, None)
             self._continue_check(chain, None)
         assert chain.report is not None  # set when the check has run to the end
         return chain.report
 
-    def _write_keys(self, chain: ChainBake, solved: SolvedFrames) -> None:
-        """Key ``chain``'s joint bones from ``solved`` and start checking them (:meth:`_continue_check`)."""
+    def _start_writing(self, chain: ChainBake, solved: SolvedFrames) -> _Writing:
+        """The keys of ``chain``'s joint bones from ``solved``, checked finite; their reduction started."""
         started = time.perf_counter()
         if not np.array_equal(solved.frames, self.frames):
             raise IKSolversError("the solved frames are not the bake's frames.", chain=chain.name)
@@ -329,23 +347,40 @@ class BakeJob(BakeState):
             if bad.size:
                 raise IKSolversError(f"bone '{bone}' got a non-finite rotation.", chain=chain.name,
                                      frame=int(self.frames[bad[0]]))
-        start, end = float(self.key_frames[0]), float(self.key_frames[-1])
-        write = None
-        if self.options.reduce_keys and len(self.frames) > 2:  # only the reduced keys are written
+        writing = _Writing(solved, values, started)
+        if self.options.reduce_keys and len(self.frames) > 2:  # reduced from the values as the keys store them
             stored = {bone: stored_values(channel) for bone, channel in values.items()}
-            chain.reduced = reduced_rotation_keys(self.obj, chain.rig, self.key_frames, stored,
-                                                  self.options.key_error or None)
-            write = reduced_curve_writer(chain.reduced, chain.rig, start, end)
-        key_rotations(self.action, self.obj, values, self.key_frames, start, end, write)
-        chain._solved, chain._write_started = solved, started
+            writing.reduction = reduced_rotation_keys(self.obj, chain.rig, self.key_frames, stored,
+                                                      self.options.key_error or None)
+        return writing
+
+    def _continue_writing(self, chain: ChainBake, deadline: float | None) -> bool:
+        """Reduce the keys until done or past ``deadline`` (False: call again to go on); then key the
+        chain's joint bones (only the reduced keys, when reduced) and start checking them (True)."""
+        writing = chain._writing
+        assert writing is not None  # started by _start_writing
+        while writing.reduction is not None:
+            try:
+                next(writing.reduction)
+            except StopIteration as done:
+                chain.reduced, writing.reduction = done.value, None
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                return False
+        start, end = float(self.key_frames[0]), float(self.key_frames[-1])
+        write = None if chain.reduced is None else reduced_curve_writer(chain.reduced, chain.rig, start, end)
+        key_rotations(self.action, self.obj, writing.values, self.key_frames, start, end, write)
+        solved = writing.solved
+        chain._solved, chain._write_started = solved, writing.started
         keys_alone = keys_alone_move_the_chain(self.obj, chain.rig, self._sampling_blockers(chain))
         chain._check = BakedCheck(self.scene, self.obj, chain.spec, chain._rigs, solved, ~reached(solved.status),
                                   keys_alone=keys_alone, reduced=chain.reduced, key_frames=self.key_frames)
+        return True
 
     def _continue_check(self, chain: ChainBake, deadline: float | None) -> bool:
         """Evaluate the chain's keys until done (True: report made, frame put back) or past ``deadline``."""
         check = chain._check
-        assert check is not None  # started by _write_keys
+        assert check is not None  # started by _continue_writing
         with live_state.paused():  # live chains hold still, also while the frame goes back
             try:
                 if not check.advance(deadline):
@@ -355,7 +390,7 @@ class BakeJob(BakeState):
                 raise
             self._restore_frame()
         solved = chain._solved
-        assert solved is not None  # set by _write_keys before the check starts
+        assert solved is not None  # set by _continue_writing before the check starts
         chain.report = bake_report(
             solved, armature=self.obj.name, chain=chain.name, method=chain.spec.method.value,
             frame_step=self.options.frame_step, sampling_reasons=self._sampling_blockers(chain),

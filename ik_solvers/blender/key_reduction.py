@@ -10,6 +10,7 @@ kept outside the baked range).
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import cast
 
 import bpy
@@ -22,8 +23,9 @@ from ..core.key_reduction import (
     chain_points,
     default_key_error,
     quaternion_rotations,
-    reduce_keys,
+    reduction_steps,
 )
+from ..core.key_search import finished
 from . import compat
 from .errors import IKSolversError
 from .euler import matrices_from_eulers
@@ -104,7 +106,7 @@ def reduce_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarra
         if any(column is None for column in columns):
             raise IKSolversError(f"Bone '{bone}' is not keyed at every frame to reduce (or its curves have modifiers).")
         values[bone] = np.column_stack(cast("list[np.ndarray]", columns)).astype(float)
-    reduced = reduced_rotation_keys(obj, rig, frames, values, key_error, scale)
+    reduced = finished(reduced_rotation_keys(obj, rig, frames, values, key_error, scale))
     for joint, curves in enumerate(fcurves):
         for index, fcurve in enumerate(curves):
             write_reduced_curve(fcurve, reduced, joint, index, float(frames[0]), float(frames[-1]))
@@ -112,9 +114,12 @@ def reduce_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarra
 
 
 def reduced_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarray, values: dict[str, np.ndarray],
-                          key_error: float | None = None, scale: float | None = None) -> ReducedKeys:
+                          key_error: float | None = None, scale: float | None = None
+                          ) -> Generator[None, None, ReducedKeys]:
     """The reduced keys of the chain's rotation channel ``values`` (joint bone → ``(N, k)``, as the keys
-    store them: :func:`~.keyframes.stored_values`) at ``frames (N,)``; nothing is written.
+    store them: :func:`~.keyframes.stored_values`) at ``frames (N,)``, in rounds
+    (:func:`~..core.key_reduction.reduction_steps`: a bake goes on with them between timer ticks, so a
+    long reduction can be cancelled); nothing is written.
 
     ``key_error``: the bound in world units (default :func:`~..core.key_reduction.default_key_error`);
     ``scale``: world units per armature unit of the chain's root space (default: its current scale).
@@ -125,8 +130,8 @@ def reduced_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarr
         key_error = default_key_error(rig.chain, scale)
     assert obj.pose is not None  # the chain was read from this armature
     rotations = [rotations_of_mode(obj.pose.bones[bone].rotation_mode) for bone in rig.joint_bones]
-    return reduce_keys(np.asarray(frames, dtype=float), [values[bone] for bone in rig.joint_bones], rotations,
-                       rig.chain, key_error, scale=scale)
+    return reduction_steps(np.asarray(frames, dtype=float), [values[bone] for bone in rig.joint_bones], rotations,
+                           rig.chain, key_error, scale=scale)
 
 
 def reduced_curve_writer(reduced: ReducedKeys, rig: RigChain, start: float, end: float) -> CurveWriter:

@@ -1,4 +1,4 @@
-"""Merging kept keys with free handle times (SPEC §9, issue 23): after :func:`.key_search.search_keys`,
+"""Merging kept keys with free handle times (SPEC §9, issue 23): after :func:`.key_search.search_steps`,
 kept keys are removed where ONE Bézier segment whose handle **times** are free too holds the bound
 over the frames between the surviving keys.
 
@@ -16,6 +16,7 @@ LAPACK): the same keys bit for bit in every process.
 from __future__ import annotations
 
 import functools
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -210,8 +211,12 @@ def fit_free_times(problem: _Problem, starts: np.ndarray, ends: np.ndarray, budg
     return fits.results()
 
 
-def merge_keys(problem: _Problem, keys: list[int], controls: list[np.ndarray], errors: np.ndarray,
-               forced: np.ndarray, budget: float) -> tuple[list[int], list[np.ndarray], list[np.ndarray], np.ndarray]:
+MergedKeys = tuple[list[int], list[np.ndarray], list[np.ndarray], np.ndarray]
+"""Keys, every segment's controls ``(4, C)``, its handles' frames ``(2, C)``, the world error of every sample."""
+
+
+def merge_steps(problem: _Problem, keys: list[int], controls: list[np.ndarray], errors: np.ndarray,
+                forced: np.ndarray, budget: float) -> Generator[None, None, MergedKeys]:
     """The kept ``keys`` (sample indices) with those removed where one free-time segment holds
     ``budget`` over the frames between the surviving keys, the fewest keys over the candidates
     tried: every run of :data:`MERGE_SPANS` kept segments that passes no ``forced`` key, and one
@@ -221,7 +226,8 @@ def merge_keys(problem: _Problem, keys: list[int], controls: list[np.ndarray], e
     ``errors (N,)``: the world error of every sample. Returns the keys, every segment's controls
     ``(4, C)`` (key, right handle, next left handle, next key values), its handles' frames
     ``(2, C)`` (the key's right handle, the next key's left; a third of the segment where not
-    merged) and the world error of every sample."""
+    merged) and the world error of every sample; in steps, one Gauss–Newton step of every running
+    candidate each (:func:`.key_search.finished`)."""
     count = len(keys)
     index = np.array(keys)
     inside = np.cumsum(forced[index])  # forced keys up to each kept key
@@ -238,6 +244,7 @@ def merge_keys(problem: _Problem, keys: list[int], controls: list[np.ndarray], e
         stopped = fits.step()
         add([(pairs[c][0], pairs[c][1] + 1) for c in stopped.tolist()
              if fits.best_largest[c] <= budget and pairs[c][1] - pairs[c][0] >= max(MERGE_SPANS)])
+        yield
     params, handles, largest, row_errors = fits.results()
     held: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     row = 0

@@ -22,7 +22,7 @@ moves the joints and the tip), reweighted toward the smallest largest world erro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +31,8 @@ from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
 from .free_segments import ANALYTIC_TURNS, chain_frames_and_points
-from .key_merge import merge_keys, thirds
-from .key_search import search_keys
+from .key_merge import merge_steps, thirds
+from .key_search import finished, search_steps
 from .rotations import matrices_from_axis_angles
 
 RotationsOf = Callable[[np.ndarray], np.ndarray]
@@ -337,7 +337,8 @@ def hold_runs(held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
                 key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True) -> ReducedKeys:
-    """The fewest shared keys found for a chain's baked rotation channels within ``key_error``.
+    """The fewest shared keys found for a chain's baked rotation channels within ``key_error``
+    (:func:`reduction_steps` run to the end).
 
     Parameters
     ----------
@@ -358,7 +359,7 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     keep : ndarray of int, optional
         Indices of frames that must stay keys.
     merge : bool
-        Merge the search's keys with free handle times (:func:`.key_merge.merge_keys`; False: the
+        Merge the search's keys with free handle times (:func:`.key_merge.merge_steps`; False: the
         search's keys, every handle at a third of its segment). A merge never passes a forced key
         (``keep``, the first and last frame, a hold's ends), so holds stay flat.
 
@@ -367,6 +368,14 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     frame) — keep their first and last frame as keys and a flat segment between (every control
     the held value), so Blender evaluates the held pose on every frame of the hold exactly.
     """
+    return finished(reduction_steps(frames, values, rotations, chain, key_error, scale, keep, merge))
+
+
+def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
+                    key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True
+                    ) -> Generator[None, None, ReducedKeys]:
+    """:func:`reduce_keys` in rounds (one batch of fit and check, or one step of the merge's fit, each:
+    :func:`.key_search.finished`); the problem is set up, and bad input refused, at the first ``next()``."""
     problem = _Problem(frames, values, rotations, chain, scale)
     count = len(problem.frames)
     if count < 2 or np.any(np.diff(problem.frames) <= 0.0):
@@ -379,14 +388,14 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     starts, ends = hold_runs(held)
     forced[starts] = forced[ends] = True
     budget = key_error * (1.0 - FLOAT32_MARGIN)
-    keys, controls, errors = search_keys(problem, forced, budget)
+    keys, controls, errors = yield from search_steps(problem, forced, budget)
     for index, (a, b) in enumerate(zip(keys[:-1], keys[1:])):
         if held[a:b].all():  # inside a hold: flat, every frame exactly the held pose
             controls[index] = np.broadcast_to(problem.values[a], controls[index].shape).astype(np.float32).astype(float)
             if b - a > 1:
                 errors[a + 1:b] = problem.errors(np.arange(a + 1, b), controls[index][np.zeros(b - a - 1, dtype=int)])
     if merge:
-        keys, controls, handles, errors = merge_keys(problem, keys, controls, errors, forced, budget)
+        keys, controls, handles, errors = yield from merge_steps(problem, keys, controls, errors, forced, budget)
     else:
         handles = thirds(problem, keys, controls)
     indices = np.array(keys)

@@ -12,8 +12,8 @@ chains meet they are joined by the segment between a key of each that leaves the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -149,11 +149,26 @@ def _advance(problem: _Problem, searches: list[_Search], budget: float) -> None:
         first, row = first + count, row + rows
 
 
-def search_keys(problem: _Problem, forced: np.ndarray, budget: float
-                ) -> tuple[list[int], list[np.ndarray], np.ndarray]:
+Result = TypeVar("Result")
+
+
+def finished(steps: Generator[None, None, Result]) -> Result:
+    """Run ``steps`` to the end; their result. A computation in steps (``…_steps``) runs one round per
+    ``next()``, so a caller may stop between rounds and go on later (a bake between timer ticks);
+    its result is the generator's return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+def search_steps(problem: _Problem, forced: np.ndarray, budget: float
+                 ) -> Generator[None, None, tuple[list[int], list[np.ndarray], np.ndarray]]:
     """The kept keys (sample indices, increasing), every segment's controls ``(4, C)`` and the world
     error of every sample ``(N,)`` (0 at the keys) for keys that must include ``forced (N,)`` (bool;
-    the first and the last sample among them), every segment within ``budget``."""
+    the first and the last sample among them), every segment within ``budget``; in rounds, one
+    batch of fit and check each (:func:`finished`)."""
     count = len(forced)
     at = np.flatnonzero(forced)
     index = np.arange(count)
@@ -172,6 +187,7 @@ def search_keys(problem: _Problem, forced: np.ndarray, budget: float
         if not pending:
             return _join(problem, *chains, after, budget)
         _advance(problem, pending, budget)
+        yield
 
 
 def _join(problem: _Problem, forward: _Chain, backward: _Chain, after: np.ndarray, budget: float

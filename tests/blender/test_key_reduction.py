@@ -95,7 +95,7 @@ def baked_arm(scene, mode: str, jitter: float, seed: int = 0):
     return obj
 
 
-@pytest.mark.parametrize("mode", ["QUATERNION", "XZY", "AXIS_ANGLE"])
+@pytest.mark.parametrize("mode", ["QUATERNION", "AXIS_ANGLE", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"])
 @pytest.mark.parametrize("jitter", [0.0, 3e-4])
 def test_reduced_keys_stay_within_the_bound_at_every_frame_as_blender_evaluates_them(baking, mode, jitter):
     scene = baking
@@ -295,6 +295,41 @@ def test_a_held_target_keeps_the_holds_ends_as_keys_and_blender_shows_the_held_p
     offsets = np.linalg.norm(reduced - full, axis=-1).max(axis=1)
     assert offsets.max() <= 1e-4 and offsets[70:].max() > 0.0
     assert report.evaluated_mismatch_frames == []
+
+
+def test_a_reduced_bake_goes_on_round_by_round_and_writes_nothing_until_its_reduction_is_done(baking):
+    """The reduction runs in rounds between a modal bake's timer ticks (a long one can be cancelled):
+    with no time per tick the bake returns between rounds, the chain's curves untouched until the
+    reduction ends, and the keys are those of a bake in one go, bit for bit; a cancel then leaves
+    the action as it was."""
+    scene = baking
+    states = []
+    for budget in (None, 0.0):
+        obj = baked_arm(scene, "QUATERNION", 3e-4, seed=2)
+        before = action_state(obj)
+        job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+        ticks, reducing = 0, 0
+        while not job.advance(budget):
+            ticks += 1
+            chain = job.chains[0]
+            if chain._writing is not None and chain._check is None:
+                reducing += 1
+                assert action_state(obj)["fcurves"] == before["fcurves"]
+        if budget is not None:
+            assert reducing >= 5, (ticks, reducing)
+        job.finish()
+        states.append(action_state(obj)["fcurves"])
+        bpy.data.objects.remove(obj)
+    assert states[0] == states[1]
+
+    obj = baked_arm(scene, "QUATERNION", 3e-4, seed=2)
+    before = action_state(obj)
+    job = bake.BakeJob(bpy.context, obj, bake.BakeOptions(1, 121, 1, ("Arm",), reduce_keys=True, key_error=1e-4))
+    while job.chains[0]._writing is None or job.chains[0]._writing.reduction is None:
+        assert not job.advance(0.0)
+    assert not job.advance(0.0)  # one round further in
+    job.cancel()
+    assert action_state(obj) == before
 
 
 def test_the_bake_operator_reduces_keys_and_says_so(baking):
