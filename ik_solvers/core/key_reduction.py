@@ -32,7 +32,7 @@ from .chain import Chain
 from .errors import IKInputError
 from .free_segments import ANALYTIC_TURNS, chain_frames_and_points
 from .key_merge import merge_steps, thirds
-from .key_search import finished, search_steps
+from .key_search import finished, flatten_holds, hold_runs, search_steps
 from .rotations import matrices_from_axis_angles
 
 RotationsOf = Callable[[np.ndarray], np.ndarray]
@@ -322,19 +322,6 @@ half, the second by a few per cent; on the benchmark's paths 731 keys against 73
 throughout, in 13 % fewer rounds)."""
 
 
-HOLD_FRAMES = 3
-"""Frames of equal channel values from which a hold keeps its first and last frame as keys (:func:`reduce_keys`)."""
-
-
-def hold_runs(held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First and last sample ``(H,)`` each of every hold: ``held (N - 1,)`` says sample ``i + 1`` has
-    sample ``i``'s values; a hold is a run of at least :data:`HOLD_FRAMES` such samples."""
-    edges = np.diff(np.concatenate([[0], held.astype(np.int8), [0]]))
-    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # run of held[starts:stops]
-    long = stops - starts >= HOLD_FRAMES - 1
-    return starts[long], stops[long]
-
-
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
                 key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True) -> ReducedKeys:
     """The fewest shared keys found for a chain's baked rotation channels within ``key_error``
@@ -363,7 +350,7 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
         search's keys, every handle at a third of its segment). A merge never passes a forced key
         (``keep``, the first and last frame, a hold's ends), so holds stay flat.
 
-    Holds — runs of at least :data:`HOLD_FRAMES` frames whose channel values are all equal (a foot
+    Holds — runs of at least :data:`.key_search.HOLD_FRAMES` frames whose channel values are all equal (a foot
     planted, a hand on a still prop: a reached goal that holds still gives the same pose on every
     frame) — keep their first and last frame as keys and a flat segment between (every control
     the held value), so Blender evaluates the held pose on every frame of the hold exactly.
@@ -389,11 +376,7 @@ def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations:
     forced[starts] = forced[ends] = True
     budget = key_error * (1.0 - FLOAT32_MARGIN)
     keys, controls, errors = yield from search_steps(problem, forced, budget)
-    for index, (a, b) in enumerate(zip(keys[:-1], keys[1:])):
-        if held[a:b].all():  # inside a hold: flat, every frame exactly the held pose
-            controls[index] = np.broadcast_to(problem.values[a], controls[index].shape).astype(np.float32).astype(float)
-            if b - a > 1:
-                errors[a + 1:b] = problem.errors(np.arange(a + 1, b), controls[index][np.zeros(b - a - 1, dtype=int)])
+    flatten_holds(problem, held, keys, controls, errors)
     if merge:
         keys, controls, handles, errors = yield from merge_steps(problem, keys, controls, errors, forced, budget)
     else:

@@ -190,6 +190,31 @@ def search_steps(problem: _Problem, forced: np.ndarray, budget: float
         yield
 
 
+HOLD_FRAMES = 3
+"""Frames of equal channel values from which a hold keeps its first and last frame as keys (:func:`.key_reduction.reduce_keys`)."""
+
+
+def hold_runs(held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last sample ``(H,)`` each of every hold: ``held (N - 1,)`` says sample ``i + 1`` has
+    sample ``i``'s values; a hold is a run of at least :data:`HOLD_FRAMES` such samples."""
+    edges = np.diff(np.concatenate([[0], held.astype(np.int8), [0]]))
+    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # run of held[starts:stops]
+    long = stops - starts >= HOLD_FRAMES - 1
+    return starts[long], stops[long]
+
+
+def flatten_holds(problem: _Problem, held: np.ndarray, keys: list[int], controls: list[np.ndarray],
+                  errors: np.ndarray) -> None:
+    """Make every segment between ``keys`` inside a hold (``held``: as :func:`hold_runs` takes it) flat:
+    all four controls the held value, so every frame there is exactly the held pose; ``controls``
+    and the world ``errors (N,)`` are changed in place."""
+    for index, (a, b) in enumerate(zip(keys[:-1], keys[1:])):
+        if held[a:b].all():
+            controls[index] = np.broadcast_to(problem.values[a], controls[index].shape).astype(np.float32).astype(float)
+            if b - a > 1:
+                errors[a + 1:b] = problem.errors(np.arange(a + 1, b), controls[index][np.zeros(b - a - 1, dtype=int)])
+
+
 def _join(problem: _Problem, forward: _Chain, backward: _Chain, after: np.ndarray, budget: float
           ) -> tuple[list[int], list[np.ndarray], np.ndarray]:
     """The keys of both chains joined where that leaves the fewest: at a key they share, or by a

@@ -12,10 +12,10 @@ from ik_solvers.core.key_reduction import (
     axis_angle_rotations,
     chain_points,
     default_key_error,
-    hold_runs,
     quaternion_rotations,
     reduce_keys,
 )
+from ik_solvers.core.key_search import hold_runs
 from ik_solvers.core.rotations import (
     matrices_from_rotvecs,
     quaternions_from_rotvecs,
