@@ -107,9 +107,10 @@ def reduce_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarra
             raise IKSolversError(f"Bone '{bone}' is not keyed at every frame to reduce (or its curves have modifiers).")
         values[bone] = np.column_stack(cast("list[np.ndarray]", columns)).astype(float)
     reduced = finished(reduced_rotation_keys(obj, rig, frames, values, key_error, scale))
-    for joint, curves in enumerate(fcurves):
+    write = reduced_curve_writer(reduced, rig, float(frames[0]), float(frames[-1]))
+    for bone, curves in zip(rig.joint_bones, fcurves):
         for index, fcurve in enumerate(curves):
-            write_reduced_curve(fcurve, reduced, joint, index, float(frames[0]), float(frames[-1]))
+            write(fcurve, bone, index)
     return reduced
 
 
@@ -136,20 +137,20 @@ def reduced_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarr
 
 def reduced_curve_writer(reduced: ReducedKeys, rig: RigChain, start: float, end: float) -> CurveWriter:
     """A :data:`~.keyframes.CurveWriter` for :func:`~.keyframes.key_rotations` that writes ``reduced``'s keys
-    (of ``rig``'s joint bones) in ``[start, end]`` instead of a key per frame."""
+    (of ``rig``'s joint bones) in ``[start, end]`` instead of a key per frame (:func:`write_bezier_keys`):
+    values, handle values and handle frames."""
     joint_of = {bone: joint for joint, bone in enumerate(rig.joint_bones)}
-    return lambda fcurve, bone, index: write_reduced_curve(fcurve, reduced, joint_of[bone], index, start, end)
+    per_joint: dict[int, tuple[np.ndarray, ...]] = {}  # each joint's keys, formed once for all its channels
 
-
-def write_reduced_curve(fcurve: bpy.types.FCurve, reduced: ReducedKeys, joint: int, index: int, start: float,
-                        end: float) -> None:
-    """Write channel ``index`` of joint ``joint``'s reduced keys into ``fcurve``, replacing its keys in
-    ``[start, end]`` (:func:`write_bezier_keys`): values, handle values and handle frames."""
-    left, right = reduced.handles(joint)
-    left_frames, right_frames = reduced.handle_times(joint)
-    write_bezier_keys(fcurve, reduced.frames, reduced.key_values(joint)[:, index],
-                      np.column_stack([left_frames[:, index], left[:, index]]),
-                      np.column_stack([right_frames[:, index], right[:, index]]), start, end)
+    def write(fcurve: bpy.types.FCurve, bone: str, index: int) -> None:
+        joint = joint_of[bone]
+        if joint not in per_joint:
+            per_joint[joint] = (reduced.key_values(joint), *reduced.handles(joint), *reduced.handle_times(joint))
+        values, left, right, left_frames, right_frames = per_joint[joint]
+        write_bezier_keys(fcurve, reduced.frames, values[:, index],
+                          np.column_stack([left_frames[:, index], left[:, index]]),
+                          np.column_stack([right_frames[:, index], right[:, index]]), start, end)
+    return write
 
 
 def write_bezier_keys(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, left: np.ndarray,
