@@ -50,6 +50,7 @@ def captured_problem(rig_name: str) -> tuple[Any, np.ndarray]:
     from _rigs import key_path
 
     from ik_solvers.blender import key_reduction
+    from ik_solvers.core.key_points import KeyedPoints
     from ik_solvers.core.key_reduction import _Problem
     from ik_solvers.core.key_reduction import reduce_keys as core_reduce
 
@@ -67,7 +68,7 @@ def captured_problem(rig_name: str) -> tuple[Any, np.ndarray]:
     def capture(*args: Any, **kwargs: Any) -> Any:
         frames_, values, rotations, chain_, key_error = args[:5]
         scale = kwargs.get("scale", args[5] if len(args) > 5 else 1.0)
-        captured["problem"] = _Problem(frames_, values, rotations, chain_, scale)
+        captured["problem"] = _Problem(frames_, values, rotations, KeyedPoints(chain_), scale)
         # the search's keys (handles at thirds), before the product's merge with free handle times
         captured["keys"] = core_reduce(frames_, values, rotations, chain_, key_error, scale=scale, merge=False).indices
         return fit(*args, **kwargs)
@@ -112,7 +113,8 @@ def exact_minimax(problem: Any, a: int, b: int, start: np.ndarray, free_times: b
 
     def offsets(sets: np.ndarray) -> np.ndarray:  # (P, M, points, 3)
         values = bezier_values(s, y0, y1, sets).reshape(-1, channels)
-        return problem.scale * (problem.points(values).reshape(len(sets), len(rows), -1, 3) - reference)
+        return problem.scale * (problem.points(values, np.tile(rows, len(sets))).reshape(len(sets), len(rows), -1, 3)
+                                - reference)
 
     weights, best, best_params = np.ones(len(rows)), np.inf, params
     for _ in range(rounds):
@@ -211,7 +213,7 @@ def batched_gauss_newton(problem: Any, starts: np.ndarray, ends: np.ndarray, pla
     for step in range(steps):
         values, derivatives = free_times_values(s, y0, y1, params[segment])
         shifted = np.concatenate([values] + [values + 1e-6 * np.eye(channels)[c] for c in range(channels)])
-        points = problem.points(shifted).reshape(channels + 1, len(rows), -1)
+        points = problem.points(shifted, np.tile(rows, channels + 1)).reshape(channels + 1, len(rows), -1)
         offsets = problem.scale * (points[0] - problem.reference[rows].reshape(len(rows), -1))
         chain_jacobian = (problem.scale * (points[1:] - points[0]) / 1e-6).transpose(1, 2, 0)  # (R, 3P, C)
         errors = np.sqrt((offsets.reshape(len(rows), -1, 3) ** 2).sum(axis=-1).max(axis=-1))

@@ -16,12 +16,11 @@ from typing import cast
 import bpy
 import numpy as np
 
+from ..core.key_points import chain_points, default_key_error
 from ..core.key_reduction import (
     ReducedKeys,
     RotationsOf,
     axis_angle_rotations,
-    chain_points,
-    default_key_error,
     quaternion_rotations,
     reduction_steps,
 )
@@ -107,7 +106,7 @@ def reduce_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarra
             raise IKSolversError(f"Bone '{bone}' is not keyed at every frame to reduce (or its curves have modifiers).")
         values[bone] = np.column_stack(cast("list[np.ndarray]", columns)).astype(float)
     reduced = finished(reduced_rotation_keys(obj, rig, frames, values, key_error, scale))
-    write = reduced_curve_writer(reduced, rig, float(frames[0]), float(frames[-1]))
+    write = reduced_curve_writer(reduced, joint_groups(rig), float(frames[0]), float(frames[-1]))
     for bone, curves in zip(rig.joint_bones, fcurves):
         for index, fcurve in enumerate(curves):
             write(fcurve, bone, index)
@@ -135,11 +134,11 @@ def reduced_rotation_keys(obj: bpy.types.Object, rig: RigChain, frames: np.ndarr
                            rig.chain, key_error, scale=scale)
 
 
-def reduced_curve_writer(reduced: ReducedKeys, rig: RigChain, start: float, end: float) -> CurveWriter:
+def reduced_curve_writer(reduced: ReducedKeys, joint_of: dict[str, int], start: float, end: float) -> CurveWriter:
     """A :data:`~.keyframes.CurveWriter` for :func:`~.keyframes.key_rotations` that writes ``reduced``'s keys
-    (of ``rig``'s joint bones) in ``[start, end]`` instead of a key per frame (:func:`write_bezier_keys`):
-    values, handle values and handle frames."""
-    joint_of = {bone: joint for joint, bone in enumerate(rig.joint_bones)}
+    (of the bones ``joint_of`` names, each with its channel group in ``reduced``: a chain's joint bones
+    in order, :func:`joint_groups`) in ``[start, end]`` instead of a key per frame
+    (:func:`write_bezier_keys`): values, handle values and handle frames."""
     per_joint: dict[int, tuple[np.ndarray, ...]] = {}  # each joint's keys, formed once for all its channels
 
     def write(fcurve: bpy.types.FCurve, bone: str, index: int) -> None:
@@ -151,6 +150,11 @@ def reduced_curve_writer(reduced: ReducedKeys, rig: RigChain, start: float, end:
                           np.column_stack([left_frames[:, index], left[:, index]]),
                           np.column_stack([right_frames[:, index], right[:, index]]), start, end)
     return write
+
+
+def joint_groups(rig: RigChain) -> dict[str, int]:
+    """Each joint bone of ``rig`` and its channel group in the chain's :class:`ReducedKeys` (joint order)."""
+    return {bone: joint for joint, bone in enumerate(rig.joint_bones)}
 
 
 def write_bezier_keys(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, left: np.ndarray,

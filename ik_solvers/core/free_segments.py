@@ -16,12 +16,10 @@ tests/blender/test_key_reduction.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from .chain import Chain
 
 if TYPE_CHECKING:
     from .key_reduction import _Problem
@@ -75,33 +73,20 @@ def free_values(s: np.ndarray, y0: np.ndarray, y1: np.ndarray, params: np.ndarra
     return values, np.stack([-along * first / slope, along * second / slope, first, second], axis=2), u
 
 
-def chain_frames_and_points(chain: Chain, rotations: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
-    """:func:`.key_reduction.chain_points` and each joint bone's root-space frame ``(M, 3, 3)`` after its rotation
-    (joint ``i``'s frame places the points below it: ``points[i + 1] = points[i] + frame_i @ offset``)."""
-    points = np.empty((rotations[0].shape[0], chain.n_joints + 1, 3))
-    position = chain.root_position + chain.root_rotation @ chain.offsets[0]  # the first joint does not move
-    points[:, 0] = position
-    frames = [chain.root_rotation @ chain.rest_rotations[0] @ rotations[0]]
-    for joint in range(1, chain.n_joints):
-        position = position + frames[-1] @ chain.offsets[joint]
-        points[:, joint] = position
-        frames.append(frames[-1] @ chain.rest_rotations[joint] @ rotations[joint])
-    points[:, -1] = position + frames[-1] @ chain.tip_offset
-    return frames, points
-
-
 ANALYTIC_TURNS: dict[object, Callable[[np.ndarray], np.ndarray]] = {}
 """Rotation conversions (:data:`.key_reduction.RotationsOf`) whose local turns per channel are known
 in closed form (registered by :mod:`.key_reduction`); the others by a forward difference."""
 
 
-def points_and_jacobian(problem: _Problem, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The moving points (every joint after the first, and the tip) ``(R, n, 3)`` of channel values
-    ``(R, C)`` and their derivatives ``(R, n, 3, C)`` with respect to the channels (chain units):
-    forward kinematics once; each joint's local turn per channel (:data:`ANALYTIC_TURNS`, or a
-    forward difference of its conversion alone); a joint's turn about a world axis ``w`` moves a
-    point ``p`` below it by ``w × (p − joint)``."""
-    count, joints = len(values), problem.joints(values)
+def points_and_jacobian(problem: _Problem, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The moving points (:meth:`.key_points.KeyedPoints.first_moving` on: the joints the channels move, the tip,
+    the attached points) ``(R, P, 3)`` of channel values ``(R, C)`` at samples ``rows (R,)`` and their
+    derivatives ``(R, P, 3, C)`` with respect to the channels (chain units): forward kinematics once; each
+    joint's local turn per channel (:data:`ANALYTIC_TURNS`, or a forward difference of its conversion alone);
+    a joint's turn about a world axis ``w`` moves a point ``p`` below it by ``w × (p − joint)``, a location
+    moves every point alike."""
+    count, groups = len(values), problem.joints(values)
+    joints = groups[problem.located:]
     rotations: list[np.ndarray] = [np.empty(0)] * len(joints)
     turns: list[np.ndarray] = [np.empty(0)] * len(joints)
     for rotate, members in problem.groups:  # each mode's joints, exact and shifted, in one conversion
@@ -119,14 +104,20 @@ def points_and_jacobian(problem: _Problem, values: np.ndarray) -> tuple[np.ndarr
             axes = 0.5 * np.stack([local[..., 2, 1] - local[..., 1, 2], local[..., 0, 2] - local[..., 2, 0],
                                    local[..., 1, 0] - local[..., 0, 1]], axis=-1) / DIFFERENCE  # (k, R, 3)
             turns[joint] = axes.transpose(1, 0, 2)
-    frames, points = chain_frames_and_points(problem.chain, rotations)
-    jacobian = np.zeros((count, points.shape[1] - 1, 3, values.shape[1]))
-    for joint, (start, stop) in enumerate(problem.slices):
+    geometry = problem.geometry
+    frames, points = geometry.frames_and_points(rotations, groups[0] if problem.located else None, rows)
+    first = geometry.first_moving
+    jacobian = np.zeros((count, points.shape[1] - first, 3, values.shape[1]))
+    if problem.located:
+        start, stop = problem.slices[0]
+        jacobian[..., start:stop] = geometry.location_axes
+    for joint, (start, stop) in enumerate(problem.slices[problem.located:]):
         world = (frames[joint][:, None, :, :] * turns[joint][:, :, None, :]).sum(axis=3)  # (R, k, 3)
-        arms = points[:, joint + 1:] - points[:, joint:joint + 1]  # (R, n − joint, 3)
-        moved = np.cross(world[:, None, :, :], arms[:, :, None, :])  # (R, n − joint, k, 3)
-        jacobian[:, joint:, :, start:stop] = moved.transpose(0, 1, 3, 2)
-    return points[:, 1:], jacobian
+        below = geometry.moved_by[joint]
+        arms = points[:, below] - points[:, joint:joint + 1]  # (R, moved, 3)
+        moved = np.cross(world[:, None, :, :], arms[:, :, None, :])  # (R, moved, k, 3)
+        jacobian[:, below - first, :, start:stop] = moved.transpose(0, 1, 3, 2)
+    return points[:, first:], jacobian
 
 
 def stored_parameters(params: np.ndarray, t0: np.ndarray, spans: np.ndarray) -> np.ndarray:

@@ -91,8 +91,9 @@ class _Candidates:
         ``(R, C, 4)`` and the time parameters ``(R, C)``."""
         problem, segment = self.problem, self.segment
         values, derivatives, u = free_values(self.s, self.y0[segment], self.y1[segment], params[segment], u, iterations)
-        points, jacobian = points_and_jacobian(problem, values)
-        offsets = problem.scale * (points - problem.reference[self.rows, 1:]).reshape(len(values), -1)
+        points, jacobian = points_and_jacobian(problem, values, self.rows)
+        moving = problem.reference[self.rows, problem.geometry.first_moving:]
+        offsets = problem.scale * (points - moving).reshape(len(values), -1)
         return offsets, problem.scale * jacobian.reshape(len(values), offsets.shape[1], -1), derivatives, u
 
     def errors(self, params: np.ndarray) -> np.ndarray:

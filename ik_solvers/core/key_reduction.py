@@ -30,16 +30,14 @@ import numpy as np
 from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
-from .free_segments import ANALYTIC_TURNS, chain_frames_and_points
+from .free_segments import ANALYTIC_TURNS
 from .key_merge import merge_steps, thirds
+from .key_points import Attachments, KeyedPoints
 from .key_search import finished, flatten_holds, hold_runs, search_steps
 from .rotations import matrices_from_axis_angles
 
 RotationsOf = Callable[[np.ndarray], np.ndarray]
 """Channel values ``(M, k)`` of one bone → its rotation matrices ``(M, 3, 3)`` as Blender forms them."""
-
-DEFAULT_KEY_ERROR_PER_REACH = 1e-4
-"""Default bound per unit of chain reach: 0.1 mm for a chain of 1 m (ACL's default 0.01 cm)."""
 
 FLOAT32_MARGIN = 0.02
 """Fraction of the bound left free for Blender's float32 evaluation of the curves and pose."""
@@ -82,22 +80,6 @@ def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(values[:, 1:], axis=-1, keepdims=True)
     axes = np.where(norms > 0.0, values[:, 1:] / np.where(norms > 0.0, norms, 1.0), np.array([1.0, 0.0, 0.0]))
     return matrices_from_axis_angles(axes, np.where(norms[:, 0] > 0.0, values[:, 0], 0.0))
-
-
-def chain_points(chain: Chain, rotations: Sequence[np.ndarray]) -> np.ndarray:
-    """Root-space joint origins and tip ``(M, n + 1, 3)`` for the joints' variable rotations,
-    ``rotations[i]`` of shape ``(M, 3, 3)`` (the rotation part of each joint bone's basis matrix)."""
-    return chain_frames_and_points(chain, rotations)[1]
-
-
-def chain_reach(chain: Chain) -> float:
-    """Length of the chain from its first joint to the tip, in chain units."""
-    return float(np.linalg.norm(chain.offsets[1:], axis=-1).sum() + np.linalg.norm(chain.tip_offset))
-
-
-def default_key_error(chain: Chain, scale: float = 1.0) -> float:
-    """The default bound in world units: :data:`DEFAULT_KEY_ERROR_PER_REACH` × the chain's reach × ``scale``."""
-    return DEFAULT_KEY_ERROR_PER_REACH * chain_reach(chain) * scale
 
 
 # --------------------------------------------------------------------------- the reduction
@@ -183,20 +165,21 @@ class _Problem:
     """The unreduced bake and the evaluation of candidate segments against it (every joint's
     channels side by side in one ``(N, C)`` array)."""
 
-    def __init__(self, frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf],
-                 chain: Chain, scale: float) -> None:
+    def __init__(self, frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf | None],
+                 geometry: KeyedPoints, scale: float) -> None:
         self.frames = np.asarray(frames, dtype=float)
         self.values = np.concatenate([np.asarray(v, dtype=float) for v in values], axis=1)
         bounds = np.cumsum([0] + [np.shape(v)[1] for v in values]).tolist()
         self.slices = list(zip(bounds[:-1], bounds[1:]))
-        self.rotations = rotations
+        self.geometry = geometry
+        self.located = 1 if geometry.translation else 0  # channel groups before the rotations: the location's
         groups: dict[RotationsOf, list[int]] = {}
-        for joint, rotate in enumerate(rotations):
+        for joint, rotate in enumerate(rotations[self.located:]):
+            assert rotate is not None  # only a location has no rotation
             groups.setdefault(rotate, []).append(joint)
         self.groups = list(groups.items())
-        self.chain = chain
         self.scale = scale
-        self.reference = self.points(self.values)
+        self.reference = self.points(self.values, np.arange(len(self.frames)))
         self.slopes = np.gradient(self.values, self.frames, axis=0)
         self.metric = self._metric()
         self.metric_upper = self.metric[(slice(None), *np.triu_indices(self.values.shape[1]))]  # once, not per batch
@@ -209,30 +192,38 @@ class _Problem:
         forward kinematics of central ones)."""
         count, channels = self.values.shape
         steps = step * np.eye(channels)[:, None, :]
-        points = self.points((self.values + steps).reshape(-1, channels)).reshape(channels, count, -1)
+        points = self.points((self.values + steps).reshape(-1, channels), np.tile(np.arange(count), channels))
+        points = points.reshape(channels, count, -1)
         jacobian = ((points - self.reference.reshape(count, -1)) / step).transpose(1, 0, 2)  # (N, C, 3 (n + 1))
         metric = (jacobian[:, :, None] * jacobian[:, None]).sum(axis=3)  # not einsum: see bezier_segments.SegmentBatch
         mean = np.trace(metric, axis1=1, axis2=2).mean() / channels
         return metric + CHANNEL_WEIGHT * mean * np.eye(channels)
 
     def joints(self, values: np.ndarray) -> list[np.ndarray]:
-        """Channels ``(..., C)`` split per joint."""
+        """Channels ``(..., C)`` split per channel group (the location's, with one, then each joint's rotation)."""
         return [values[..., start:stop] for start, stop in self.slices]
 
-    def points(self, values: np.ndarray) -> np.ndarray:
-        """Joints and tip ``(M, n + 1, 3)`` of channel values ``(M, C)``; the joints that share a
-        rotation mode are converted in one call (the loop's cost is numpy's per-call overhead)."""
-        joints, count = self.joints(values), values.shape[0]
+    def frames_and_points(self, values: np.ndarray, rows: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """The joints' frames and the points (:meth:`.key_points.KeyedPoints.frames_and_points`) of channel
+        values ``(M, C)`` at samples ``rows (M,)``; the joints that share a rotation mode are converted in one
+        call (the loop's cost is numpy's per-call overhead)."""
+        groups, count = self.joints(values), values.shape[0]
+        joints = groups[self.located:]
         rotations: list[np.ndarray] = [np.empty(0)] * len(joints)
         for rotate, members in self.groups:
             stacked = rotate(np.concatenate([joints[j] for j in members]) if len(members) > 1 else joints[members[0]])
             for place, joint in enumerate(members):
                 rotations[joint] = stacked[place * count:(place + 1) * count]
-        return chain_points(self.chain, rotations)
+        return self.geometry.frames_and_points(rotations, groups[0] if self.located else None, rows)
+
+    def points(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The points ``(M, P, 3)`` of channel values ``(M, C)`` at samples ``rows (M,)``: joints, tip, attached."""
+        return self.frames_and_points(values, rows)[1]
 
     def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
-        offsets = self.points(values)[:, 1:] - self.reference[rows, 1:]  # the first joint does not move
+        first = self.geometry.first_moving  # without a location the first joint does not move
+        offsets = self.points(values, rows)[:, first:] - self.reference[rows, first:]
         return self.scale * np.sqrt((offsets * offsets).sum(axis=-1).max(axis=-1))
 
     def segments(self, starts: np.ndarray | int, ends: np.ndarray, budget: float, windows: np.ndarray | None = None
@@ -322,8 +313,9 @@ half, the second by a few per cent; on the benchmark's paths 731 keys against 73
 throughout, in 13 % fewer rounds)."""
 
 
-def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
-                key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True) -> ReducedKeys:
+def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf | None], chain: Chain,
+                key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True, *,
+                translation: bool = False, attachments: Attachments | None = None) -> ReducedKeys:
     """The fewest shared keys found for a chain's baked rotation channels within ``key_error``
     (:func:`reduction_steps` run to the end).
 
@@ -350,20 +342,29 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
         search's keys, every handle at a third of its segment). A merge never passes a forced key
         (``keep``, the first and last frame, a hold's ends), so holds stay flat.
 
+    translation : bool
+        ``values[0]`` is the first joint bone's location ``(N, 3)`` (in its rest frame: a body root's), and
+        ``rotations[0]`` None; the joints' rotations follow. Its keys are ``controls[0]`` of the result.
+    attachments : Attachments, optional
+        Points riding on the chain's bones at every frame, held within ``key_error`` too (the joints and
+        tips of the chains below a body's unit: :mod:`.body_keys`).
+
     Holds — runs of at least :data:`.key_search.HOLD_FRAMES` frames whose channel values are all equal (a foot
     planted, a hand on a still prop: a reached goal that holds still gives the same pose on every
     frame) — keep their first and last frame as keys and a flat segment between (every control
     the held value), so Blender evaluates the held pose on every frame of the hold exactly.
     """
-    return finished(reduction_steps(frames, values, rotations, chain, key_error, scale, keep, merge))
+    return finished(reduction_steps(frames, values, rotations, chain, key_error, scale, keep, merge,
+                                    translation=translation, attachments=attachments))
 
 
-def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf], chain: Chain,
-                    key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True
+def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf | None],
+                    chain: Chain, key_error: float, scale: float = 1.0, keep: np.ndarray | None = None,
+                    merge: bool = True, *, translation: bool = False, attachments: Attachments | None = None
                     ) -> Generator[None, None, ReducedKeys]:
     """:func:`reduce_keys` in rounds (one batch of fit and check, or one step of the merge's fit, each:
     :func:`.key_search.finished`); the problem is set up, and bad input refused, at the first ``next()``."""
-    problem = _Problem(frames, values, rotations, chain, scale)
+    problem = _Problem(frames, values, rotations, KeyedPoints(chain, translation, attachments), scale)
     count = len(problem.frames)
     if count < 2 or np.any(np.diff(problem.frames) <= 0.0):
         raise IKInputError("frames", "key reduction needs at least two increasing frames")
@@ -385,6 +386,6 @@ def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations:
     errors[indices] = problem.errors(indices, problem.values[indices].astype(np.float32).astype(float))
     segments, times = [problem.joints(segment) for segment in controls], [problem.joints(h) for h in handles]
     return ReducedKeys(indices=indices, frames=problem.frames[indices],
-                       controls=[np.stack([segment[joint] for segment in segments]) for joint in range(chain.n_joints)],
-                       handle_frames=[np.stack([time[joint] for time in times]) for joint in range(chain.n_joints)],
+                       controls=[np.stack([segment[group] for segment in segments]) for group in range(len(values))],
+                       handle_frames=[np.stack([time[group] for time in times]) for group in range(len(values))],
                        errors=errors, key_error=key_error)

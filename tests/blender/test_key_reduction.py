@@ -67,7 +67,7 @@ def curve_points(obj, rig) -> np.ndarray:
     from ik_solvers.blender import compat
     from ik_solvers.blender.key_reduction import rotations_of_mode
     from ik_solvers.blender.keyframes import rotation_data_path
-    from ik_solvers.core.key_reduction import chain_points
+    from ik_solvers.core.key_points import chain_points
 
     bag = compat.channelbag_for_assigned_slot(obj.animation_data)
     rotations = []

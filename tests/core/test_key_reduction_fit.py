@@ -7,11 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ik_solvers.core import Chain, JointKind, forward_kinematics
+from ik_solvers.core.key_points import KeyedPoints, chain_points, default_key_error
 from ik_solvers.core.key_reduction import (
     FLOAT32_MARGIN,
     axis_angle_rotations,
-    chain_points,
-    default_key_error,
     quaternion_rotations,
     reduce_keys,
 )
@@ -327,7 +326,7 @@ def test_every_segment_is_as_long_as_it_can_be(key_error):
     frames = np.arange(1.0, 122.0)
     channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
     reduced = check_bound(chain, frames, channels, key_error)
-    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, KeyedPoints(chain), 1.0)
     budget = key_error * (1.0 - key_reduction.FLOAT32_MARGIN)
 
     def breaks(a, b):
@@ -348,7 +347,7 @@ def test_a_candidates_fit_and_check_do_not_depend_on_the_rest_of_its_batch():
     chain = leg_chain()
     frames = np.arange(1.0, 122.0)
     channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
-    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, KeyedPoints(chain), 1.0)
     alone = problem.segments(40, np.array([44, 45, 46, 47, 48]), 1e-4)
     starts = np.array([3, 3, 3, 40, 40, 40, 40, 40, 100, 100])
     ends = np.array([6, 9, 12, 44, 45, 46, 47, 48, 110, 120])
@@ -391,7 +390,7 @@ def test_chains_that_no_segment_joins_go_on_forward_within_the_bound(monkeypatch
     channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
     monkeypatch.setattr(key_search, "_holding", lambda problem, segments, budget: {})
     reduced = check_bound(chain, frames, channels, 1e-4)
-    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, KeyedPoints(chain), 1.0)
     budget = 1e-4 * (1.0 - key_reduction.FLOAT32_MARGIN)
     for a, b in zip(reduced.indices[:-2].tolist(), reduced.indices[1:-1].tolist()):
         assert problem.segments(a, np.array([b + 1]), budget)[1][0] > budget, (a, b)
@@ -442,7 +441,7 @@ def test_a_free_time_candidates_fit_does_not_depend_on_the_rest_of_its_batch():
     chain = leg_chain()
     frames = np.arange(1.0, 122.0)
     channels = quaternion_path(smooth_path(6, 121, 12, amplitude=0.25))
-    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, chain, 1.0)
+    problem = key_reduction._Problem(frames, channels, [quaternion_rotations] * 3, KeyedPoints(chain), 1.0)
     alone = key_merge.fit_free_times(problem, np.array([40]), np.array([52]), 1e-4)
     among = key_merge.fit_free_times(problem, np.array([3, 40, 90]), np.array([20, 52, 99]), 1e-4)
     for ours, theirs in zip(alone[:3], among[:3]):
