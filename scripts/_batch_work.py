@@ -164,10 +164,14 @@ class BodyWork:
         return list(self.job.write_solved(solved))
 
     def baked(self) -> list[BakedChain]:
-        """Every chain's joint bones and the body root: a rotation key at every baked frame."""
-        frames = tuple(float(f) for f in self.job.key_frames)
-        out = [BakedChain(self.job.obj.name, chain.name, tuple(chain.spec.rig.joint_bones), frames)
+        """Every chain's joint bones and the body root: a rotation key at every baked frame (with reduced keys,
+        at each one's kept frames)."""
+        def kept(reduced: Any) -> tuple[float, ...]:
+            keyed = self.job.key_frames if reduced is None else self.job.key_frames[reduced.indices]
+            return tuple(float(f) for f in keyed)
+
+        out = [BakedChain(self.job.obj.name, chain.name, tuple(chain.spec.rig.joint_bones), kept(chain.reduced))
                for chain in self.job.chains]
         if self.job.spec.root is not None:
-            out.append(BakedChain(self.job.obj.name, "body root", (self.job.spec.root,), frames))
+            out.append(BakedChain(self.job.obj.name, "body root", (self.job.spec.root,), kept(self.job.root_reduced)))
         return out

@@ -280,16 +280,15 @@ def make_work(obj, chain_name: str | None, frames: tuple[int, int], step: int, r
     from ik_solvers.blender import body_bake
     from ik_solvers.blender.frames import HIFrames
 
-    if chain_name is None and reduce_keys > 0.0:
-        raise BatchError(f"armature '{obj.name}' solves its chains together (solve_together), and a body bake keeps "
-                         "a key per frame: bake it without --reduce-keys", "solve_together")
     try:
         if chain_name is not None:
             options = bake.BakeOptions(frames[0], frames[1], step, (chain_name,), reduce_keys=reduce_keys > 0.0,
                                        key_error=reduce_keys)
             return ChainWork(bake.BakeJob(bpy.context, obj, options), bake.SolvedFrames)
         names = tuple(chain.name for chain in obj.ik_solvers.chains if chain.enabled)
-        job = body_bake.BodyBakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, names))
+        job = body_bake.BodyBakeJob(bpy.context, obj, bake.BakeOptions(frames[0], frames[1], step, names,
+                                                                       reduce_keys=reduce_keys > 0.0,
+                                                                       key_error=reduce_keys))
         return BodyWork(job, body_bake.BodySolved, HIFrames)
     except bake.IKSolversError as error:  # a chain's sentence names it (errors.chain_context); the field is kept
         where = "" if chain_name is not None else f"armature '{obj.name}': "

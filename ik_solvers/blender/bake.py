@@ -23,7 +23,7 @@ from .chain_order import parents_first
 from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
 from .errors import IKSolversError, chain_context
 from .frames import SampledFrames, SolvedFrames, stitch
-from .key_reduction import reduced_curve_writer, reduced_rotation_keys
+from .key_reduction import joint_groups, reduced_curve_writer, reduced_rotation_keys
 from .keyframes import action_frames, bake_seeds, key_rotations, stored_values
 from .report import BakeReport, bake_report, reached
 from .rig import rotation_channel_values
@@ -368,7 +368,8 @@ class BakeJob(BakeState):
             if deadline is not None and time.perf_counter() > deadline:
                 return False
         start, end = float(self.key_frames[0]), float(self.key_frames[-1])
-        write = None if chain.reduced is None else reduced_curve_writer(chain.reduced, chain.rig, start, end)
+        write = (None if chain.reduced is None
+                 else reduced_curve_writer(chain.reduced, joint_groups(chain.rig), start, end))
         key_rotations(self.action, self.obj, writing.values, self.key_frames, start, end, write)
         solved = writing.solved
         chain._solved, chain._write_started = solved, writing.started

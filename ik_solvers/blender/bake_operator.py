@@ -158,6 +158,9 @@ class IK_SOLVERS_OT_bake(bpy.types.Operator):
         for chain in self._job.chains:
             if chain.reduced is not None:
                 self.report({"INFO"}, reduction_sentence(chain.name, chain.reduced))
+        job = self._job
+        if isinstance(job, BodyBakeJob) and job.root_reduced is not None and job.spec.root is not None:
+            self.report({"INFO"}, reduction_sentence(job.spec.root, job.root_reduced))  # its location and rotation
         for report in reports:
             self.report({"INFO"}, report.sentence())
             warning = report.warning()

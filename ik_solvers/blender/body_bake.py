@@ -21,11 +21,12 @@ from ..core.body import GoalStatus
 from . import interrupts, live_state
 from .bake_state import BakeState
 from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs
+from .body_keys import body_curve_writers, body_reduction, body_units, default_body_key_error, evaluated_unit_errors
 from .body_sampling import body_sampling_blockers, keys_alone_move_the_body, sample_body_fcurves
 from .checks import check_action_keyable
 from .errors import IKSolversError
 from .frames import HIFrames, SolvedFrames
-from .keyframes import action_frames, bake_seeds, key_locations, key_rotations
+from .keyframes import action_frames, bake_seeds, key_locations, key_rotations, stored_values
 from .report import BakeReport, bake_report, goals_section
 from .rig import rotation_channel_values
 from .root_space import uniform_scale
@@ -33,8 +34,11 @@ from .sampling import geometry_key
 from .verify import BakedCheck
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
+
     import bpy
 
+    from ..core.body.keys import BodyKeys, KeyUnit
     from ..core.key_reduction import ReducedKeys
     from .bake import BakeOptions
     from .spec import ChainSpec
@@ -94,6 +98,20 @@ class BodyChainBake:
         return self.spec.name
 
 
+@dataclass(eq=False)
+class _BodyWriting:
+    """A body bake's keys between the solve and the write: the channel values and, when the bake reduces
+    keys, the units and their reduction in rounds (:func:`.body_keys.body_reduction`)."""
+
+    solved: BodySolved
+    values: dict[str, np.ndarray]
+    started: float
+    units: list[KeyUnit] | None = None
+    key_error: float = 0.0
+    reduction: Generator[None, None, BodyKeys] | None = None
+    keys: BodyKeys | None = None
+
+
 class _FrameSetOnce:
     """The scene for the chains' checks: ``frame_set`` evaluates a frame once for all of them (the keys
     are written; nothing changes between one chain's check of a frame and the next one's)."""
@@ -130,6 +148,9 @@ class BodyBakeJob(BakeState):
         self._snapshot()
         self._inputs: list[BodyInputs] = []
         self._solved: BodySolved | None = None
+        self._writing: _BodyWriting | None = None
+        self.root_reduced: ReducedKeys | None = None
+        """The body root's reduced keys (its location and rotation) when the bake reduces keys."""
         self._write_started = 0.0
         self._checking = 0
         self._check_scene = _FrameSetOnce(self.scene)
@@ -157,11 +178,14 @@ class BodyBakeJob(BakeState):
         deadline = None if time_budget is None else time.perf_counter() + time_budget
         with self._interruptible():
             if self._solved is None:
-                with live_state.paused():
-                    if not self._sample(self.frames, self._inputs, deadline):
-                        return False
-                    self._restore_frame()
-                self._write_keys(self.solve(self.frames, BodyInputs.stack(self._inputs)))
+                if self._writing is None:
+                    with live_state.paused():
+                        if not self._sample(self.frames, self._inputs, deadline):
+                            return False
+                        self._restore_frame()
+                    self._start_writing(self.solve(self.frames, BodyInputs.stack(self._inputs)))
+                if not self._continue_writing(deadline):
+                    return False
             return self._continue_checks(deadline)
 
     def sample(self, frames: np.ndarray) -> BodyInputs:
@@ -209,13 +233,15 @@ class BodyBakeJob(BakeState):
     def write_solved(self, solved: BodySolved) -> list[BakeReport]:
         """Key ``solved`` (the bake's frames, any order) and check the keys; the chains' reports."""
         with self._interruptible():
-            self._write_keys(solved.in_order())
+            self._start_writing(solved.in_order())
+            self._continue_writing(None)
             self._continue_checks(None)
         return self.reports
 
-    def _write_keys(self, solved: BodySolved) -> None:
-        """Key every chain bone's rotation and the root's location and rotation, then start the checks."""
-        self._write_started = time.perf_counter()
+    def _start_writing(self, solved: BodySolved) -> None:
+        """Every chain bone's and the root's channel values from ``solved``, checked finite; their reduction
+        started when the bake reduces keys (from the values as the keys store them)."""
+        started = time.perf_counter()
         if not np.array_equal(solved.frames, self.frames):
             raise IKSolversError("the solved frames are not the bake's frames.")
         spec = self.spec
@@ -231,10 +257,38 @@ class BodyBakeJob(BakeState):
             bad = np.flatnonzero(~np.all(np.isfinite(channel), axis=1))
             if bad.size:
                 raise IKSolversError(f"bone '{bone}' got a non-finite value.", frame=int(self.frames[bad[0]]))
-        end = float(self.key_frames[-1])
-        key_rotations(self.action, self.obj, values, self.key_frames, start, end)
+        writing = self._writing = _BodyWriting(solved, values, started)
+        if self.options.reduce_keys and len(self.frames) > 2:
+            stored = {bone: stored_values(channel) for bone, channel in values.items()}
+            writing.units = body_units(self.obj, spec, stored, stored_values(solved.root_location))
+            writing.key_error = self.options.key_error or default_body_key_error(spec, self.scale)
+            writing.reduction = body_reduction(spec, solved.q, solved.root_location, writing.units, self.key_frames,
+                                               writing.key_error, self.scale)
+
+    def _continue_writing(self, deadline: float | None) -> bool:
+        """Reduce the keys until done or past ``deadline`` (False: call again to go on); then key every chain
+        bone's rotation and the root's location and rotation (only the reduced keys, when reduced), measure
+        the reduced keys' error as Blender evaluates them, and start the checks (True)."""
+        writing, spec = self._writing, self.spec
+        assert writing is not None  # started by _start_writing
+        while writing.reduction is not None:
+            try:
+                next(writing.reduction)
+            except StopIteration as done:
+                writing.keys, writing.reduction = done.value, None
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                return False
+        solved, self._write_started = writing.solved, writing.started
+        start, end = float(self.key_frames[0]), float(self.key_frames[-1])
+        write_rotation, write_location = (None, None) if writing.keys is None or writing.units is None else \
+            body_curve_writers(spec, writing.units, writing.keys, start, end)
+        key_rotations(self.action, self.obj, writing.values, self.key_frames, start, end, write_rotation)
         if spec.root is not None:
-            key_locations(self.action, self.obj, {spec.root: solved.root_location}, self.key_frames, start, end)
+            key_locations(self.action, self.obj, {spec.root: solved.root_location}, self.key_frames, start, end,
+                          write_location)
+        if writing.keys is not None and writing.units is not None:
+            self._measure_reduced(writing.keys, writing.units, writing.key_error, solved)
         self._solved = solved
         keys_alone = keys_alone_move_the_body(self.obj, spec, self._blockers)
         for index, chain in enumerate(self._chains):
@@ -242,13 +296,26 @@ class BodyBakeJob(BakeState):
             rigs = {geometry_key(self.obj, chain.spec.rig): chain.spec.rig}
             # Sparse where the keys alone move the body (as a chain's check), else every frame.
             chain.check = BakedCheck(self._check_scene, self.obj, chain.spec, rigs, chain_solved,  # type: ignore[arg-type]  # a scene that sets each frame once
-                                     solved.status[index] != GoalStatus.REACHED, keys_alone=keys_alone)
+                                     solved.status[index] != GoalStatus.REACHED, keys_alone=keys_alone,
+                                     reduced=chain.reduced, key_frames=self.key_frames, predict=False)
+        return True
+
+    def _measure_reduced(self, keys: BodyKeys, units: list[KeyUnit], key_error: float, solved: BodySolved) -> None:
+        """Each chain's (and the root's) reduced keys with the world error of its joints and tip per frame as
+        Blender evaluates every written curve (:func:`.body_keys.evaluated_unit_errors`)."""
+        errors = self.scale * evaluated_unit_errors(self.obj, self.spec, units, solved.q, solved.root_location,
+                                                    self.key_frames)
+        measured = [replace(reduced, errors=error, key_error=key_error) for reduced, error in zip(keys.reduced, errors)]
+        if units[0].translation:
+            self.root_reduced, measured = measured[0], measured[1:]
+        for chain, reduced in zip(self._chains, measured):
+            chain.reduced = reduced
 
     def _continue_checks(self, deadline: float | None) -> bool:
         """Blender's evaluation of the keys, frame after frame for every chain at once (one frame change
         per frame, not one per chain); the reports once all are checked."""
         checks = [chain.check for chain in self._chains]
-        assert all(check is not None for check in checks)  # started by _write_keys
+        assert all(check is not None for check in checks)  # started by _continue_writing
         self._check_scene.forget()  # the frame may have changed between calls
         with live_state.paused():
             try:
@@ -267,14 +334,14 @@ class BodyBakeJob(BakeState):
             finally:
                 self._restore_frame()
         solved = self._solved
-        assert solved is not None  # set by _write_keys
+        assert solved is not None  # set by _continue_writing
         seconds = solved.seconds + time.perf_counter() - self._write_started
         for index, chain in enumerate(self._chains):
             assert chain.check is not None
             report = bake_report(solved.chain_frames(index, chain.dofs), armature=self.obj.name, chain=chain.name,
                                  method="BODY", frame_step=self.options.frame_step,
                                  sampling_reasons=self._blockers, flip_threshold=chain.spec.flip_threshold,
-                                 seconds=seconds, evaluation=chain.check.result())
+                                 seconds=seconds, evaluation=chain.check.result(), reduced=chain.reduced)
             chain.report = replace(report, goals=goals_section(
                 solved.frames, solved.status[index], solved.error[index], solved.bound[index],
                 self.spec.weights[index], self.spec.priorities[index]))

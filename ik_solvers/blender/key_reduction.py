@@ -58,19 +58,25 @@ def rotations_of_mode(mode: str) -> RotationsOf:
     return lambda values: matrices_from_eulers(values, mode)
 
 
+def channel_fcurves(obj: bpy.types.Object, bone: str, path: str, width: int) -> list[bpy.types.FCurve]:
+    """The F-curves of channel ``path`` (``width`` of them, index order) of ``bone`` in ``obj``'s assigned
+    action slot; IKSolversError if one is missing."""
+    channelbag = compat.channelbag_for_assigned_slot(obj.animation_data)
+    fcurves = [None if channelbag is None else channelbag.fcurves.find(path, index=i) for i in range(width)]
+    if any(fcurve is None for fcurve in fcurves):
+        channel = "location" if path.endswith("location") else "rotation"
+        raise IKSolversError(f"Bone '{bone}' has no keyed {channel} to reduce.")
+    return cast("list[bpy.types.FCurve]", fcurves)
+
+
 def _chain_fcurves(obj: bpy.types.Object, rig: RigChain) -> list[list[bpy.types.FCurve]]:
     """Per joint bone, its rotation channel's F-curves (index order); IKSolversError if one is missing."""
-    channelbag = compat.channelbag_for_assigned_slot(obj.animation_data)
     assert obj.pose is not None  # the chain was read from this armature
     out = []
     for bone in rig.joint_bones:
         pose_bone = obj.pose.bones[bone]
-        path = rotation_data_path(pose_bone)
         width = 4 if pose_bone.rotation_mode in ("QUATERNION", "AXIS_ANGLE") else 3
-        fcurves = [None if channelbag is None else channelbag.fcurves.find(path, index=i) for i in range(width)]
-        if any(fcurve is None for fcurve in fcurves):
-            raise IKSolversError(f"Bone '{bone}' has no keyed rotation to reduce.")
-        out.append(cast("list[bpy.types.FCurve]", fcurves))
+        out.append(channel_fcurves(obj, bone, rotation_data_path(pose_bone), width))
     return out
 
 

@@ -104,7 +104,8 @@ def stored_values(values: np.ndarray) -> np.ndarray:
 
 
 CurveWriter = Callable[[bpy.types.FCurve, str, int], None]
-"""Writes one rotation curve's keys in a block's range, ``(fcurve, bone, channel index)``, keeping the others."""
+"""Writes one rotation (or location) curve's keys in a block's range, ``(fcurve, bone, channel index)``,
+keeping the others."""
 
 
 def replace_keys_in_range(fcurve: bpy.types.FCurve, frames: np.ndarray, values: np.ndarray, start: float, end: float,
@@ -318,15 +319,15 @@ def key_rotations(action: RememberingAction, obj: bpy.types.Object, values: dict
 
 
 def key_locations(action: RememberingAction, obj: bpy.types.Object, values: dict[str, np.ndarray],
-                  frames: np.ndarray, start: float, end: float) -> None:
+                  frames: np.ndarray, start: float, end: float, write: CurveWriter | None = None) -> None:
     """:func:`key_rotations` for location channels (bone → ``(N, 3)``), as keyed in the bone's
-    ``location`` (a body root's)."""
+    ``location`` (a body root's); ``write`` as there."""
     channelbag = action.channelbag()
     frames = np.asarray(frames, dtype=np.float64)
     assert obj.pose is not None  # the values are of the bones of this armature
     for bone, channel in values.items():
         _key_channel(action, channelbag, bone, obj.pose.bones[bone].path_from_id("location"), "LOCATION", channel,
-                     frames, start, end)
+                     frames, start, end, write)
 
 
 def _key_channel(action: RememberingAction, channelbag: bpy.types.ActionChannelbag, bone: str, path: str, mode: str,

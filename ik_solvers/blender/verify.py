@@ -173,7 +173,9 @@ class BakedCheck:
     baked keys can move the chain (:func:`keys_alone_move_the_chain`), so a sparse sample of frames
     is asked (``SPARSE_LIMIT``); otherwise a dense one with every flagged frame (``DENSE_LIMIT``).
     ``reduced``: the chain's reduced keys (their tip may sit their bound farther than the tolerance
-    from the solved one) at ``key_frames (N,)``, the bake's frames in action time. Reduced keys are
+    from the solved one) at ``key_frames (N,)``, the bake's frames in action time. ``predict`` False: a body
+    chain's, whose root moves with the keys above it (the body bake measures every frame itself,
+    :func:`~.body_keys.evaluated_unit_errors`), checked on the sample as without reduced keys. Reduced keys are
     checked at every frame: with ``keys_alone`` every frame's tip from Blender's evaluation of the
     F-curves (:func:`~.key_reduction.curve_tips`), and ``frame_set`` on the sparse sample, the kept
     keys and the :data:`PEAK_FRAMES` largest predicted offsets, where the evaluated tip must also be
@@ -184,12 +186,12 @@ class BakedCheck:
 
     def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, spec: ChainSpec, rigs: dict[bytes, RigChain],
                  solved: SolvedFrames, flagged: np.ndarray, *, keys_alone: bool = False,
-                 reduced: ReducedKeys | None = None, key_frames: np.ndarray | None = None) -> None:
+                 reduced: ReducedKeys | None = None, key_frames: np.ndarray | None = None, predict: bool = True) -> None:
         self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
         self.allowance = 0.0 if reduced is None else reduced.key_error
         self._predicted: tuple[np.ndarray, np.ndarray] | None = None
         """Root-space tips ``(N, 3)`` of Blender's evaluation of the reduced curves and of the solve, every frame."""
-        if reduced is not None and keys_alone:
+        if reduced is not None and keys_alone and predict:
             rig = next(iter(rigs.values()))
             self._predicted = (curve_tips(obj, rig, solved.frames if key_frames is None else key_frames),
                                forward_kinematics(rig.chain, solved.q).positions[:, -1])

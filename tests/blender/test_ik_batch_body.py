@@ -3,7 +3,7 @@ together from the hips (``solve_together``, ``body_root``), saved as a .blend an
 
 ``--jobs 1`` and ``--jobs 2`` give the same keys bit for bit (and the add-on's own bake operator the same
 keys), the report has each goal's section and passes the schema, ``--chain`` naming one chain of the body
-bakes the whole body and says so, ``--reduce-keys`` is refused in one sentence, and a bad body root
+bakes the whole body and says so (``--reduce-keys`` on a body: test_body_keys.py), and a bad body root
 exits 2 naming ``body_root``. Every key is read back from the saved file.
 """
 
@@ -125,14 +125,6 @@ def test_a_chain_of_the_body_bakes_the_whole_body_and_says_so(body_file, tmp_pat
     assert [entry["chain"] for entry in entries] == list(CHAINS)
     assert 'pose.bones["thigh.R"].rotation_quaternion' in _channels(baked_keys(out))
     assert [chain.method for chain in bpy.data.objects["metarig"].ik_solvers.chains] == ["HI"] * 5  # kept
-
-
-def test_reduce_keys_on_a_body_is_refused_in_one_sentence(body_file, tmp_path):
-    process = run_batch(body_file, "--dry-run", "--reduce-keys", "0.001", "--report", tmp_path / "r.json",
-                        check_rc=2)
-    assert problems(process).count("\n") == 0 and "without --reduce-keys" in problems(process)
-    entry = json.loads((tmp_path / "r.json").read_text())["files"][0]
-    assert entry["ok"] is False and entry["error_field"] == "solve_together"
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

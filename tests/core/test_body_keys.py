@@ -6,9 +6,16 @@ import pytest
 from test_key_reduction_fit import evaluated_curves
 
 from ik_solvers.core import Chain, JointKind
-from ik_solvers.core.body.forward import BodyPose, body_pose
+from ik_solvers.core.body.forward import body_pose
 from ik_solvers.core.body.humanoid import CHAIN_BONES, humanoid_body, random_poses
-from ik_solvers.core.body.keys import KeyUnit, body_reduction_steps, unit_parents, unit_points, unit_shares
+from ik_solvers.core.body.keys import (
+    KeyUnit,
+    body_reduction_steps,
+    pose_from_local,
+    unit_parents,
+    unit_points,
+    unit_shares,
+)
 from ik_solvers.core.key_reduction import quaternion_rotations
 from ik_solvers.core.key_search import finished
 from ik_solvers.core.kinematics import joint_local_matrices
@@ -118,23 +125,11 @@ def test_a_unit_measured_only_at_its_own_points_breaks_the_bound_below_it(monkey
     assert errors.max() > 10 * 1e-4
 
 
-def pose_of(body, quaternions, root_bone, root_location) -> BodyPose:
-    """The body's pose from every bone's quaternion channels ``(N, B, 4)`` and the root's location ``(N, 3)``, as
-    Blender forms it (a hinge's reduced curves need not stay on its axis: no joint variables in between)."""
+def pose_of(body, quaternions, root_bone, root_location):
+    """The body's pose from every bone's quaternion channels ``(N, B, 4)`` and the root's location ``(N, 3)``."""
     n = quaternions.shape[0]
     local = body.rest_rotations[None] @ quaternion_rotations(quaternions.reshape(-1, 4)).reshape(n, -1, 3, 3)
-    frames, heads = np.empty((n, body.n_bones, 3, 3)), np.empty((n, body.n_bones, 3))
-    for i, parent in enumerate(body.parents):
-        offset = np.broadcast_to(body.offsets[i], (n, 3))
-        if i == root_bone:
-            offset = offset + root_location @ body.rest_rotations[i].T
-        if parent < 0:
-            frames[:, i] = body.root_rotation @ local[:, i]
-            heads[:, i] = body.root_position + offset @ body.root_rotation.T
-        else:
-            frames[:, i] = frames[:, parent] @ local[:, i]
-            heads[:, i] = heads[:, parent] + np.einsum("nij,nj->ni", frames[:, parent], offset)
-    return BodyPose(frames, heads)
+    return pose_from_local(body, local, root_bone, root_location)
 
 
 def test_units_hang_below_the_unit_of_their_nearest_keyed_ancestor():
@@ -143,3 +138,13 @@ def test_units_hang_below_the_unit_of_their_nearest_keyed_ancestor():
     units, _ = body_units(body, q, location)
     assert unit_parents(body, units) == [-1, 0, 0, 0, 3, 3]
     assert unit_parents(body, units[1:]) == [-1, -1, -1, 2, 2]  # without the hips: the legs and spine on top
+
+
+def test_the_pose_from_local_rotations_is_the_body_pose_of_its_variables():
+    body = humanoid_body()
+    q, location = smooth_poses(body, 5)
+    hips = body.names.index("hips")
+    expected = body_pose(body, body.variables, q, hips, location)
+    pose = pose_from_local(body, joint_local_matrices(body.variables, q), hips, location)
+    np.testing.assert_allclose(pose.frames, expected.frames, atol=1e-14)
+    np.testing.assert_allclose(pose.heads, expected.heads, atol=1e-14)

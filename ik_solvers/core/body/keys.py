@@ -46,6 +46,9 @@ class KeyUnit:
         Per channel group, its :data:`~..key_reduction.RotationsOf` (None for the location).
     translation : bool
         The first bone's location is keyed (the body root's).
+    tip : int or None
+        The bone whose tail is the unit's tip (a chain's last bone, which need not carry a joint);
+        None: the last of ``bones``.
     """
 
     name: str
@@ -54,6 +57,7 @@ class KeyUnit:
     values: list[np.ndarray]
     rotations: list[RotationsOf | None]
     translation: bool = False
+    tip: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,7 +135,34 @@ def unit_shares(parents: Sequence[int], key_error: float) -> list[float]:
 def unit_points(body: Body, pose: BodyPose, unit: KeyUnit) -> np.ndarray:
     """A unit's joints and tip ``(N, n + 1, 3)`` in the body's frame (chain units)."""
     bones = list(unit.bones)
-    return np.concatenate([pose.heads[:, bones], pose.tails(body, bones[-1:])], axis=1)
+    return np.concatenate([pose.heads[:, bones], pose.tails(body, [bones[-1] if unit.tip is None else unit.tip])],
+                          axis=1)
+
+
+def pose_from_local(body: Body, local: np.ndarray, root_bone: int | None = None,
+                    root_location: np.ndarray | None = None) -> BodyPose:
+    """The body's pose from every bone's rotation relative to its parent ``local (N, B, 3, 3)`` (``rest @ basis``,
+    as Blender forms it from the bone's channels: a hinge's reduced curves need not stay on its axis, so
+    no joint variables in between) and the root bone's location ``(N, 3)`` in its rest frame."""
+    n = local.shape[0]
+    frames, heads = np.empty((n, body.n_bones, 3, 3)), np.empty((n, body.n_bones, 3))
+    for i, parent in enumerate(body.parents):
+        offset = np.broadcast_to(body.offsets[i], (n, 3))
+        if i == root_bone and root_location is not None:
+            offset = offset + root_location @ body.rest_rotations[i].T
+        if parent < 0:
+            frames[:, i] = body.root_rotation @ local[:, i]
+            heads[:, i] = body.root_position + offset @ body.root_rotation.T
+        else:
+            frames[:, i] = frames[:, parent] @ local[:, i]
+            heads[:, i] = heads[:, parent] + (frames[:, parent] @ offset[:, :, None])[:, :, 0]
+    return BodyPose(frames, heads)
+
+
+def unit_errors(body: Body, pose: BodyPose, reference: BodyPose, units: Sequence[KeyUnit]) -> np.ndarray:
+    """The distance ``(U, N)`` of each unit's farthest joint or tip in ``pose`` from ``reference`` (chain units)."""
+    return np.stack([np.linalg.norm(unit_points(body, pose, unit) - unit_points(body, reference, unit),
+                                    axis=-1).max(axis=1) for unit in units])
 
 
 def unit_attachments(body: Body, pose: BodyPose, units: Sequence[KeyUnit], parents: Sequence[int],
