@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import interrupts, live_state
-from .bake_state import BakeState
+from .bake_state import BakeState, steps_until
 from .body import solves_together
 from .chain_order import parents_first
 from .checks import check_action_keyable, check_chains_apart, enabled_chain_bones
@@ -359,14 +359,11 @@ class BakeJob(BakeState):
         chain's joint bones (only the reduced keys, when reduced) and start checking them (True)."""
         writing = chain._writing
         assert writing is not None  # started by _start_writing
-        while writing.reduction is not None:
-            try:
-                next(writing.reduction)
-            except StopIteration as done:
-                chain.reduced, writing.reduction = done.value, None
-                break
-            if deadline is not None and time.perf_counter() > deadline:
+        if writing.reduction is not None:
+            done, chain.reduced = steps_until(writing.reduction, deadline)
+            if not done:
                 return False
+            writing.reduction = None
         start, end = float(self.key_frames[0]), float(self.key_frames[-1])
         write = (None if chain.reduced is None
                  else reduced_curve_writer(chain.reduced, joint_groups(chain.rig), start, end))

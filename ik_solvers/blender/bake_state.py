@@ -4,9 +4,10 @@ everything put back on cancel, an error or Ctrl-C, the reports stored on the cha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from . import interrupts
 from .identity import remember
@@ -15,6 +16,21 @@ from .snapshots import ActionSnapshot, PoseSnapshot
 
 if TYPE_CHECKING:
     import bpy
+
+
+Result = TypeVar("Result")
+
+
+def steps_until(steps: Generator[None, None, Result], deadline: float | None) -> tuple[bool, Result | None]:
+    """Run a computation in ``steps`` (a key reduction's rounds) until it ends — ``(True, its result)`` — or,
+    between two steps, past ``deadline`` — ``(False, None)``: call again to go on."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return True, done.value
+        if deadline is not None and time.perf_counter() > deadline:
+            return False, None
 
 
 class BakeState:

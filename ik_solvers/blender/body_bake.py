@@ -19,7 +19,7 @@ import numpy as np
 from ..core import Status
 from ..core.body import GoalStatus
 from . import interrupts, live_state
-from .bake_state import BakeState
+from .bake_state import BakeState, steps_until
 from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs
 from .body_keys import body_curve_writers, body_reduction, body_units, default_body_key_error, evaluated_unit_errors
 from .body_sampling import body_sampling_blockers, keys_alone_move_the_body, sample_body_fcurves
@@ -271,14 +271,11 @@ class BodyBakeJob(BakeState):
         the reduced keys' error as Blender evaluates them, and start the checks (True)."""
         writing, spec = self._writing, self.spec
         assert writing is not None  # started by _start_writing
-        while writing.reduction is not None:
-            try:
-                next(writing.reduction)
-            except StopIteration as done:
-                writing.keys, writing.reduction = done.value, None
-                break
-            if deadline is not None and time.perf_counter() > deadline:
+        if writing.reduction is not None:
+            done, writing.keys = steps_until(writing.reduction, deadline)
+            if not done:
                 return False
+            writing.reduction = None
         solved, self._write_started = writing.solved, writing.started
         start, end = float(self.key_frames[0]), float(self.key_frames[-1])
         write_rotation, write_location = (None, None) if writing.keys is None or writing.units is None else \
