@@ -11,7 +11,8 @@ read from Blender's evaluation of the baked keys.
 Paths (``--frames`` each): ``crouch`` (feet planted, the head goal 0.35 m down and 0.1 m forward, the
 hands with it), ``reach`` (the left hand 0.5 m beyond the arm's reach in front of the shoulder: more than the spine can bend; the head goal leans 0.3 m forward with it),
 ``walk`` (the ankles ±0.25 m fore and aft with the swing foot lifted: beyond the legs' reach unless
-the hips drop), ``look`` (the head goal round a 0.12 m circle).
+the hips drop), ``look`` (the head goal round a 0.12 m circle), ``crouch_step`` (the crouch's head and
+hands with the walk's feet: a step while crouching).
 
 Measures per solver and path: each goal's max error (mm), knees / elbows bent backward (frames with
 a joint > 1° against its rest bend), the largest joint step per frame against the largest goal step
@@ -75,7 +76,8 @@ def goal_paths(rest_tips: dict[str, np.ndarray], shoulder: np.ndarray, arm_reach
     angle = 2 * math.pi * t
     circle = 0.12 * np.stack([np.cos(angle) - 1.0, np.sin(angle), np.zeros(frames)], axis=1)
     look = {**still, "head": still["head"] + circle}
-    return {"crouch": crouch, "reach": reach, "walk": walk, "look": look}
+    step = {**crouch, "ankle.L": walk["ankle.L"], "ankle.R": walk["ankle.R"]}  # a step while crouching
+    return {"crouch": crouch, "reach": reach, "walk": walk, "look": look, "crouch_step": step}
 
 
 class BodySetup:

@@ -220,6 +220,11 @@ class VIEW3D_PT_ik_solvers_status(_ChainSubpanel, bpy.types.Panel):
             box.label(text=f"Max error over lower bound: {chain.bake_max_excess:.3g}")
             if chain.use_rotation:
                 box.label(text=f"Max orientation error: {math.degrees(chain.bake_max_orientation_error):.3g}°")
+            if chain.bake_keys_before:
+                box.label(text=f"Reduced keys: {chain.bake_keys_before} → {chain.bake_keys_after} "
+                               f"({chain.bake_keys_after / chain.bake_keys_before:.1%})")
+                box.label(text=f"World error max {chain.bake_reduced_max_error:.3g}, p99 "
+                               f"{chain.bake_reduced_error_p99:.3g} (bound {chain.bake_key_error:.3g})")
             if chain.bake_flip_frames:
                 box.label(text=f"Plane flips: {chain.bake_flip_frames} frame(s)", icon="ERROR")
             if chain.bake_against_bend_frames:

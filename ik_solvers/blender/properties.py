@@ -343,6 +343,18 @@ class IK_SOLVERS_PG_chain(bpy.types.PropertyGroup):
         description="Largest error over the lower bound in Blender's own evaluation of the baked keys",
         subtype="DISTANCE", precision=7,
     )
+    bake_keys_before: IntProperty(
+        name="Keys Before", description="Rotation keys of the chain's bones before the last bake's key reduction "
+        "(every curve counted; 0: keys not reduced)")
+    bake_keys_after: IntProperty(name="Keys After", description="Rotation keys kept by the last bake's key reduction")
+    bake_key_error: FloatProperty(name="Key Error", description="The bound of the last bake's reduced keys",
+                                  subtype="DISTANCE", precision=7)
+    bake_reduced_max_error: FloatProperty(
+        name="Reduced Max Error", description="Largest world distance of the chain's joints and tip, as Blender "
+        "evaluates the reduced keys, from the unreduced bake", subtype="DISTANCE", precision=7)
+    bake_reduced_error_p99: FloatProperty(
+        name="Reduced Error p99", description="99th percentile over the frames of that distance",
+        subtype="DISTANCE", precision=7)
 
 
 def _hook_solve_settings() -> None:

@@ -290,5 +290,10 @@ def store_report(chain_settings: IK_SOLVERS_PG_chain, report: BakeReport) -> Non
     chain_settings.bake_solver_limit = counts[Status.SOLVER_LIMIT.value]
     chain_settings.bake_mismatch_frames = len(report.evaluated_mismatch_frames)
     chain_settings.bake_evaluated_error = report.evaluated_max_error
+    chain_settings.bake_keys_before = report.keys_before or 0
+    chain_settings.bake_keys_after = report.keys_after or 0
+    chain_settings.bake_key_error = report.key_error or 0.0
+    chain_settings.bake_reduced_max_error = report.reduced_max_error or 0.0
+    chain_settings.bake_reduced_error_p99 = report.reduced_error_p99 or 0.0
     chain_settings.bake_max_orientation_error = (0.0 if report.max_orientation_error_degrees is None
                                                  else float(np.radians(report.max_orientation_error_degrees)))

@@ -156,3 +156,15 @@ def test_a_reduced_body_bake_goes_on_round_by_round_writes_nothing_until_done_an
     assert not job.advance(0.0)  # one round further in
     job.cancel()
     assert action_state(obj) == before
+
+
+def test_the_status_panel_shows_a_reduced_bakes_keys_and_world_error(addon):
+    from test_panel import draw_all
+
+    obj = metarig_body()
+    key_smooth_goals(obj)
+    bake(obj, reduce_keys=True, key_error=BOUND)
+    report = json.loads(obj.ik_solvers.active_chain.last_bake_report)
+    labels = [text for text, _ in draw_all(bpy.context).labels]
+    assert f"Reduced keys: {report['keys_before']} → {report['keys_after']}" in " | ".join(labels), labels
+    assert any(text.startswith("World error max") and "(bound 0.0002)" in text for text in labels), labels
