@@ -19,6 +19,7 @@ from .bounds import goal_bounds
 from .forward import BodyPose, body_pose, body_variables, variable_chain, variable_columns
 from .model import Body, BodyChain, ChainLayout, GoalStatus, lay_out
 from .rows import GoalRows, LevelRows, LimbReach, TipGoalRows
+from .staged import STAGES, retry_in_stages
 from .trunk import PULL_ITERATIONS, TrunkProblem, solve_trunk
 
 DEFAULT_TOLERANCE = 1e-6
@@ -123,6 +124,7 @@ def solve_body(
     reach_margin: float = 0.0,
     tolerance: float = DEFAULT_TOLERANCE,
     angle_tolerance: float = DEFAULT_ANGLE_TOLERANCE,
+    retry_stages: int = STAGES,
 ) -> BodyResult:
     """Pose a body so its chains' goals are met by priority, every frame from the reference pose alone.
 
@@ -143,24 +145,24 @@ def solve_body(
         In ``(0, 1]``: how readily the root moves, against the joints' weights (``1 − stiffness``).
     pull_steps : int
         Trunk steps that also pull toward the reference in what the goals leave free, before the plain
-        minimum-norm steps. The pull heads for the pose nearest the reference (it need not get there in
-        these steps), continuous along smooth goal paths; 0 skips it (fewer steps, but where the goals leave freedom the result depends
-        on the steps' path: pops on smooth paths, docs/body-solve.md).
+        minimum-norm steps: toward the pose nearest the reference (not necessarily reached in these steps);
+        0 skips it (where the goals leave freedom the result then depends on the steps' path: pops).
     reach_margin : float
-        In ``[0, 0.5)``: the fraction of a limb's reach the trunk keeps it short of when it has to carry
-        the limb's goal (0: to the full reach, the limb straight; 0.01: a knee or elbow stays a little
-        bent). The limb itself, solved by HI, still reaches to its full length.
+        In ``[0, 0.5)``: the fraction of a limb's reach the trunk keeps it short of when it carries the limb's
+        goal (0: the limb straight; 0.01: a knee or elbow a little bent); HI still reaches to its full length.
     tolerance, angle_tolerance : float
         What counts as reached (chain units, radians).
-    """
+    retry_stages : int
+        Frames left with a goal unmet are solved again in this many stages (:mod:`.staged`; 1: not)."""
     chains = tuple(chains)
     if not chains:
         raise IKInputError("chains", "a body solve needs at least one chain with a goal")
     root = None if body_root is None else body.bone_index(body_root)
     if root is not None and body.kinds[root].value != 3:
         raise IKInputError("body_root", f"the body root {body.names[root]!r} must turn freely (a ball joint)")
-    if not isinstance(pull_steps, (int, np.integer)) or pull_steps < 0:
-        raise IKInputError("pull_steps", "must be a non-negative integer")
+    for name, least, count in (("pull_steps", 0, pull_steps), ("retry_stages", 1, retry_stages)):
+        if not isinstance(count, (int, np.integer)) or count < least:
+            raise IKInputError(name, f"must be an integer of at least {least}")
     if not 0.0 < root_location_weight <= 1.0:
         raise IKInputError("root_location_weight", "must lie in (0, 1]")
     if not 0.0 <= reach_margin < 0.5:
@@ -191,6 +193,13 @@ def solve_body(
         problem = _trunk_problem(body, layouts, goals, limbs, root, dofs, q_ref, scale, root_location_weight)
         x_ref = np.concatenate([loc_ref[:, :t], q_ref[:, dofs]], 1)
         x, steps = solve_trunk(problem, x_ref, pull_steps)
+
+        def problem_for(rows: np.ndarray, staged: list[Goal]) -> TrunkProblem:
+            staged_limbs = {i: _limb_setup(layouts[i], staged[i], reference, reach_margin) for i in limbs}
+            return _trunk_problem(body, layouts, staged, staged_limbs, root, dofs, q_ref[rows], scale, root_location_weight)
+        x, steps = retry_in_stages(problem, x, x_ref, steps, body, lambda rows: body_pose(
+            body, variables, q_ref[rows], root, loc_ref[rows] if t else None), [lay.bones[-1] for lay in layouts], goals,
+            problem_for, pull_steps, retry_stages)
         q[:, dofs] = x[:, t:]
         root_location[:, :t] = x[:, :t]
     pose = body_pose(body, variables, q, root, root_location)
