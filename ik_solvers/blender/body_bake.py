@@ -2,7 +2,8 @@
 rotation keys for every chain bone and location + rotation keys for the body root.
 
 :class:`BodyBakeJob` drives the same steps as ``bake.BakeJob`` (sample every frame, solve them as
-one batch from the body's reference, key in bulk, let Blender evaluate the keys) and answers the
+one batch from the body's reference, with Reduce Keys reduce them in rounds (:mod:`.body_keys`), key in
+bulk, let Blender evaluate the keys) and answers the
 bake operator the same way (``advance`` / ``finish`` / ``cancel``, progress, one ``BakeReport``
 per chain with a ``goals`` section). The action is snapshotted before the first key, so a cancel or
 an error leaves it exactly as it was.

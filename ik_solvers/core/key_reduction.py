@@ -347,7 +347,7 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
         ``rotations[0]`` None; the joints' rotations follow. Its keys are ``controls[0]`` of the result.
     attachments : Attachments, optional
         Points riding on the chain's bones at every frame, held within ``key_error`` too (the joints and
-        tips of the chains below a body's unit: :mod:`.body_keys`).
+        tips of the chains below a body's unit: :mod:`.body.keys`).
 
     Holds — runs of at least :data:`.key_search.HOLD_FRAMES` frames whose channel values are all equal (a foot
     planted, a hand on a still prop: a reached goal that holds still gives the same pose on every
