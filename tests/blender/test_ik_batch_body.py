@@ -3,7 +3,7 @@ together from the hips (``solve_together``, ``body_root``), saved as a .blend an
 
 ``--jobs 1`` and ``--jobs 2`` give the same keys bit for bit (and the add-on's own bake operator the same
 keys), the report has each goal's section and passes the schema, ``--chain`` naming one chain of the body
-bakes the whole body and says so (``--reduce-keys`` on a body: test_body_keys.py), and a bad body root
+bakes the whole body and says so (``--reduce-keys`` on a body: tests/blender/test_body_keys.py), and a bad body root
 exits 2 naming ``body_root``. Every key is read back from the saved file.
 """
 
