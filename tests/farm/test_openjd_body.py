@@ -18,7 +18,8 @@ from test_openjd import IK_BATCH, TEMPLATE, baked_keys, job_params, openjd
 import ik_solvers
 
 FRAMES_PER_PATH = 4
-"""Issue 22's four paths (crouch, reach, walk, look) of this many frames each."""
+"""``compare_body``'s paths (crouch, reach, walk, look, crouch_step) of this many frames each."""
+FRAMES = 5 * FRAMES_PER_PATH
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,7 @@ def body_shot(tmp_path_factory) -> Path:
     ik_solvers.register()
     try:
         setup = BodySetup(FRAMES_PER_PATH)
+        assert setup.frame_end == FRAMES == len(setup.paths) * FRAMES_PER_PATH
         add_ours(setup)
         bpy.context.preferences.filepaths.save_version = 0
         bpy.ops.wm.save_as_mainfile(filepath=str(folder / "body.blend"))
@@ -49,14 +51,27 @@ def test_a_body_bakes_through_the_template_as_ik_batch_bakes_it(body_shot, tmp_p
     run = openjd("run", TEMPLATE, params=job_params([body_shot], out))
     assert run.stdout.count("Running Task") == 1 + 1  # one Bake task, the Summary
     names = ", ".join(GOALS)
-    assert f"openjd_status: file 1/1 body.blend: chain 1/1 metarig:body ({names}) baked (16 frames)" in run.stdout
+    assert f"openjd_status: file 1/1 body.blend: chain 1/1 metarig:body ({names}) baked ({FRAMES} frames)" in run.stdout
     keys = baked_keys(out / body_shot.name)
     assert 'pose.bones["spine"].location' in {path for path, _ in keys}  # the body root's keys
     assert keys == baked_keys(direct / body_shot.name)
     report = json.loads((out / "reports" / "body.json").read_text())
     chains = report["files"][0]["chains"]
     assert [c["chain"] for c in chains] == list(GOALS) and {c["method"] for c in chains} == {"BODY"}
-    frames = 4 * FRAMES_PER_PATH
+    frames = FRAMES
     assert all(sum(c["goals"]["status_counts"].values()) == frames for c in chains)
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["files_ok"], summary["chains"], summary["frames"]) == (1, len(GOALS), len(GOALS) * frames)
+
+
+def test_a_body_reduces_its_keys_through_the_template_as_ik_batch_reduces_them(body_shot, tmp_path):
+    direct = tmp_path / "direct"
+    process = subprocess.run([sys.executable, str(IK_BATCH), str(body_shot), "--output", str(direct),
+                              "--reduce-keys", "0.001"], capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr
+    out = tmp_path / "farm"
+    openjd("run", TEMPLATE, params={**job_params([body_shot], out), "ReduceKeys": "0.001"})
+    keys = baked_keys(out / body_shot.name)
+    assert keys == baked_keys(direct / body_shot.name)
+    chains = json.loads((out / "reports" / "body.json").read_text())["files"][0]["chains"]
+    assert all(c["key_error"] == 0.001 and 0 < c["keys_after"] < c["keys_before"] for c in chains)
