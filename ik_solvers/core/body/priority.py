@@ -38,6 +38,8 @@ def level_rows(level: Level, frames: np.ndarray) -> Level:
 # Up to this many entries of the result, :func:`products` accumulates every term in one call; above,
 # term by term (an accumulation costs ~14 ns per term, a loop ~2 µs per term and ~2 ns per entry).
 _ACCUMULATE_ENTRIES = 1024
+# From this many terms on, the term-by-term loop runs with the frames last (the copies pay for themselves).
+_FRAMES_LAST_TERMS = 8
 
 
 def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -46,12 +48,22 @@ def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.shape[0] * a.shape[1] * b.shape[1] <= _ACCUMULATE_ENTRIES:
         # The same sums in the same order in one accumulation (few calls: one frame, live mode).
         return np.add.accumulate(a[:, :, None, :] * b[:, None, :, :], axis=-1)[..., -1]
-    a_t = np.ascontiguousarray(np.moveaxis(a, 2, 0))[:, :, :, None]
-    b_t = np.ascontiguousarray(np.moveaxis(b, 2, 0))[:, :, None, :]
-    total = a_t[0] * b_t[0]
-    for k in range(1, a_t.shape[0]):
-        total += a_t[k] * b_t[k]
-    return total
+    if a.shape[2] < _FRAMES_LAST_TERMS:
+        a_k = np.ascontiguousarray(np.moveaxis(a, 2, 0))[:, :, :, None]
+        b_k = np.ascontiguousarray(np.moveaxis(b, 2, 0))[:, :, None, :]
+        total = a_k[0] * b_k[0]
+        for k in range(1, a_k.shape[0]):
+            total += a_k[k] * b_k[k]
+        return total
+    # Many terms: frames last, so that every term multiplies unit-stride rows of n frames (the frames-first
+    # layout multiplies short strided rows: 1.3-2.5x slower on 300-1000 frames), the sums in the same order.
+    a_t = np.ascontiguousarray(np.transpose(a, (1, 2, 0)))[:, None]  # (i, 1, k, n)
+    b_t = np.ascontiguousarray(np.transpose(b, (1, 2, 0)))[None]  # (1, j, k, n)
+    total = a_t[:, :, 0] * b_t[:, :, 0]
+    term = np.empty_like(total)
+    for k in range(1, a_t.shape[2]):
+        total += np.multiply(a_t[:, :, k], b_t[:, :, k], out=term)
+    return np.ascontiguousarray(np.transpose(total, (2, 0, 1)))
 
 
 def prioritised_step(levels: list[Level], scales: np.ndarray,
