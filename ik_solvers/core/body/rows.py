@@ -15,8 +15,8 @@ from functools import cached_property
 import numpy as np
 
 from ..rotations import rotvecs_from_matrices
-from ..vectors import cross, dot, matmul, matvec, norm
-from .forward import BodyPose, VariableColumns
+from ..vectors import matmul, matvec, norm
+from .forward import BodyPose, VariableColumns, point_rows
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +70,17 @@ class LimbReach:
         hanging = np.flatnonzero(self.parents >= 0)
         return hanging, self.parents[hanging], self.offsets[hanging], np.flatnonzero(self.parents < 0)
 
+    @cached_property
+    def _groups(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+        """The limbs grouped by the variables that move them: each group's limbs ``(g,)``, those variables
+        ``(c,)`` and the limbs' weights ``(g, 1)`` (rows are formed on those columns alone: a leg moves with
+        the hips' six variables, not the spine's)."""
+        groups = []
+        for mask in np.unique(self.masks != 0.0, axis=0):
+            limbs = np.flatnonzero(np.all((self.masks != 0.0) == mask, axis=1))
+            groups.append((limbs, np.flatnonzero(mask), self.weights[limbs][:, None]))
+        return tuple(groups)
+
     def starts(self, pose: BodyPose) -> np.ndarray:
         """The limbs' start joints ``(n, L, 3)`` (world)."""
         hanging, parents, offsets, fixed = self._hanging
@@ -89,12 +100,13 @@ class LimbReach:
         r = norm(d)
         outside = r - np.clip(r, self.inner, self.total)
         direction = d / np.maximum(r, 1e-300)[..., None]
-        # Column k of limb j: a_k × (s_j − pivot_k) + move_k, masked; dotted with its direction.
-        lever = s[:, :, None, :] - columns.pivots[:, None, :, :]
-        moved = (cross(columns.axes[:, None], lever) + columns.moves[:, None]) * self.masks[None, :, :, None]
-        jacobian = dot(moved, direction[:, :, None, :])
+        # Column k of limb j: its start's move per unit of variable k along its direction, masked and weighed.
         weights = self.weights
-        full = weights[:, None] * jacobian
+        full = np.zeros((s.shape[0],) + self.masks.shape)
+        for limbs, variables, limb_weights in self._groups:
+            if variables.size:
+                rows = point_rows(columns, s[:, limbs], direction[:, limbs], variables)
+                full[:, limbs[:, None], variables] = rows * limb_weights
         edge = np.where(r > 0.5 * (self.inner + self.total), self.total, self.inner)
         return (weights * outside, np.where((outside != 0.0)[..., None], full, 0.0), full, weights * (r - edge),
                 np.where(edge == self.total, 1.0, -1.0))
