@@ -72,7 +72,7 @@ def body_pose(body: Body, variables: Chain, q: np.ndarray, root_bone: int | None
     # Every bone's offset turned into the world in one product (elementwise, as bone by bone).
     hanging = body.hanging_bones
     segments = matvec(frames[:, body.hanging_parents], body.offsets[hanging]) if hanging.size else None
-    slot = {int(b): k for k, b in enumerate(hanging)}
+    slot = body.hanging_slots
     for i, parent in enumerate(body.parents):
         if i == moved:
             assert root_location is not None

@@ -83,7 +83,7 @@ def prioritised_step(levels: list[Level], scales: np.ndarray,
         pulled = PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
     for k, (residuals, jacobian, held) in enumerate(levels):
         # Frames where a level asks nothing (limbs within reach) add exact zeros: they are left out.
-        on = np.flatnonzero(np.any(jacobian != 0.0, axis=(1, 2)))
+        on = np.nonzero(jacobian.any(axis=(1, 2)))[0]  # nonzero entries (NaN included), as != 0.0
         if on.size == 0:
             continue
         every = on.size == n

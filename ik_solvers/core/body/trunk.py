@@ -60,6 +60,8 @@ POLISH_ITERATIONS = 20
 # Jacobian with zero residuals: a goal out of reach, held while the levels below move round it), or
 # left out (exact zeros).
 ACTIVE, HELD, IGNORED = 1, 2, 0
+_CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])  # a unit quaternion times this: its inverse
+_NONE = np.zeros(0, dtype=int)
 # A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
 SETTLED_ERROR = 5e-8
 
@@ -96,6 +98,16 @@ class TrunkProblem:
         """The ball joints' variables ``(J, 3)`` among the rotational ones (``x[:, translations:]``)."""
         balls = self.rotations.ball_joints
         return self.rotations.dof_start[balls][:, None] + np.arange(3)
+
+    @cached_property
+    def ball_variables(self) -> np.ndarray:
+        """:attr:`ball_columns` as columns of ``x`` ``(J, 3)``."""
+        return self.translations + self.ball_columns
+
+    @cached_property
+    def limited(self) -> bool:
+        """Whether any rotational variable has a finite limit (without, clipping changes nothing)."""
+        return bool(np.isfinite(self.rotations.lower).any() or np.isfinite(self.rotations.upper).any())
 
     @cached_property
     def step_bounds(self) -> np.ndarray:
@@ -289,7 +301,7 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
         part = [level_rows(level, crossing) for level in stacked]
         dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing])
     new, clipped = _apply(problem, x, dx, now)
-    again = np.flatnonzero(clipped.any(axis=1))
+    again = np.nonzero(clipped.any(axis=1))[0] if problem.limited else _NONE
     if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
         scales = scales[again]
         scales[clipped[again]] = 0.0
@@ -334,7 +346,7 @@ def _guarded(levels: list[LevelValues], held: list[np.ndarray | None], dx: np.nd
 def _ball_quaternions(problem: TrunkProblem, x: np.ndarray) -> np.ndarray:
     """The ball joints' rotations in ``x (n, m)`` as quaternions ``(n, J, 4)`` (read once a step: the pull
     and the step's composition both start from them)."""
-    return quaternions_from_rotvecs(x[:, problem.translations + problem.ball_columns])
+    return quaternions_from_rotvecs(x[:, problem.ball_variables])
 
 
 def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, now: np.ndarray,
@@ -344,8 +356,8 @@ def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, now: np
     ``(n, J, 4)``), as :func:`~..kinematics.increments_toward` gives them."""
     out = reference - x
     if problem.ball_columns.size:
-        inverse = now * np.array([1.0, -1.0, -1.0, -1.0])
-        out[:, problem.translations + problem.ball_columns] = rotvecs_from_quaternions(quaternion_products(inverse, goal))
+        inverse = now * _CONJUGATE
+        out[:, problem.ball_variables] = rotvecs_from_quaternions(quaternion_products(inverse, goal))
     return out
 
 
@@ -357,12 +369,14 @@ def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray, now: np.ndarray
     largest = (np.abs(dx) / problem.step_bounds).max(axis=1)
     dx = dx * np.minimum(1.0, 1.0 / np.maximum(largest, 1e-300))[:, None]
     free = x + dx
-    balls = t + problem.ball_columns
+    balls = problem.ball_variables
     if balls.size:
         free[:, balls] = rotvecs_from_quaternions(quaternion_products(now, quaternions_from_rotvecs(dx[:, balls])))
+    clipped = np.zeros(x.shape, dtype=bool)
+    if not problem.limited:  # infinite limits clip nothing
+        return free, clipped
     rot = problem.rotations
     new = free.copy()
     new[:, t:] = np.clip(free[:, t:], rot.lower, rot.upper)
-    clipped = np.zeros(x.shape, dtype=bool)
     clipped[:, t:] = (free[:, t:] < rot.lower) | (free[:, t:] > rot.upper)
     return new, clipped
