@@ -167,7 +167,7 @@ def variable_columns(body: Body, pose: BodyPose, dofs: np.ndarray, root_bone: in
 
 
 def point_rows(columns: VariableColumns, points: np.ndarray, directions: np.ndarray,
-               variables: np.ndarray) -> np.ndarray:
+               variables: np.ndarray | slice) -> np.ndarray:
     """Rows ``(N, P, c)``: how far each of ``points (N, P, 3)`` moves along its ``directions (N, P, 3)`` per
     unit of each of the ``variables (c,)``: ``u · (a × (s − pivot) + move) = ((s − origin) × u) · a + u ·
     drift``, a 6-term contraction with :attr:`VariableColumns.screws`, summed term by term in index order

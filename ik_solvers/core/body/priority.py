@@ -35,28 +35,20 @@ def level_rows(level: Level, frames: np.ndarray) -> Level:
     return residuals[frames], jacobian[frames], None if held is None else held[frames]
 
 
-# Up to this many entries of the result, :func:`products` accumulates every term in one call; above,
-# term by term (an accumulation costs ~14 ns per term, a loop ~2 µs per term and ~2 ns per entry).
-_ACCUMULATE_ENTRIES = 1024
-# From this many terms on, the term-by-term loop runs with the frames last (the copies pay for themselves).
-_FRAMES_LAST_TERMS = 8
+# Up to this many entries of the result, :func:`products` accumulates every term in one call (fewest calls:
+# one frame, live mode); above, term by term with the frames last (measured on 1-1,000 frames of the
+# trunk's shapes, 2-24 terms: the accumulation along a short axis, or a loop over short rows with the
+# frames first, costs up to 7x more there).
+_ACCUMULATE_ENTRIES = 576
 
 
 def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ bᵀ`` for stacks ``a (n, i, k)``, ``b (n, j, k)`` → ``(n, i, j)``, summed term by term in index
     order (elementwise: the same bits in any batch, and cheaper than one BLAS call per small matrix)."""
     if a.shape[0] * a.shape[1] * b.shape[1] <= _ACCUMULATE_ENTRIES:
-        # The same sums in the same order in one accumulation (few calls: one frame, live mode).
+        # The same sums in the same order in one accumulation.
         return np.add.accumulate(a[:, :, None, :] * b[:, None, :, :], axis=-1)[..., -1]
-    if a.shape[2] < _FRAMES_LAST_TERMS:
-        a_k = np.ascontiguousarray(np.moveaxis(a, 2, 0))[:, :, :, None]
-        b_k = np.ascontiguousarray(np.moveaxis(b, 2, 0))[:, :, None, :]
-        total = a_k[0] * b_k[0]
-        for k in range(1, a_k.shape[0]):
-            total += a_k[k] * b_k[k]
-        return total
-    # Many terms: frames last, so that every term multiplies unit-stride rows of n frames (the frames-first
-    # layout multiplies short strided rows: 1.3-2.5x slower on 300-1000 frames), the sums in the same order.
+    # Frames last: every term multiplies unit-stride rows of n frames, the sums in the same order.
     a_t = np.ascontiguousarray(np.transpose(a, (1, 2, 0)))[:, None]  # (i, 1, k, n)
     b_t = np.ascontiguousarray(np.transpose(b, (1, 2, 0)))[None]  # (1, j, k, n)
     total = a_t[:, :, 0] * b_t[:, :, 0]
@@ -78,9 +70,13 @@ def prioritised_step(levels: list[Level], scales: np.ndarray,
     n, m = scales.shape
     dz = np.zeros((n, m))
     basis = np.zeros((n, 0, m))
+    # Unit scales (every weight 1, nothing at a limit) change no bit: the products by them are left out.
+    scaling: np.ndarray | None = scales if (scales != 1.0).any() else None
+    stepped = False  # dz is exact zeros until a level steps (J dz adds exact zeros: left out too)
     pulled = None
     if back is not None:
-        pulled = PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
+        pulled = back.copy() if scaling is None and PULL == 1.0 else \
+            PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
     for k, (residuals, jacobian, held) in enumerate(levels):
         # Frames where a level asks nothing (limbs within reach) add exact zeros: they are left out.
         on = np.nonzero(jacobian.any(axis=(1, 2)))[0]  # nonzero entries (NaN included), as != 0.0
@@ -88,9 +84,11 @@ def prioritised_step(levels: list[Level], scales: np.ndarray,
             continue
         every = on.size == n
         sub = slice(None) if every else on
-        step, free, vectors, exact = level_step(residuals[sub], jacobian[sub], scales[sub], dz[sub], basis[sub],
+        step, free, vectors, exact = level_step(residuals[sub], jacobian[sub], None if scaling is None else scaling[sub],
+                                                 dz[sub] if stepped else None, basis[sub],
                                                  None if held is None else held[sub])
         dz[sub] += step
+        stepped = True
         # The last level's rows serve only to project the pull (which level is last is the problem's
         # structure, never the batch's: the two ways round differ in the last bit).
         if k == len(levels) - 1:
@@ -104,17 +102,19 @@ def prioritised_step(levels: list[Level], scales: np.ndarray,
         basis = np.concatenate([basis, rows], 1)
     if pulled is not None:
         dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
-    return dz * scales
+    return dz if scaling is None else dz * scaling
 
 
-def level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray, dz: np.ndarray,
+def level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray | None, dz: np.ndarray | None,
                 basis: np.ndarray, held: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One level's step ``(n, m)`` (scaled variables) in the null space of ``basis (n, r, m)``, from the steps
-    of the levels above ``dz``; and its rows there ``F (n, r_level, m)`` with the eigenvectors ``U`` and
-    inverse singular values ``1/σ`` (0 for dropped directions) of ``F Fᵀ``: ``Uᵀ F / σ`` are orthonormal."""
-    scaled = jacobian * scales[:, None, :]
+    of the levels above ``dz`` (None: none yet); and its rows there ``F (n, r_level, m)`` with the
+    eigenvectors ``U`` and inverse singular values ``1/σ`` (0 for dropped directions) of ``F Fᵀ``: ``Uᵀ F / σ``
+    are orthonormal. ``scales (n, m)``: None for all ones."""
+    scaled = jacobian if scales is None else jacobian * scales[:, None, :]
     free = scaled - products(products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
-    left = residuals - matvec(scaled, dz)
+    # Without steps above, J dz is exact zeros: a residual (never −0: a difference or a select of +0) stays.
+    left = residuals if dz is None else residuals - matvec(scaled, dz)
     if held is not None:  # held rows ask this level's step to leave them where the steps above put them
         left = np.where(held, 0.0, left)
     values, vectors = np.linalg.eigh(products(free, free))

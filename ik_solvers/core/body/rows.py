@@ -46,6 +46,10 @@ class LevelValues:
     edge_sign: np.ndarray
 
 
+# Up to this many Jacobian entries, LimbReach forms every limb's rows in one contraction.
+_ONE_CONTRACTION = 1024
+
+
 @dataclass(frozen=True, eq=False)
 class LimbReach:
     """The reach rows of ``L`` limbs: each limb's goal head ``heads (N, L, 3)`` (world) against the
@@ -102,11 +106,15 @@ class LimbReach:
         direction = d / np.maximum(r, 1e-300)[..., None]
         # Column k of limb j: its start's move per unit of variable k along its direction, masked and weighed.
         weights = self.weights
-        full = np.zeros((s.shape[0],) + self.masks.shape)
-        for limbs, variables, limb_weights in self._groups:
-            if variables.size:
-                rows = point_rows(columns, s[:, limbs], direction[:, limbs], variables)
-                full[:, limbs[:, None], variables] = rows * limb_weights
+        if s.shape[0] * self.masks.size <= _ONE_CONTRACTION:  # a few frames: one contraction for every limb (fewer calls)
+            rows = point_rows(columns, s, direction, slice(None)) * weights[:, None]
+            full = np.where(self.masks != 0.0, rows, 0.0)
+        else:  # each group of limbs on its own variables: less arithmetic (the same values, the same zeros)
+            full = np.zeros((s.shape[0],) + self.masks.shape)
+            for limbs, variables, limb_weights in self._groups:
+                if variables.size:
+                    rows = point_rows(columns, s[:, limbs], direction[:, limbs], variables)
+                    full[:, limbs[:, None], variables] = rows * limb_weights
         edge = np.where(r > 0.5 * (self.inner + self.total), self.total, self.inner)
         return (weights * outside, np.where((outside != 0.0)[..., None], full, 0.0), full, weights * (r - edge),
                 np.where(edge == self.total, 1.0, -1.0))

@@ -291,10 +291,10 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     now = _ball_quaternions(problem, x)
     back = None if goal is None else _toward(problem, x, reference, now, goal)
     stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
-    largest = np.zeros(x.shape[0])
-    for residuals, _, _ in stacked:
-        largest = np.maximum(largest, np.abs(residuals).max(axis=1))
-    scales = np.broadcast_to(problem.scales, x.shape).copy()
+    # The largest residual (a maximum is exact: the same as level by level), in three calls.
+    largest = np.abs(np.concatenate([residuals for residuals, _, _ in stacked], 1)).max(axis=1, initial=0.0)
+    scales = np.empty(x.shape)
+    scales[:] = problem.scales
     dx = prioritised_step(stacked, scales, back)
     stacked, crossing = _guarded(levels, held, dx)
     if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone)
