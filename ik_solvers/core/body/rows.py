@@ -47,7 +47,7 @@ class LevelValues:
 
 
 # Up to this many Jacobian entries, LimbReach forms every limb's rows in one contraction.
-_ONE_CONTRACTION = 1024
+_ONE_CONTRACTION = 576
 
 
 @dataclass(frozen=True, eq=False)
