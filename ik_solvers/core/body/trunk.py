@@ -242,7 +242,7 @@ def goal_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.
         for count in level.row_counts:
             out.append(norm(residuals[:, first:first + count]))
             first += count
-    return np.stack(out, 1)
+    return np.stack(out, 1) if out else np.zeros((x.shape[0], 0))  # no goal (every weight 0): none unmet
 
 
 def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
@@ -292,7 +292,8 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     back = None if goal is None else _toward(problem, x, reference, now, goal)
     stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
     # The largest residual (a maximum is exact: the same as level by level), in three calls.
-    largest = np.abs(np.concatenate([residuals for residuals, _, _ in stacked], 1)).max(axis=1, initial=0.0)
+    largest = (np.abs(np.concatenate([residuals for residuals, _, _ in stacked], 1)).max(axis=1, initial=0.0)
+               if stacked else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
     scales = np.empty(x.shape)
     scales[:] = problem.scales
     dx = prioritised_step(stacked, scales, back)
