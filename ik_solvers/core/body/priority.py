@@ -58,26 +58,39 @@ def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(total, (2, 0, 1)))
 
 
-def prioritised_step(levels: list[Level], scales: np.ndarray,
-                      back: np.ndarray | None) -> np.ndarray:
+State = tuple[np.ndarray, np.ndarray, "np.ndarray | None", bool]
+"""A :func:`prioritised_step` before one level: ``(dz, basis, pulled, stepped)`` (arrays never changed after)."""
+Trail = list[State]
+"""The state before each level: a second try that changes a lower level's rows resumes there (:func:`resumed`)."""
+
+
+def prioritised_step(levels: list[Level], scales: np.ndarray, back: np.ndarray | None,
+                     trail: Trail | None = None, resume: tuple[int, State] | None = None) -> np.ndarray:
     """The lexicographic Gauss-Newton step ``(n, m)``: each level's least-squares step in the null space of
     the levels above, then ``PULL · back`` projected on what is left. Variables are scaled by
     ``scales (n, m)`` (``sqrt(weight)``, 0 for a variable held at a limit).
 
     The levels above are kept as an orthonormal basis of their rows (``basis (n, r, m)``, zero rows for
     directions dropped as singular), so a projection is two small products, never an ``m × m`` matrix.
+    ``trail``: a list to which the state before each level is appended; ``resume``: :func:`resumed`'s
+    ``(level, state)`` to start there instead (the levels above it as they were: the same bits).
     """
     n, m = scales.shape
-    dz = np.zeros((n, m))
-    basis = np.zeros((n, 0, m))
     # Unit scales (every weight 1, nothing at a limit) change no bit: the products by them are left out.
     scaling: np.ndarray | None = scales if (scales != 1.0).any() else None
-    stepped = False  # dz is exact zeros until a level steps (J dz adds exact zeros: left out too)
-    pulled = None
-    if back is not None:
-        pulled = back.copy() if scaling is None and PULL == 1.0 else \
-            PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
-    for k, (residuals, jacobian, held) in enumerate(levels):
+    if resume is not None:
+        first, (dz, basis, pulled, stepped) = resume
+    else:
+        first, dz, basis = 0, np.zeros((n, m)), np.zeros((n, 0, m))
+        stepped = False  # dz is exact zeros until a level steps (J dz adds exact zeros: left out too)
+        pulled = None
+        if back is not None:
+            pulled = back if scaling is None and PULL == 1.0 else \
+                PULL * np.where(scales > 0.0, back / np.where(scales > 0.0, scales, 1.0), 0.0)
+    for k in range(first, len(levels)):
+        if trail is not None:
+            trail.append((dz, basis, pulled, stepped))
+        residuals, jacobian, held = levels[k]
         # Frames where a level asks nothing (limbs within reach) add exact zeros: they are left out.
         on = np.nonzero(jacobian.any(axis=(1, 2)))[0]  # nonzero entries (NaN included), as != 0.0
         if on.size == 0:
@@ -87,12 +100,14 @@ def prioritised_step(levels: list[Level], scales: np.ndarray,
         step, free, vectors, exact = level_step(residuals[sub], jacobian[sub], None if scaling is None else scaling[sub],
                                                  dz[sub] if stepped else None, basis[sub],
                                                  None if held is None else held[sub])
+        dz = dz.copy()  # fresh arrays: the trail keeps the old ones
         dz[sub] += step
         stepped = True
         # The last level's rows serve only to project the pull (which level is last is the problem's
         # structure, never the batch's: the two ways round differ in the last bit).
         if k == len(levels) - 1:
             if pulled is not None:
+                pulled = pulled.copy()
                 pulled[sub] -= tmatvec(free, matvec(vectors, exact * exact * tmatvec(vectors, matvec(free, pulled[sub]))))
             break
         part = products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2)) * exact[:, :, None]  # Uᵀ F / σ
@@ -101,8 +116,14 @@ def prioritised_step(levels: list[Level], scales: np.ndarray,
             rows[on] = part
         basis = np.concatenate([basis, rows], 1)
     if pulled is not None:
-        dz += pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled
+        dz = dz + (pulled - tmatvec(basis, matvec(basis, pulled)) if basis.shape[1] else pulled)
     return dz if scaling is None else dz * scaling
+
+
+def resumed(trail: Trail, level: int, frames: np.ndarray) -> tuple[int, State]:
+    """The ``resume`` argument of :func:`prioritised_step` for the batch rows ``frames``, from ``level`` on."""
+    dz, basis, pulled, stepped = trail[level]
+    return level, (dz[frames], basis[frames], None if pulled is None else pulled[frames], stepped)
 
 
 def level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray | None, dz: np.ndarray | None,

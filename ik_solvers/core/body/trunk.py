@@ -32,7 +32,7 @@ from ..chain import Chain
 from ..rotations import quaternion_products, quaternions_from_rotvecs, rotvecs_from_quaternions
 from ..vectors import matvec, norm
 from .forward import BodyPose, VariableColumns
-from .priority import Level, level_rows, prioritised_step
+from .priority import Level, Trail, level_rows, prioritised_step, resumed
 from .rows import GoalRows, LevelRows, LevelValues
 
 # No variable moves by more than this per step (radians, or body scales for the root location).
@@ -296,11 +296,14 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
                if stacked else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
     scales = np.empty(x.shape)
     scales[:] = problem.scales
-    dx = prioritised_step(stacked, scales, back)
-    stacked, crossing = _guarded(levels, held, dx)
-    if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone)
+    trail: Trail = []
+    dx = prioritised_step(stacked, scales, back, trail)
+    stacked, crossing, first = _guarded(levels, held, dx)
+    if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone,
+        # from the first level whose rows changed: the levels above are the same bits as in the step)
         part = [level_rows(level, crossing) for level in stacked]
-        dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing])
+        dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing],
+                                        resume=resumed(trail, first, crossing))
     new, clipped = _apply(problem, x, dx, now)
     again = np.nonzero(clipped.any(axis=1))[0] if problem.limited else _NONE
     if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
@@ -324,24 +327,28 @@ def _masked(values: LevelValues, keep: np.ndarray) -> LevelValues:
                        np.where(edge_asks, values.edge_residual, 0.0), values.edge_sign)
 
 
-def _guarded(levels: list[LevelValues], held: list[np.ndarray | None], dx: np.ndarray) -> tuple[list[Level], np.ndarray]:
+def _guarded(levels: list[LevelValues], held: list[np.ndarray | None],
+             dx: np.ndarray) -> tuple[list[Level], np.ndarray, int]:
     """The levels' stacked rows with every inequality row the step ``dx (n, m)`` would carry over its edge
-    made an equality on that edge (an active set grown by one prediction), and the frames where one was."""
+    made an equality on that edge (an active set grown by one prediction), the frames where one was, and
+    the first level where one was (the levels above keep their rows)."""
     stacked: list[Level] = []
     crossing = np.zeros(dx.shape[0], dtype=bool)
-    for values, mask in zip(levels, held):
+    first = len(levels)
+    for k, (values, mask) in enumerate(zip(levels, held)):
         residuals, jacobian = values.residuals, values.jacobian
         rows = values.edge_rows
         if rows.size:
             sign = values.edge_sign
             over = (residuals[:, rows] == 0.0) & (sign * matvec(values.edge_jacobian, dx) < sign * values.edge_residual)
             if over.any():
+                first = min(first, k)
                 crossing |= over.any(axis=1)
                 residuals, jacobian = residuals.copy(), jacobian.copy()
                 residuals[:, rows] = np.where(over, values.edge_residual, residuals[:, rows])
                 jacobian[:, rows] = np.where(over[:, :, None], values.edge_jacobian, jacobian[:, rows])
         stacked.append((residuals, jacobian, mask))
-    return stacked, np.flatnonzero(crossing)
+    return stacked, np.flatnonzero(crossing), first
 
 
 def _ball_quaternions(problem: TrunkProblem, x: np.ndarray) -> np.ndarray:
