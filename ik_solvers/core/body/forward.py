@@ -234,7 +234,7 @@ def column_layout(body: Body, dofs: np.ndarray) -> ColumnLayout:
             frame_bones[k], local_axes[k] = bone, body.axes[dof]
         else:
             frame_bones[k], local_axes[k] = body.parents[bone], body.rest_rotations[bone] @ body.axes[dof]
-    # A unit axis (x·1 + y·0 + z·0 is x) reads the frame's column instead of a product with it.
+    # A unit axis reads the frame's column instead of a product with it (x·1 + y·0 + z·0 is x, up to a zero's sign).
     along = np.array([int(np.flatnonzero(a)[0]) if np.count_nonzero(a) == 1 and a.max() == 1.0 else -1
                       for a in local_axes], dtype=int)
     unit = np.flatnonzero((frame_bones >= 0) & (along >= 0))

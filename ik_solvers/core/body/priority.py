@@ -64,6 +64,19 @@ Trail = list[State]
 """The state before each level: a second try that changes a lower level's rows resumes there (:func:`resumed`)."""
 
 
+def combinations(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``weights @ rows`` for stacks ``weights (n, i, l)``, ``rows (n, l, m)`` → ``(n, i, m)``: each output row the
+    sum of ``rows`` weighted, term by term in index order (:func:`products` with ``rows`` transposed, the same
+    bits), a term a product of whole rows (unit stride along ``m``: up to 4x faster than :func:`products` on
+    24-1,000 frames)."""
+    if weights.shape[0] * weights.shape[1] * weights.shape[2] <= 16:  # one frame: one accumulation
+        return np.add.accumulate(weights[:, :, :, None] * rows[:, None, :, :], axis=2)[:, :, -1, :]
+    total = weights[:, :, 0, None] * rows[:, None, 0, :]
+    for k in range(1, weights.shape[2]):
+        total += weights[:, :, k, None] * rows[:, None, k, :]
+    return total
+
+
 def prioritised_step(levels: list[Level], scales: np.ndarray, back: np.ndarray | None,
                      trail: Trail | None = None, resume: tuple[int, State] | None = None) -> np.ndarray:
     """The lexicographic Gauss-Newton step ``(n, m)``: each level's least-squares step in the null space of
@@ -110,7 +123,7 @@ def prioritised_step(levels: list[Level], scales: np.ndarray, back: np.ndarray |
                 pulled = pulled.copy()
                 pulled[sub] -= tmatvec(free, matvec(vectors, exact * exact * tmatvec(vectors, matvec(free, pulled[sub]))))
             break
-        part = products(np.swapaxes(vectors, 1, 2), np.swapaxes(free, 1, 2)) * exact[:, :, None]  # Uᵀ F / σ
+        part = combinations(np.swapaxes(vectors, 1, 2), free) * exact[:, :, None]  # Uᵀ F / σ
         rows = part if every else np.zeros((n,) + part.shape[1:])
         if not every:
             rows[on] = part
@@ -133,7 +146,7 @@ def level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray |
     eigenvectors ``U`` and inverse singular values ``1/σ`` (0 for dropped directions) of ``F Fᵀ``: ``Uᵀ F / σ``
     are orthonormal. ``scales (n, m)``: None for all ones."""
     scaled = jacobian if scales is None else jacobian * scales[:, None, :]
-    free = scaled - products(products(scaled, basis), np.swapaxes(basis, 1, 2)) if basis.shape[1] else scaled
+    free = scaled - combinations(products(scaled, basis), basis) if basis.shape[1] else scaled
     # Without steps above, J dz is exact zeros: a residual (never −0: a difference or a select of +0) stays.
     left = residuals if dz is None else residuals - matvec(scaled, dz)
     if held is not None:  # held rows ask this level's step to leave them where the steps above put them
@@ -143,6 +156,7 @@ def level_step(residuals: np.ndarray, jacobian: np.ndarray, scales: np.ndarray |
     # Levenberg-Marquardt damping growing with the level's residual (Sugihara 2011): Newton steps as
     # a goal is met, short ones while it cannot be (a hand out of reach stops pushing the body).
     damping = DAMPING_SQUARED + RESIDUAL_DAMPING * dot(residuals, residuals)
-    inverse = np.where(kept, 1.0 / np.where(kept, values + damping[:, None], 1.0), 0.0)
-    exact = np.sqrt(np.where(kept, 1.0 / np.where(kept, values, 1.0), 0.0))
+    safe = np.where(kept, values, 1.0)  # dropped directions: a harmless 1 (their entries are zeros below)
+    inverse = np.where(kept, 1.0 / (safe + damping[:, None]), 0.0)
+    exact = np.sqrt(np.where(kept, 1.0 / safe, 0.0))
     return tmatvec(free, matvec(vectors, tmatvec(vectors, left) * inverse)), free, vectors, exact
