@@ -142,6 +142,14 @@ class LevelRows:
         return np.array([slot for slot in self.slots if isinstance(slot, int)], dtype=int)
 
     @cached_property
+    def _limb_take(self) -> np.ndarray | slice:
+        """:attr:`limb_indices` as a slice where they run on (a view, not a gathered copy)."""
+        order = self.limb_indices
+        if order.size and np.array_equal(order, np.arange(order[0], order[0] + order.size)):
+            return slice(int(order[0]), int(order[0]) + order.size)
+        return order
+
+    @cached_property
     def edge_rows(self) -> np.ndarray:
         """The row positions of the level's limbs (its inequality rows)."""
         return np.cumsum((0,) + self.row_counts[:-1])[[isinstance(slot, int) for slot in self.slots]].astype(int)
@@ -149,8 +157,8 @@ class LevelRows:
     def values(self, limb: tuple[np.ndarray, ...] | None, pose: BodyPose, columns: VariableColumns,
                frames: np.ndarray) -> LevelValues:
         """The level's rows, given every limb's :meth:`LimbReach.values` ``limb``."""
-        order = self.limb_indices
-        if order.size == len(self.slots):  # limbs alone: one gather each
+        order = self._limb_take
+        if self.limb_indices.size == len(self.slots):  # limbs alone: one view or gather each
             assert limb is not None
             return LevelValues(limb[0][:, order], limb[1][:, order], self.edge_rows, limb[2][:, order],
                                limb[3][:, order], limb[4][:, order])
@@ -169,7 +177,7 @@ class LevelRows:
             stacked_residuals, stacked_jacobian = residuals[0], jacobians[0]
         else:
             stacked_residuals, stacked_jacobian = np.concatenate(residuals, 1), np.concatenate(jacobians, 1)
-        if not order.size:
+        if not self.limb_indices.size:
             n, m = stacked_jacobian.shape[0], stacked_jacobian.shape[2]
             return LevelValues(stacked_residuals, stacked_jacobian, self.edge_rows, np.zeros((n, 0, m)),
                                np.zeros((n, 0)), np.zeros((n, 0)))
