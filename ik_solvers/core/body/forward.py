@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -12,7 +11,6 @@ from ..kinematics import joint_local_matrices
 from ..rotations import matrices_from_rotvecs
 from ..vectors import cross, matmul, matvec
 from .model import Body, variable_chain
-from .priority import products
 
 __all__ = ["BodyPose", "VariableColumns", "body_pose", "body_variables", "variable_chain", "variable_columns"]
 
@@ -105,32 +103,15 @@ class VariableColumns:
         The point each turns about (its bone's head).
     moves : ndarray, shape (N, m, 3)
         World displacement per unit of each translational variable (zero for rotations).
-    origin : ndarray, shape (N, 3)
-        The point the columns' moments are taken about (the first bone's head: near the body, so the
-        moments lose no more bits than the levers they stand for).
     """
 
     axes: np.ndarray
     pivots: np.ndarray
     moves: np.ndarray
-    origin: np.ndarray
-
-    @cached_property
-    def drifts(self) -> np.ndarray:
-        """``move − a × (pivot − origin)`` per variable ``(N, m, 3)``: a point ``s`` moves by ``a × (s − origin)
-        + drift`` per unit (no lever per point and variable)."""
-        return self.moves - cross(self.axes, self.pivots - self.origin[:, None, :])
-
-    @cached_property
-    def screws(self) -> np.ndarray:
-        """Each variable's motion as ``(a, drift)`` ``(N, m, 6)``: a point ``s`` moves along ``u`` by
-        ``a · ((s − origin) × u) + drift · u`` per unit, one 6-term contraction per row and variable
-        (:func:`point_rows`)."""
-        return np.concatenate([self.axes, self.drifts], 2)
 
     def position_rows(self, points: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Jacobian ``(N, 3, m)`` of ``points (N, 3)`` moved by the variables where ``mask (m,)`` is set."""
-        columns = (cross(self.axes, (points - self.origin)[:, None, :]) + self.drifts) * mask[None, :, None]
+        columns = (cross(self.axes, points[:, None, :] - self.pivots) + self.moves) * mask[None, :, None]
         return np.ascontiguousarray(np.swapaxes(columns, 1, 2))
 
     def angle_rows(self, mask: np.ndarray) -> np.ndarray:
@@ -169,17 +150,7 @@ def variable_columns(body: Body, pose: BodyPose, dofs: np.ndarray, root_bone: in
     if layout.outside.size:
         axes[:, first + layout.outside] = matvec(body.root_rotation, layout.local_axes[layout.outside])
     pivots[:, first:] = pose.heads[:, layout.bones]
-    return VariableColumns(axes, pivots, moves, np.ascontiguousarray(pose.heads[:, 0]))
-
-
-def point_rows(columns: VariableColumns, points: np.ndarray, directions: np.ndarray,
-               variables: np.ndarray | slice) -> np.ndarray:
-    """Rows ``(N, P, c)``: how far each of ``points (N, P, 3)`` moves along its ``directions (N, P, 3)`` per
-    unit of each of the ``variables (c,)``: ``u · (a × (s − pivot) + move) = ((s − origin) × u) · a + u ·
-    drift``, a 6-term contraction with :attr:`VariableColumns.screws`, summed term by term in index order
-    (the same bits in any batch)."""
-    moment = cross(points - columns.origin[:, None, :], directions)
-    return products(np.concatenate([moment, directions], 2), columns.screws[:, variables])
+    return VariableColumns(axes, pivots, moves)
 
 
 def _root_moves(body: Body, root_bone: int, parent: np.ndarray) -> np.ndarray:

@@ -15,8 +15,8 @@ from functools import cached_property
 import numpy as np
 
 from ..rotations import rotvecs_from_matrices
-from ..vectors import matmul, matvec, norm
-from .forward import BodyPose, VariableColumns, point_rows
+from ..vectors import cross, dot, matmul, matvec, norm
+from .forward import BodyPose, VariableColumns
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,9 +46,18 @@ class LevelValues:
     edge_sign: np.ndarray
 
 
-# Up to this many Jacobian entries, LimbReach forms every limb's rows in one contraction (fewer calls; above,
-# the groups' smaller contractions cost less: measured on 8-1,000 frames of four limbs and 24 variables).
-_ONE_CONTRACTION = 4096
+# Up to this many Jacobian entries, LimbReach forms every limb's rows on every variable at once (fewer calls;
+# above, each group of limbs on its own variables costs less: a leg moves with the hips' six, not the 24).
+_ONE_PASS = 1024
+
+
+def _reach_rows(columns: VariableColumns, starts: np.ndarray, directions: np.ndarray,
+                variables: np.ndarray | slice) -> np.ndarray:
+    """How far each of ``starts (n, L, 3)`` moves along its ``directions (n, L, 3)`` per unit of each of the
+    ``variables`` ``(n, L, c)``: ``(a × (s − pivot) + move) · direction``, as the limbs' rows always were."""
+    lever = starts[:, :, None, :] - columns.pivots[:, None, variables, :]
+    moved = cross(columns.axes[:, None, variables], lever) + columns.moves[:, None, variables]
+    return dot(moved, directions[:, :, None, :])
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,17 +114,16 @@ class LimbReach:
         r = norm(d)
         outside = r - np.clip(r, self.inner, self.total)
         direction = d / np.maximum(r, 1e-300)[..., None]
-        # Column k of limb j: its start's move per unit of variable k along its direction, masked and weighed.
+        # Column k of limb j: a_k × (s_j − pivot_k) + move_k, masked; dotted with its direction.
         weights = self.weights
-        if s.shape[0] * self.masks.size <= _ONE_CONTRACTION:  # a few frames: one contraction for every limb (fewer calls)
-            rows = point_rows(columns, s, direction, slice(None)) * weights[:, None]
-            full = np.where(self.masks != 0.0, rows, 0.0)
-        else:  # each group of limbs on its own variables: less arithmetic (the same values, the same zeros)
+        if s.shape[0] * self.masks.size <= _ONE_PASS:  # a few frames: every limb and variable at once (fewer calls)
+            full = weights[:, None] * _reach_rows(columns, s, direction, slice(None)) * self.masks
+        else:  # each group of limbs on the variables that move it alone (the masked-out entries are zeros)
             full = np.zeros((s.shape[0],) + self.masks.shape)
             for limbs, variables, limb_weights in self._groups:
                 if variables.size:
-                    rows = point_rows(columns, s[:, limbs], direction[:, limbs], variables)
-                    full[:, limbs[:, None], variables] = rows * limb_weights
+                    full[:, limbs[:, None], variables] = limb_weights * _reach_rows(
+                        columns, s[:, limbs], direction[:, limbs], variables)
         edge = np.where(r > 0.5 * (self.inner + self.total), self.total, self.inner)
         return (weights * outside, np.where((outside != 0.0)[..., None], full, 0.0), full, weights * (r - edge),
                 np.where(edge == self.total, 1.0, -1.0))
