@@ -260,6 +260,16 @@ def test_weight_zero_goal_is_ignored_and_lower_priority_gives_way():
     assert ignored.goal("arm.L").status[0] != GoalStatus.REACHED
 
 
+def test_every_goal_at_weight_zero_leaves_the_trunk_at_the_reference():
+    """No goal asks the trunk anything: it keeps the reference (the trunk solve once raised on no goals)."""
+    sets = random_goal_sets(BODY, 3, 4)
+    chains = humanoid_chains(sets.goals, weights={name: 0.0 for name in CHAIN_BONES})
+    result = solve_body(BODY, chains, body_root="hips")
+    assert np.all(result.root_location == 0.0)
+    hips = BODY.dofs([BODY.names.index("hips")])
+    assert np.all(result.q[:, hips] == 0.0)
+
+
 def test_limbs_are_hi_chains_with_their_swivel_and_pole():
     """Inside the body a limb is exactly the HI solve of its chain in its start bone's parent frame."""
     sets = random_goal_sets(BODY, 4, 20)

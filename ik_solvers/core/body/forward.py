@@ -8,6 +8,7 @@ import numpy as np
 
 from ..chain import Chain, JointKind
 from ..kinematics import joint_local_matrices
+from ..rotations import matrices_from_rotvecs
 from ..vectors import cross, matmul, matvec
 from .model import Body, variable_chain
 
@@ -58,7 +59,10 @@ def body_pose(body: Body, variables: Chain, q: np.ndarray, root_bone: int | None
     """
     q = np.ascontiguousarray(q, dtype=float)
     n_batch, n = q.shape[0], body.n_bones
-    local = joint_local_matrices(variables, q)
+    if variables.ball_joints.size == variables.n_joints:  # balls alone (a trunk): no gather, no scatter
+        local = matmul(variables.rest_rotations, matrices_from_rotvecs(q.reshape(n_batch, n, 3)))
+    else:
+        local = joint_local_matrices(variables, q)
     frames = np.empty((n_batch, n, 3, 3))
     heads = np.empty((n_batch, n, 3))
     moved = root_bone if root_location is not None else None
@@ -70,7 +74,7 @@ def body_pose(body: Body, variables: Chain, q: np.ndarray, root_bone: int | None
     # Every bone's offset turned into the world in one product (elementwise, as bone by bone).
     hanging = body.hanging_bones
     segments = matvec(frames[:, body.hanging_parents], body.offsets[hanging]) if hanging.size else None
-    slot = {int(b): k for k, b in enumerate(hanging)}
+    slot = body.hanging_slots
     for i, parent in enumerate(body.parents):
         if i == moved:
             assert root_location is not None
@@ -138,7 +142,9 @@ def variable_columns(body: Body, pose: BodyPose, dofs: np.ndarray, root_bone: in
         else:
             moves[:, :3] = _root_moves(body, root_bone, pose.parent_frame(body, root_bone)[0])
     # One product for every variable (elementwise: the bits of one product per variable).
-    inside = layout.inside
+    inside, unit = layout.inside, layout.unit
+    if unit.size:  # an axis along a frame's own axis: that column of the frame (the product's value exactly)
+        axes[:, first + unit] = np.swapaxes(pose.frames, 2, 3)[:, layout.frame_bones[unit], layout.unit_columns]
     if inside.size:
         axes[:, first + inside] = matvec(pose.frames[:, layout.frame_bones[inside]], layout.local_axes[inside])
     if layout.outside.size:
@@ -167,7 +173,9 @@ class ColumnLayout:
     local_axes : ndarray, shape (m, 3)
         The axis in that frame.
     inside, outside : ndarray of int
-        The variables whose frame is a bone's, and those whose frame is the root frame.
+        The variables whose frame is a bone's (other than ``unit``), and those whose frame is the root frame.
+    unit, unit_columns : ndarray of int
+        The variables whose axis is a bone frame's own axis (a ball joint's three), and which axis.
     """
 
     bones: np.ndarray
@@ -175,6 +183,8 @@ class ColumnLayout:
     local_axes: np.ndarray
     inside: np.ndarray
     outside: np.ndarray
+    unit: np.ndarray
+    unit_columns: np.ndarray
 
 
 _LAYOUTS: dict[tuple[int, bytes], tuple[Body, ColumnLayout]] = {}
@@ -195,8 +205,12 @@ def column_layout(body: Body, dofs: np.ndarray) -> ColumnLayout:
             frame_bones[k], local_axes[k] = bone, body.axes[dof]
         else:
             frame_bones[k], local_axes[k] = body.parents[bone], body.rest_rotations[bone] @ body.axes[dof]
-    layout = ColumnLayout(bone_of, frame_bones, local_axes, np.flatnonzero(frame_bones >= 0),
-                          np.flatnonzero(frame_bones < 0))
+    # A unit axis reads the frame's column instead of a product with it (x·1 + y·0 + z·0 is x, up to a zero's sign).
+    along = np.array([int(np.flatnonzero(a)[0]) if np.count_nonzero(a) == 1 and a.max() == 1.0 else -1
+                      for a in local_axes], dtype=int)
+    unit = np.flatnonzero((frame_bones >= 0) & (along >= 0))
+    layout = ColumnLayout(bone_of, frame_bones, local_axes, np.flatnonzero((frame_bones >= 0) & (along < 0)),
+                          np.flatnonzero(frame_bones < 0), unit, along[unit])
     if len(_LAYOUTS) > 64:
         _LAYOUTS.clear()
     _LAYOUTS[key] = (body, layout)

@@ -117,6 +117,11 @@ class Body:
         """The parent of each of :attr:`hanging_bones` ``(H,)``."""
         return np.array([p for p in self.parents if p >= 0], dtype=int)
 
+    @cached_property
+    def hanging_slots(self) -> dict[int, int]:
+        """Each of :attr:`hanging_bones`' position in it."""
+        return {int(b): k for k, b in enumerate(self.hanging_bones)}
+
     @property
     def n_dof(self) -> int:
         return self.variables.n_dof

@@ -46,6 +46,20 @@ class LevelValues:
     edge_sign: np.ndarray
 
 
+# Up to this many Jacobian entries, LimbReach forms every limb's rows on every variable at once (fewer calls;
+# above, each group of limbs on its own variables costs less: a leg moves with the hips' six, not the 24).
+_ONE_PASS = 1024
+
+
+def _reach_rows(columns: VariableColumns, starts: np.ndarray, directions: np.ndarray,
+                variables: np.ndarray | slice) -> np.ndarray:
+    """How far each of ``starts (n, L, 3)`` moves along its ``directions (n, L, 3)`` per unit of each of the
+    ``variables`` ``(n, L, c)``: ``(a × (s − pivot) + move) · direction``, as the limbs' rows always were."""
+    lever = starts[:, :, None, :] - columns.pivots[:, None, variables, :]
+    moved = cross(columns.axes[:, None, variables], lever) + columns.moves[:, None, variables]
+    return dot(moved, directions[:, :, None, :])
+
+
 @dataclass(frozen=True, eq=False)
 class LimbReach:
     """The reach rows of ``L`` limbs: each limb's goal head ``heads (N, L, 3)`` (world) against the
@@ -70,6 +84,17 @@ class LimbReach:
         hanging = np.flatnonzero(self.parents >= 0)
         return hanging, self.parents[hanging], self.offsets[hanging], np.flatnonzero(self.parents < 0)
 
+    @cached_property
+    def _groups(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+        """The limbs grouped by the variables that move them: each group's limbs ``(g,)``, those variables
+        ``(c,)`` and the limbs' weights ``(g, 1)`` (rows are formed on those columns alone: a leg moves with
+        the hips' six variables, not the spine's)."""
+        groups = []
+        for mask in np.unique(self.masks != 0.0, axis=0):
+            limbs = np.flatnonzero(np.all((self.masks != 0.0) == mask, axis=1))
+            groups.append((limbs, np.flatnonzero(mask), self.weights[limbs][:, None]))
+        return tuple(groups)
+
     def starts(self, pose: BodyPose) -> np.ndarray:
         """The limbs' start joints ``(n, L, 3)`` (world)."""
         hanging, parents, offsets, fixed = self._hanging
@@ -90,11 +115,15 @@ class LimbReach:
         outside = r - np.clip(r, self.inner, self.total)
         direction = d / np.maximum(r, 1e-300)[..., None]
         # Column k of limb j: a_k × (s_j − pivot_k) + move_k, masked; dotted with its direction.
-        lever = s[:, :, None, :] - columns.pivots[:, None, :, :]
-        moved = (cross(columns.axes[:, None], lever) + columns.moves[:, None]) * self.masks[None, :, :, None]
-        jacobian = dot(moved, direction[:, :, None, :])
         weights = self.weights
-        full = weights[:, None] * jacobian
+        if s.shape[0] * self.masks.size <= _ONE_PASS:  # a few frames: every limb and variable at once (fewer calls)
+            full = weights[:, None] * _reach_rows(columns, s, direction, slice(None)) * self.masks
+        else:  # each group of limbs on the variables that move it alone (the masked-out entries are zeros)
+            full = np.zeros((s.shape[0],) + self.masks.shape)
+            for limbs, variables, limb_weights in self._groups:
+                if variables.size:
+                    full[:, limbs[:, None], variables] = limb_weights * _reach_rows(
+                        columns, s[:, limbs], direction[:, limbs], variables)
         edge = np.where(r > 0.5 * (self.inner + self.total), self.total, self.inner)
         return (weights * outside, np.where((outside != 0.0)[..., None], full, 0.0), full, weights * (r - edge),
                 np.where(edge == self.total, 1.0, -1.0))
@@ -121,6 +150,14 @@ class LevelRows:
         return np.array([slot for slot in self.slots if isinstance(slot, int)], dtype=int)
 
     @cached_property
+    def _limb_take(self) -> np.ndarray | slice:
+        """:attr:`limb_indices` as a slice where they run on (a view, not a gathered copy)."""
+        order = self.limb_indices
+        if order.size and np.array_equal(order, np.arange(order[0], order[0] + order.size)):
+            return slice(int(order[0]), int(order[0]) + order.size)
+        return order
+
+    @cached_property
     def edge_rows(self) -> np.ndarray:
         """The row positions of the level's limbs (its inequality rows)."""
         return np.cumsum((0,) + self.row_counts[:-1])[[isinstance(slot, int) for slot in self.slots]].astype(int)
@@ -128,8 +165,8 @@ class LevelRows:
     def values(self, limb: tuple[np.ndarray, ...] | None, pose: BodyPose, columns: VariableColumns,
                frames: np.ndarray) -> LevelValues:
         """The level's rows, given every limb's :meth:`LimbReach.values` ``limb``."""
-        order = self.limb_indices
-        if order.size == len(self.slots):  # limbs alone: one gather each
+        order = self._limb_take
+        if self.limb_indices.size == len(self.slots):  # limbs alone: one view or gather each
             assert limb is not None
             return LevelValues(limb[0][:, order], limb[1][:, order], self.edge_rows, limb[2][:, order],
                                limb[3][:, order], limb[4][:, order])
@@ -148,7 +185,7 @@ class LevelRows:
             stacked_residuals, stacked_jacobian = residuals[0], jacobians[0]
         else:
             stacked_residuals, stacked_jacobian = np.concatenate(residuals, 1), np.concatenate(jacobians, 1)
-        if not order.size:
+        if not self.limb_indices.size:
             n, m = stacked_jacobian.shape[0], stacked_jacobian.shape[2]
             return LevelValues(stacked_residuals, stacked_jacobian, self.edge_rows, np.zeros((n, 0, m)),
                                np.zeros((n, 0)), np.zeros((n, 0)))
@@ -199,4 +236,10 @@ class TipGoalRows:
             turn = rotvecs_from_matrices(matmul(self.rotations[frames], np.swapaxes(frame, 1, 2)))
             residuals.append(self.length * turn)
             jacobians.append(self.length * columns.angle_rows(self.mask))
-        return Rows(self.weight * np.concatenate(residuals, 1), self.weight * np.concatenate(jacobians, 1))
+        if len(residuals) == 1:  # position alone: the arrays as they are (no copy)
+            residual, jacobian = residuals[0], jacobians[0]
+        else:
+            residual, jacobian = np.concatenate(residuals, 1), np.concatenate(jacobians, 1)
+        if self.weight == 1.0:  # x · 1 is x
+            return Rows(residual, jacobian)
+        return Rows(self.weight * residual, self.weight * jacobian)

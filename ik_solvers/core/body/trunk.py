@@ -32,7 +32,7 @@ from ..chain import Chain
 from ..rotations import quaternion_products, quaternions_from_rotvecs, rotvecs_from_quaternions
 from ..vectors import matvec, norm
 from .forward import BodyPose, VariableColumns
-from .priority import Level, level_rows, prioritised_step
+from .priority import Level, Trail, level_rows, prioritised_step, resumed
 from .rows import GoalRows, LevelRows, LevelValues
 
 # No variable moves by more than this per step (radians, or body scales for the root location).
@@ -60,6 +60,8 @@ POLISH_ITERATIONS = 20
 # Jacobian with zero residuals: a goal out of reach, held while the levels below move round it), or
 # left out (exact zeros).
 ACTIVE, HELD, IGNORED = 1, 2, 0
+_CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])  # a unit quaternion times this: its inverse
+_NONE = np.zeros(0, dtype=int)
 # A level whose residual norm is below this (fraction of the body scale) counts as met (0.1 µm on 2 m).
 SETTLED_ERROR = 5e-8
 
@@ -96,6 +98,16 @@ class TrunkProblem:
         """The ball joints' variables ``(J, 3)`` among the rotational ones (``x[:, translations:]``)."""
         balls = self.rotations.ball_joints
         return self.rotations.dof_start[balls][:, None] + np.arange(3)
+
+    @cached_property
+    def ball_variables(self) -> np.ndarray:
+        """:attr:`ball_columns` as columns of ``x`` ``(J, 3)``."""
+        return self.translations + self.ball_columns
+
+    @cached_property
+    def limited(self) -> bool:
+        """Whether any rotational variable has a finite limit (without, clipping changes nothing)."""
+        return bool(np.isfinite(self.rotations.lower).any() or np.isfinite(self.rotations.upper).any())
 
     @cached_property
     def step_bounds(self) -> np.ndarray:
@@ -230,7 +242,7 @@ def goal_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.
         for count in level.row_counts:
             out.append(norm(residuals[:, first:first + count]))
             first += count
-    return np.stack(out, 1)
+    return np.stack(out, 1) if out else np.zeros((x.shape[0], 0))  # no goal (every weight 0): none unmet
 
 
 def level_errors(problem: TrunkProblem, x: np.ndarray, frames: np.ndarray) -> np.ndarray:
@@ -279,17 +291,21 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     now = _ball_quaternions(problem, x)
     back = None if goal is None else _toward(problem, x, reference, now, goal)
     stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
-    largest = np.zeros(x.shape[0])
-    for residuals, _, _ in stacked:
-        largest = np.maximum(largest, np.abs(residuals).max(axis=1))
-    scales = np.broadcast_to(problem.scales, x.shape).copy()
-    dx = prioritised_step(stacked, scales, back)
-    stacked, crossing = _guarded(levels, held, dx)
-    if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone)
+    # The largest residual (a maximum is exact: the same as level by level), in three calls.
+    largest = (np.abs(np.concatenate([residuals for residuals, _, _ in stacked], 1)).max(axis=1, initial=0.0)
+               if stacked else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
+    scales = np.empty(x.shape)
+    scales[:] = problem.scales
+    trail: Trail = []
+    dx = prioritised_step(stacked, scales, back, trail)
+    stacked, crossing, first = _guarded(levels, held, dx)
+    if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone,
+        # from the first level whose rows changed: the levels above are the same bits as in the step)
         part = [level_rows(level, crossing) for level in stacked]
-        dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing])
+        dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing],
+                                        resume=resumed(trail, first, crossing))
     new, clipped = _apply(problem, x, dx, now)
-    again = np.flatnonzero(clipped.any(axis=1))
+    again = np.nonzero(clipped.any(axis=1))[0] if problem.limited else _NONE
     if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
         scales = scales[again]
         scales[clipped[again]] = 0.0
@@ -311,30 +327,34 @@ def _masked(values: LevelValues, keep: np.ndarray) -> LevelValues:
                        np.where(edge_asks, values.edge_residual, 0.0), values.edge_sign)
 
 
-def _guarded(levels: list[LevelValues], held: list[np.ndarray | None], dx: np.ndarray) -> tuple[list[Level], np.ndarray]:
+def _guarded(levels: list[LevelValues], held: list[np.ndarray | None],
+             dx: np.ndarray) -> tuple[list[Level], np.ndarray, int]:
     """The levels' stacked rows with every inequality row the step ``dx (n, m)`` would carry over its edge
-    made an equality on that edge (an active set grown by one prediction), and the frames where one was."""
+    made an equality on that edge (an active set grown by one prediction), the frames where one was, and
+    the first level where one was (the levels above keep their rows)."""
     stacked: list[Level] = []
     crossing = np.zeros(dx.shape[0], dtype=bool)
-    for values, mask in zip(levels, held):
+    first = len(levels)
+    for k, (values, mask) in enumerate(zip(levels, held)):
         residuals, jacobian = values.residuals, values.jacobian
         rows = values.edge_rows
         if rows.size:
             sign = values.edge_sign
             over = (residuals[:, rows] == 0.0) & (sign * matvec(values.edge_jacobian, dx) < sign * values.edge_residual)
             if over.any():
+                first = min(first, k)
                 crossing |= over.any(axis=1)
                 residuals, jacobian = residuals.copy(), jacobian.copy()
                 residuals[:, rows] = np.where(over, values.edge_residual, residuals[:, rows])
                 jacobian[:, rows] = np.where(over[:, :, None], values.edge_jacobian, jacobian[:, rows])
         stacked.append((residuals, jacobian, mask))
-    return stacked, np.flatnonzero(crossing)
+    return stacked, np.flatnonzero(crossing), first
 
 
 def _ball_quaternions(problem: TrunkProblem, x: np.ndarray) -> np.ndarray:
     """The ball joints' rotations in ``x (n, m)`` as quaternions ``(n, J, 4)`` (read once a step: the pull
     and the step's composition both start from them)."""
-    return quaternions_from_rotvecs(x[:, problem.translations + problem.ball_columns])
+    return quaternions_from_rotvecs(x[:, problem.ball_variables])
 
 
 def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, now: np.ndarray,
@@ -344,8 +364,8 @@ def _toward(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, now: np
     ``(n, J, 4)``), as :func:`~..kinematics.increments_toward` gives them."""
     out = reference - x
     if problem.ball_columns.size:
-        inverse = now * np.array([1.0, -1.0, -1.0, -1.0])
-        out[:, problem.translations + problem.ball_columns] = rotvecs_from_quaternions(quaternion_products(inverse, goal))
+        inverse = now * _CONJUGATE
+        out[:, problem.ball_variables] = rotvecs_from_quaternions(quaternion_products(inverse, goal))
     return out
 
 
@@ -357,12 +377,14 @@ def _apply(problem: TrunkProblem, x: np.ndarray, dx: np.ndarray, now: np.ndarray
     largest = (np.abs(dx) / problem.step_bounds).max(axis=1)
     dx = dx * np.minimum(1.0, 1.0 / np.maximum(largest, 1e-300))[:, None]
     free = x + dx
-    balls = t + problem.ball_columns
+    balls = problem.ball_variables
     if balls.size:
         free[:, balls] = rotvecs_from_quaternions(quaternion_products(now, quaternions_from_rotvecs(dx[:, balls])))
+    clipped = np.zeros(x.shape, dtype=bool)
+    if not problem.limited:  # infinite limits clip nothing
+        return free, clipped
     rot = problem.rotations
     new = free.copy()
     new[:, t:] = np.clip(free[:, t:], rot.lower, rot.upper)
-    clipped = np.zeros(x.shape, dtype=bool)
     clipped[:, t:] = (free[:, t:] < rot.lower) | (free[:, t:] > rot.upper)
     return new, clipped
