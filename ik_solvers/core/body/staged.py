@@ -25,11 +25,12 @@ from .trunk import SETTLED_ERROR, TrunkProblem, _better, _gauss_newton, level_er
 
 STAGES = 2
 """Stages of the second way (2 and 3 both reach the metarig's crouch_step frames; 2 costs less)."""
-GROSS = 0.01
+GROSS = 0.005
 """A frame is solved again where a goal above the lowest priority is still off by more than this (a fraction of
-the body's size: 18 mm on the 1.8 m metarig). The poor basins this is for leave goals far off (224 mm on the
-crouch_step frames); a goal truly out of reach sits near its best (the look path's head, at most 8 mm off
-on 40 % of its frames: tried again, they cost 64 % more solve time on compare_body's five paths for 1.6 mm)."""
+the body's size, its rest pose's bounding-box diagonal: 12 mm on the metarig's 2.3 m). The poor basins this
+is for leave goals far off (224 mm on the crouch_step frames; 15.8 mm on the one of bench_body's 10,000 sets
+that missed); a goal truly out of reach sits near its best (the look path's head, at most 8.2 mm off on
+40 % of its frames: tried again, they cost 64 % more solve time on compare_body's five paths for 1.6 mm)."""
 
 Goal = tuple[np.ndarray, "np.ndarray | None", float, int]
 
