@@ -99,6 +99,11 @@ def chain_line(file_name: str, entry: dict[str, Any]) -> str:
             f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s" + reduction_text(entry))
 
 
+def body_root_line(file_name: str, entry: dict[str, Any]) -> str:
+    """One line for a body root's reduced keys (``BodyWork.root_entry``)."""
+    return f"{file_name}: {entry['armature']}: body root '{entry['bone']}'{reduction_text(entry)}"
+
+
 def reduction_text(entry: dict[str, Any]) -> str:
     """``chain_line``'s end for reduced keys: keys before → after, the world error; else empty."""
     if entry.get("keys_after") is None:

@@ -85,6 +85,10 @@ class ChainWork:
         """Key the joined chunks and check them with Blender's evaluation; the chain's ``BakeReport``."""
         return [self.job.write_solved(self.job.chains[0], solved)]
 
+    def root_entry(self) -> dict[str, Any] | None:
+        """A chain has no body root: None (``BodyWork.root_entry``)."""
+        return None
+
     def baked(self) -> list[BakedChain]:
         """The keys the saved file must hold: every joint bone's rotation at the kept frames."""
         chain = self.job.chains[0]
@@ -162,6 +166,16 @@ class BodyWork:
     def write(self, solved: Any) -> list[Any]:
         """Key the joined chunks, check them with Blender's evaluation; a ``BakeReport`` per chain (``goals`` set)."""
         return list(self.job.write_solved(solved))
+
+    def root_entry(self) -> dict[str, Any] | None:
+        """The body root with reduced keys as the report's ``body_roots`` lists it (its location and rotation
+        curves counted); None without reduced keys."""
+        reduced = self.job.root_reduced
+        if reduced is None:
+            return None
+        from ik_solvers.blender.report import reduction_fields
+
+        return {"armature": self.job.obj.name, "bone": self.job.spec.root, **reduction_fields(reduced)}
 
     def baked(self) -> list[BakedChain]:
         """Every chain's joint bones and the body root: a rotation key at every baked frame (with reduced keys,

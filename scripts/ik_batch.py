@@ -63,7 +63,7 @@ from _batch_errors import BatchError, WorkerCrash  # noqa: E402  (part of this s
 from _batch_output import OutputError, output_lock, publish, staged  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
-from _batch_report import chain_line, chain_statistics, report_document, write_report  # noqa: E402
+from _batch_report import body_root_line, chain_line, chain_statistics, report_document, write_report  # noqa: E402
 from _batch_rigs import BakedChain, ChainSelector, RigError, check_libraries, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _batch_work import BodyWork, ChainWork, plan_work  # noqa: E402
@@ -405,7 +405,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
         for obj, chain in selected:
             originals[(obj.name, chain.name)] = chain.method
             chain.method = options.method
-    entries, baked, mismatched = [], [], []
+    entries, baked, mismatched, roots = [], [], [], []
     jobs, capped = cap_jobs(options.jobs)
     for note in ([capped] if capped else []) + notes:
         progress.note(note)
@@ -432,6 +432,9 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
                     mismatched.append(entry)
                 if not options.quiet:
                     print(chain_line(path.name, entry))
+            roots += [root] if (root := work.root_entry()) is not None else []  # a body's, with reduced keys
+            if root is not None and not options.quiet:
+                print(body_root_line(path.name, root))
             baked += work.baked()
             progress.chain(path, work.label, index, len(pieces), len(work.job.frames), seconds)
     for obj, chain in selected:
@@ -441,7 +444,8 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
     if output is not None:
         save_checked(output, baked, replace=options.overwrite or output == path)
     result = {"input": str(path), "output": None if output is None else str(output), "ok": not mismatched,
-              "error_field": None, "chains": entries, "seconds": time.perf_counter() - started}
+              "error_field": None, "chains": entries, **({"body_roots": roots} if roots else {}),
+              "seconds": time.perf_counter() - started}
     if mismatched:
         first = mismatched[0]
         result["error"] = (f"{path}: {first['armature']}:{first['chain']}: Blender's evaluation of the baked keys "

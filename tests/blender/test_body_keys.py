@@ -107,13 +107,14 @@ def test_a_reduced_body_bake_keeps_every_chain_joint_and_tip_within_the_bound_as
 
 def test_ik_batch_reduce_keys_on_a_body_writes_the_operators_keys(addon, tmp_path):
     from test_ik_batch import run_batch
+    from test_ik_batch_body import FRAMES as BODY_FRAMES
     from test_ik_batch_body import build_body_file
     from test_key_reduction import bezier_keys
 
     body_file = build_body_file(tmp_path / "body.blend")
     out, report = tmp_path / "batch.blend", tmp_path / "r.json"
     process = run_batch(body_file, "--output", out, "--reduce-keys", BOUND, "--chunk-size", "4", "--report", report)
-    assert process.stdout.count(f"(bound {BOUND:.3g})") == len(CHAINS)
+    assert process.stdout.count(f"(bound {BOUND:.3g})") == len(CHAINS) + 1  # and the body root
     batch = bezier_keys(out)
     bpy.ops.wm.open_mainfile(filepath=str(body_file), load_ui=False)
     obj = bpy.data.objects["metarig"]
@@ -127,9 +128,18 @@ def test_ik_batch_reduce_keys_on_a_body_writes_the_operators_keys(addon, tmp_pat
     assert batch.keys() == operator.keys() and ('pose.bones["spine"].location', 0) in operator
     for channel, keys in operator.items():
         assert batch[channel] == keys, channel
-    for entry in json.loads(report.read_text())["files"][0]["chains"]:
+    import jsonschema
+    from test_ik_batch import REPO
+
+    document = json.loads(report.read_text())
+    jsonschema.validate(document, json.loads((REPO / "docs" / "batch-report.schema.json").read_text()))
+    for entry in document["files"][0]["chains"]:
         assert entry["key_error"] == BOUND and 0.0 < entry["reduced_max_error"] <= BOUND
         assert entry["keys_after"] < entry["keys_before"]
+    (root,) = document["files"][0]["body_roots"]  # the hips' location and rotation: 7 curves
+    assert root["bone"] == "spine" and root["key_error"] == BOUND and 0.0 < root["reduced_max_error"] <= BOUND
+    assert root["keys_before"] == 7 * (BODY_FRAMES[1] - BODY_FRAMES[0] + 1) and root["keys_after"] < root["keys_before"]
+    assert f"body root 'spine'; keys {root['keys_before']} -> {root['keys_after']}" in process.stdout
 
 
 def test_a_reduced_body_bake_goes_on_round_by_round_writes_nothing_until_done_and_a_cancel_leaves_the_action(addon):
