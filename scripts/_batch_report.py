@@ -99,6 +99,19 @@ def chain_line(file_name: str, entry: dict[str, Any]) -> str:
             f"{len(entry['flips'])} flips, {entry['seconds']:.2f} s" + reduction_text(entry))
 
 
+def work_entries(file_name: str, bake_reports: list[Any], root: dict[str, Any] | None, seconds: float,
+                 quiet: bool) -> list[dict[str, Any]]:
+    """The report entries of one piece of work's chains (``chain_statistics``), each one's line printed, and
+    the body root's (``root``: ``BodyWork.root_entry``, or None), unless ``quiet``."""
+    entries = [chain_statistics(bake_report, seconds) for bake_report in bake_reports]
+    if not quiet:
+        for entry in entries:
+            print(chain_line(file_name, entry))
+        if root is not None:
+            print(body_root_line(file_name, root))
+    return entries
+
+
 def body_root_line(file_name: str, entry: dict[str, Any]) -> str:
     """One line for a body root's reduced keys (``BodyWork.root_entry``)."""
     return f"{file_name}: {entry['armature']}: body root '{entry['bone']}'{reduction_text(entry)}"

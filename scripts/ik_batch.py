@@ -63,7 +63,7 @@ from _batch_errors import BatchError, WorkerCrash  # noqa: E402  (part of this s
 from _batch_output import OutputError, output_lock, publish, staged  # noqa: E402
 from _batch_paths import WriteError, check_writable, check_written_paths, read_manifest  # noqa: E402
 from _batch_progress import Progress, cap_jobs  # noqa: E402
-from _batch_report import body_root_line, chain_line, chain_statistics, report_document, write_report  # noqa: E402
+from _batch_report import report_document, work_entries, write_report  # noqa: E402
 from _batch_rigs import BakedChain, ChainSelector, RigError, check_libraries, missing_keys  # noqa: E402
 from _batch_rigs import select_chains as select_rig_chains  # noqa: E402
 from _batch_work import BodyWork, ChainWork, plan_work  # noqa: E402
@@ -405,7 +405,7 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
         for obj, chain in selected:
             originals[(obj.name, chain.name)] = chain.method
             chain.method = options.method
-    entries, baked, mismatched, roots = [], [], [], []
+    entries, baked, roots = [], [], []
     jobs, capped = cap_jobs(options.jobs)
     for note in ([capped] if capped else []) + notes:
         progress.note(note)
@@ -425,21 +425,15 @@ def bake_file(path: Path, options: BatchOptions, progress: Progress, already_ope
                 work.job.cancel()
                 raise BatchError(f"{work.label}: {error}", error.field) from error
             seconds = time.perf_counter() - work_started  # a body's chains: the body's time each
-            for bake_report in bake_reports:
-                entry = chain_statistics(bake_report, seconds)
-                entries.append(entry)
-                if entry["evaluated_mismatch_frames"]:
-                    mismatched.append(entry)
-                if not options.quiet:
-                    print(chain_line(path.name, entry))
-            roots += [root] if (root := work.root_entry()) is not None else []  # a body's, with reduced keys
-            if root is not None and not options.quiet:
-                print(body_root_line(path.name, root))
+            root = work.root_entry()  # a body's root, with reduced keys; else None
+            entries += work_entries(path.name, bake_reports, root, seconds, options.quiet)
+            roots += [root] if root is not None else []
             baked += work.baked()
             progress.chain(path, work.label, index, len(pieces), len(work.job.frames), seconds)
     for obj, chain in selected:
         if (obj.name, chain.name) in originals:
             chain.method = originals[(obj.name, chain.name)]
+    mismatched = [entry for entry in entries if entry["evaluated_mismatch_frames"]]
     output = None if mismatched else options.output_path(path)  # a failed check saves nothing
     if output is not None:
         save_checked(output, baked, replace=options.overwrite or output == path)
