@@ -18,7 +18,6 @@ Writes ``DIR/bench_body_keys.csv``, ``.json``, ``.md`` (docs/key-reduction.md's 
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
@@ -30,7 +29,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 from _cli import Parser, import_bpy, run_main
-from bench_keys import BISECTIONS, JITTER, KEY_EVERY, TIMING_REPEATS, catmull_rom, decimate
+from bench_keys import BISECTIONS, JITTER, KEY_EVERY, TIMING_REPEATS, catmull_rom, decimated_within, write_rows
 
 BOUNDS_MM = (0.1, 0.3, 1.0, 3.0)
 """The world-space bounds E (mm at the metarig's metre scale)."""
@@ -126,7 +125,7 @@ class Body:
 
 def run_case(path: str, spans: int, bounds: tuple[float, ...], bisections: int, seed: int) -> list[dict[str, Any]]:
     """Every bound on one path: the table rows."""
-    from ik_solvers.blender.keyframes import read_keyframes, write_keyframes
+    from ik_solvers.blender.keyframes import read_keyframes
 
     body = Body(path, spans, seed)
     body.bake()
@@ -138,12 +137,6 @@ def run_case(path: str, spans: int, bounds: tuple[float, ...], bisections: int, 
     def world_error() -> np.ndarray:
         return np.linalg.norm(body.points() - reference, axis=-1).max(axis=1)
 
-    def restore_full() -> None:
-        for fcurve, keys in zip(body.curves(), full):
-            fcurve.keyframe_points.clear()
-            fcurve.keyframe_points.add(len(keys["co"]))
-            write_keyframes(fcurve, keys)
-
     rows = []
     for bound_mm in bounds:
         bound = bound_mm * 1e-3
@@ -154,18 +147,7 @@ def run_case(path: str, spans: int, bounds: tuple[float, ...], bisections: int, 
         ours_keys = sum(len(fcurve.keyframe_points) for fcurve in body.curves())
         reports = [json.loads(chain.last_bake_report) for chain in body.rig.ik_solvers.chains]
         body.bake()
-        low, high, best = np.log(1e-7), np.log(1.0), None
-        for _ in range(bisections):  # the largest margin whose world error holds E
-            margin = float(np.exp(0.5 * (low + high)))
-            restore_full()
-            decimate(body.curves(), margin)
-            errors = world_error()
-            if errors.max() <= bound:
-                low, best = np.log(margin), (margin, sum(len(f.keyframe_points) for f in body.curves()), errors)
-            else:
-                high = np.log(margin)
-        if best is None:
-            best = (0.0, keys_before, np.zeros(body.frames))
+        best = decimated_within(bound, body.curves, full, world_error, bisections, body.frames)
         rows.append({
             "path": path, "E_mm": bound_mm, "frames": body.frames, "curves": len(curves), "keys_full": keys_before,
             "ours_keys": ours_keys, "ours_fraction": ours_keys / keys_before,
@@ -241,10 +223,7 @@ def _main(argv: list[str]) -> int:
     for path in paths:
         rows += run_case(path, spans, bounds, bisections, args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "bench_body_keys.csv", "w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out / "bench_body_keys.csv", rows)
     (args.out / "bench_body_keys.json").write_text(json.dumps({"rows": rows}, indent=1))
     plot(args.out / "bench_body_keys.png", rows)
     table = markdown_table(rows)

@@ -19,6 +19,7 @@ docs/key-reduction.md: keys kept, ours / Decimate's, and their ratio) and ``DIR/
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import sys
@@ -187,6 +188,38 @@ def decimate(curves: list[Any], margin: float) -> None:
         assert bpy.ops.graph.decimate(mode="ERROR", remove_error_margin=margin) == {"FINISHED"}
 
 
+def decimated_within(bound: float, curves: Callable[[], list[Any]], full: list[dict[str, np.ndarray]],
+                     world_errors: Callable[[], np.ndarray], bisections: int,
+                     frames: int) -> tuple[float, int, np.ndarray]:
+    """Decimate's largest margin whose world error holds ``bound`` (bisected in log space between 1e-7 and
+    1, ``bisections`` steps, each from the full bake's keys ``full`` of ``curves()``), the keys it keeps and
+    the world error per frame (``world_errors()``: Blender's evaluation); no margin holding: 0, every key."""
+    from ik_solvers.blender.keyframes import write_keyframes
+
+    low, high, best = np.log(1e-7), np.log(1.0), None
+    for _ in range(bisections):
+        margin = float(np.exp(0.5 * (low + high)))
+        for fcurve, keys in zip(curves(), full):
+            fcurve.keyframe_points.clear()
+            fcurve.keyframe_points.add(len(keys["co"]))
+            write_keyframes(fcurve, keys)
+        decimate(curves(), margin)
+        errors = world_errors()
+        if errors.max() <= bound:
+            low, best = np.log(margin), (margin, sum(len(f.keyframe_points) for f in curves()), errors)
+        else:
+            high = np.log(margin)
+    return best if best is not None else (0.0, sum(len(keys["co"]) for keys in full), np.zeros(frames))
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """``rows`` as a CSV file, their keys the columns."""
+    with open(path, "w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def select_keys(fcurve: Any, selected: bool) -> None:
     fcurve.select = selected
     count = len(fcurve.keyframe_points)
@@ -206,7 +239,7 @@ def run_case(rig_name: str, path_name: str, spans: int, bounds: tuple[float, ...
     """Every bound of one rig and path: the table rows and the per-frame data for the figure."""
     from _rigs import key_path
 
-    from ik_solvers.blender.keyframes import read_keyframes, write_keyframes
+    from ik_solvers.blender.keyframes import read_keyframes
 
     bpy = import_bpy()
     rig, chain, bones, target = RIGS[rig_name]()
@@ -240,21 +273,8 @@ def run_case(rig_name: str, path_name: str, spans: int, bounds: tuple[float, ...
         shown = curves[-len(curves) // len(bones)]
         figure["reduced"][bound_mm] = [shown.evaluate(f) for f in range(1, frames + 1)]
         figure["errors"][bound_mm] = ours.tolist()
-        low, high, best = np.log(1e-7), np.log(1.0), None
-        for _ in range(bisections):  # the largest margin whose world error holds E
-            margin = float(np.exp(0.5 * (low + high)))
-            for fcurve, keys in zip(curves, full):
-                fcurve.keyframe_points.clear()
-                fcurve.keyframe_points.add(len(keys["co"]))
-                write_keyframes(fcurve, keys)
-            decimate(curves, margin)
-            errors = world_errors(rig, bones, target, frames, reference)
-            if errors.max() <= bound:
-                low, best = np.log(margin), (margin, sum(len(f.keyframe_points) for f in curves), errors)
-            else:
-                high = np.log(margin)
-        if best is None:
-            best = (0.0, keys_before, np.zeros(frames))
+        best = decimated_within(bound, functools.partial(rotation_curves, rig, bones), full,
+                                functools.partial(world_errors, rig, bones, target, frames, reference), bisections, frames)
         rows.append({
             "rig": rig_name, "path": path_name, "E_mm": bound_mm, "frames": frames, "keys_full": keys_before,
             "ours_keys": ours_keys, "ours_fraction": ours_keys / keys_before,
@@ -361,10 +381,7 @@ def _main(argv: list[str]) -> int:
                                                                      args.seed)
             rows.extend(case_rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "bench_keys.csv", "w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out / "bench_keys.csv", rows)
     shown = "rigify_arm/smooth" if "rigify_arm/smooth" in figures else next(iter(figures))
     (args.out / "bench_keys.json").write_text(json.dumps({"rows": rows, "figure_case": shown,
                                                           "figure": figures[shown]}, indent=1))
