@@ -35,13 +35,22 @@ def solve_positive_definite(matrices: np.ndarray, rhs: np.ndarray) -> np.ndarray
 def _eliminated(augmented: np.ndarray) -> np.ndarray:
     """The solutions ``(k, n)`` of the systems ``augmented (n, n + 1, k)`` (matrix and right-hand
     side, the systems on the last axis: each step's few operations then run over contiguous rows),
-    by Gauss-Jordan elimination in place (no pivoting needed on positive definite systems)."""
+    by Gaussian elimination in place (no pivoting needed on positive definite systems), then back
+    substitution on the right-hand sides.
+
+    Eliminating below the pivot only (not above it too, as Gauss-Jordan does) is a third of the
+    arithmetic less, ``n³/3`` instead of ``n³/2`` per system, for ``n`` more steps on one column: on a
+    body's 96-unknown merge systems, where the arithmetic is the cost, 1.4x faster; as fast on a chain's."""
     n = augmented.shape[0]
-    for j in range(n):  # columns up to j are done: never read again
+    for j in range(n - 1):  # columns up to j are done: never read again
         row = augmented[j, j + 1:] / augmented[j, j]
-        augmented[:, j + 1:] -= augmented[:, j:j + 1] * row
+        augmented[j + 1:, j + 1:] -= augmented[j + 1:, j:j + 1] * row
         augmented[j, j + 1:] = row
-    return augmented[:, n].T
+    solution = augmented[:, n]
+    solution[n - 1] /= augmented[n - 1, n - 1]
+    for j in range(n - 1, 0, -1):  # rows above j hold unit pivots: x_i = b_i − Σ_{c>i} a_ic x_c
+        solution[:j] -= augmented[:j, j] * solution[j]
+    return solution.T
 
 
 def last_axis_sums(terms: np.ndarray) -> np.ndarray:
