@@ -265,12 +265,12 @@ def pole_warning_frames(setup: RigifySetup, chain) -> set[int]:
     return {int(f) for f, on in zip(frames, np.asarray(result.hi.pole_warnings, bool)) if on}
 
 
-def count_warned_flips(setup: RigifySetup, flips: list[int], report: dict | None, warnings: set[int]) -> int:
-    """How many of the measured ``flips`` (1-based frames) our bake warned of: the frame (or the one
-    before) is listed in the bake report's flip frames or its frames bending a joint against its
-    preferred way (a joint folding through straight turns its bend normal over), or has the pole
-    warning on."""
-    listed = np.zeros(setup.frame_end, bool)
+def count_warned_flips(frame_end: int, flips: list[int], report: dict | None, warnings: set[int]) -> int:
+    """How many of the measured ``flips`` (1-based frames of a bake over ``1 … frame_end``) our bake warned
+    of: the frame (or the one before) is listed in the bake report's flip frames or its frames bending a
+    joint against its preferred way (a joint folding through straight turns its bend normal over), or has
+    the pole warning on."""
+    listed = np.zeros(frame_end, bool)
     report = report or {}
     for frame in {int(f["frame"]) for key in ("flip_frames", "against_bend_frames") for f in report.get(key, ())} | warnings:
         listed[frame - 1] = True

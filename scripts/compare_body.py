@@ -15,7 +15,10 @@ the hips drop), ``look`` (the head goal round a 0.12 m circle), ``crouch_step`` 
 hands with the walk's feet: a step while crouching).
 
 Measures per solver and path: each goal's max error (mm), knees / elbows bent backward (frames with
-a joint > 1° against its rest bend), the largest joint step per frame against the largest goal step
+a joint > 1° against its rest bend), flips (an inner joint's bend normal turning by more than
+``_measure.FLIP_TURN_DEGREES`` between frames, in any of the five chains; warned when our bake's
+report of that chain lists the frame or the one before: its flip frames or frames bent against the
+preferred sense), the largest joint step per frame against the largest goal step
 (pops), and the bake time of the whole range (least of ``--repeats``). Writes ``OUT/rows.json``,
 ``OUT/table.md``; ``--doc FILE`` pastes the table between ``<!-- body:start -->`` and
 ``<!-- body:end -->`` (docs/body-solve.md).
@@ -34,10 +37,20 @@ from pathlib import Path
 
 import numpy as np
 from _cli import Parser, UsageError, import_bpy, run_main
-from _measure import backward_joints, bend_angles, check_markers, markers, paste_between_markers
+from _measure import (
+    FLIP_TURN_DEGREES,
+    backward_joints,
+    bend_angles,
+    check_markers,
+    flip_frames,
+    joint_normals,
+    markers,
+    normal_turns,
+    paste_between_markers,
+)
 from _measure import format_number as _fmt
 from _rigify_rigs import add_empty, chain_bones, fresh_scene, metarig, rest_geometry
-from _rigify_runs import nla_bake
+from _rigify_runs import bake_report, count_warned_flips, nla_bake
 from _rigs import key_path
 
 BODY_MARKERS = markers("body")
@@ -194,45 +207,81 @@ def run(solver: str, frames: int, repeats: int) -> dict:
             bake = bake_blender
         seconds = bake(setup)
         evaluated = evaluate(setup)
+        reports = our_reports(setup) if solver == "ours" else {}
         seconds = min([seconds] + [bake(setup) for _ in range(repeats - 1)])
     finally:
         ik_solvers.unregister()
     row: dict = {"solver": solver, "frames": setup.frame_end, "bake_seconds": seconds, "paths": {}}
     for k, path in enumerate(setup.paths):
-        span = slice(k * frames, (k + 1) * frames)
-        cells: dict = {"error_mm": {}, "backward_frames": 0}
-        joint_steps, goal_steps = [0.0], [0.0]
-        for goal in GOALS:
-            joints, rotations, targets = (part[span] for part in evaluated[goal])
-            cells["error_mm"][goal] = float(np.linalg.norm(joints[:, -1] - targets, axis=1).max() * 1000.0)
-            if goal != "head":  # knees and elbows; the spine has no backward
-                bends = bend_angles(joints, rotations, setup.rest_axes[goal])
-                cells["backward_frames"] += int(backward_joints(bends).any(axis=1).sum())
-            joint_steps.append(float(np.linalg.norm(np.diff(joints[:, :-1], axis=0), axis=2).max()))
-            goal_steps.append(float(np.linalg.norm(np.diff(targets, axis=0), axis=1).max()))
-        hips = evaluated["hips"][0][span, 0]
-        cells["hips_moved_mm"] = float(np.linalg.norm(hips - hips[0], axis=1).max() * 1000.0)
-        cells["joint_step_mm"], cells["goal_step_mm"] = max(joint_steps) * 1000.0, max(goal_steps) * 1000.0
-        row["paths"][path] = cells
+        row["paths"][path] = path_cells(setup, evaluated, reports, slice(k * frames, (k + 1) * frames))
     return row
+
+
+def our_reports(setup: BodySetup) -> dict[str, dict | None]:
+    """Our last bake's report of each goal's chain."""
+    return {goal: bake_report(setup.rig.ik_solvers.chains[goal]) for goal in GOALS}
+
+
+def path_cells(setup: BodySetup, evaluated: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+               reports: dict[str, dict | None], span: slice) -> dict:
+    """One path's figures (the frames ``span`` of ``evaluate``'s arrays; ``reports``: our bake's report per
+    goal, empty for Blender's): errors, backward frames, the limbs' flips (warned: listed by the report) and
+    the spine's bend turns with the largest bend of a joint that turned, joint and goal steps, the hips' move."""
+    cells: dict = {"error_mm": {}, "backward_frames": 0, "limb_flips": 0, "limb_flips_warned": 0, "spine_turns": 0,
+                   "spine_turn_bend_deg": 0.0}
+    joint_steps, goal_steps = [0.0], [0.0]
+    for goal in GOALS:
+        joints, rotations, targets = (part[span] for part in evaluated[goal])
+        cells["error_mm"][goal] = float(np.linalg.norm(joints[:, -1] - targets, axis=1).max() * 1000.0)
+        flips = [span.start + f + 1 for f in flip_frames(normal_turns(joint_normals(joints)))]
+        if goal == "head":  # the spine: ball joints, no bend sense, no flip warning (trunk)
+            cells["spine_turns"] += len(flips)
+            cells["spine_turn_bend_deg"] = max([cells["spine_turn_bend_deg"], *_turning_bends(joints)])
+        else:  # knees and elbows
+            bends = bend_angles(joints, rotations, setup.rest_axes[goal])
+            cells["backward_frames"] += int(backward_joints(bends).any(axis=1).sum())
+            cells["limb_flips"] += len(flips)
+            if reports.get(goal) is not None:
+                cells["limb_flips_warned"] += count_warned_flips(setup.frame_end, flips, reports[goal], set())
+        joint_steps.append(float(np.linalg.norm(np.diff(joints[:, :-1], axis=0), axis=2).max()))
+        goal_steps.append(float(np.linalg.norm(np.diff(targets, axis=0), axis=1).max()))
+    hips = evaluated["hips"][0][span, 0]
+    cells["hips_moved_mm"] = float(np.linalg.norm(hips - hips[0], axis=1).max() * 1000.0)
+    cells["joint_step_mm"], cells["goal_step_mm"] = max(joint_steps) * 1000.0, max(goal_steps) * 1000.0
+    return cells
+
+
+def _turning_bends(joints: np.ndarray) -> list[float]:
+    """Per flip of a single joint among ``joints (F, n + 1, 3)``, its bend (degrees) on the flip's frame: how
+    far from straight a joint whose bend direction turned over was."""
+    segments = np.diff(joints, axis=1)
+    u, w = segments[:, :-1], segments[:, 1:]
+    bends = np.degrees(np.arctan2(np.linalg.norm(np.cross(u, w), axis=-1), np.einsum("fji,fji->fj", u, w)))
+    normals = joint_normals(joints)
+    return [float(bends[f, j]) for j in range(normals.shape[1]) for f in flip_frames(normal_turns(normals[:, j]))]
 
 
 def table_markdown(rows: list[dict], frames: int) -> str:
     caption = (
         f"`scripts/compare_body.py`, {frames} frames per path, every figure from Blender's evaluation of the "
         "baked keys. Errors: the largest distance of each goal's chain tip from the goal over the path (mm). "
-        "Backward: frames with a knee or elbow bent > 1° against its rest bend. Steps: the largest move of "
+        "Backward: frames with a knee or elbow bent > 1° against its rest bend. Flips: a knee's or elbow's bend "
+        f"normal turning by more than {FLIP_TURN_DEGREES:g}° between frames, unwarned / warned by the bake's report. "
+        "Spine turns: the same of a spine joint (head chain; a ball joint bent less than 1° has no normal), and "
+        "in brackets the largest bend of a joint that turned (degrees). Steps: the largest move of "
         "any joint between frames (the chains' joints, tips excepted) and, in brackets, the largest goal "
         "move. Hips: how far the hips moved. Bake: the whole range, least of the timed bakes.")
     goals = list(GOALS)
     lines = [caption, "", "| path | solver | " + " | ".join(f"{g} mm" for g in goals)
-             + " | backward | joint step mm (goal) | hips moved mm |",
-             "|---|---|" + "---:|" * (len(goals) + 3)]
+             + " | backward | flips unwarned / warned | spine turns (bend °) | joint step mm (goal) | hips moved mm |",
+             "|---|---|" + "---:|" * (len(goals) + 5)]
     for path in rows[0]["paths"]:
         for row in rows:
             cells = row["paths"][path]
             lines.append(f"| {path} | {row['solver']} | " + " | ".join(_fmt(cells["error_mm"][g]) for g in goals)
-                         + f" | {cells['backward_frames']} | {_fmt(cells['joint_step_mm'])} "
+                         + f" | {cells['backward_frames']} | {cells['limb_flips'] - cells['limb_flips_warned']} / "
+                           f"{cells['limb_flips_warned']} | {cells['spine_turns']} ({_fmt(cells['spine_turn_bend_deg'])}) "
+                           f"| {_fmt(cells['joint_step_mm'])} "
                            f"({_fmt(cells['goal_step_mm'])}) | {_fmt(cells['hips_moved_mm'])} |")
     lines += ["", "| solver | bake ms / frame | bake ratio (Blender / this) |", "|---|---:|---:|"]
     blender = next(r for r in rows if r["solver"] != "ours")["bake_seconds"]

@@ -238,7 +238,7 @@ def run(name: str, solver: str, frames: int) -> dict:
     errors_mm = result.errors * 1000.0
     missed = np.flatnonzero(reachable & (errors_mm > MISSED_MM)) + 1
     smooth = [p for p in setup.paths if p not in ("sweep", "out_of_reach")]
-    warned = count_warned_flips(setup, result.flips, report, warnings) if report is not None else 0
+    warned = count_warned_flips(setup.frame_end, result.flips, report, warnings) if report is not None else 0
     outside = setup.path_frames("out_of_reach") - 1
     row.update(
         max_reachable_mm=float(errors_mm[reachable].max()),

@@ -106,7 +106,7 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
         starts = {int(setup.path_frames(p)[0]) for p in setup.paths}  # the target jumps between paths there
         flips = [f for f in report.get("flip_frames", ()) if int(f["frame"]) not in starts]
         row.update(misses_unreported=int(sum(int(f) not in not_reached for f in missed)),
-                   flips_warned=count_warned_flips(setup, result.flips, report, warnings),
+                   flips_warned=count_warned_flips(setup.frame_end, result.flips, report, warnings),
                    flips_reported=len(flips), flips_reported_warned=int(sum(bool(f.get("warned")) for f in flips)))
     row.update(
         frames=setup.frame_end,
@@ -115,7 +115,7 @@ def run(name: str, label: str, spec: dict, frames: int, repeats: int = 3) -> dic
         misses=int((errors_mm[reachable] > MISSED_MM).sum()),
         max_excess_mm=float(((result.errors - result.bounds) * 1000.0)[~reachable].max()),
         flips=len(result.flips),
-        flips_unwarned=len(result.flips) - (count_warned_flips(setup, result.flips, report, warnings) if report else 0),
+        flips_unwarned=len(result.flips) - (count_warned_flips(setup.frame_end, result.flips, report, warnings) if report else 0),
         backward_frames=int(result.backward[reachable].any(axis=1).sum()),
         bake_seconds=seconds,
         bake_repeats=repeats,

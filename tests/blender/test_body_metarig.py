@@ -407,6 +407,26 @@ def test_joint_limits_are_named_where_hi_poses_a_body_chain_not_where_the_trunk_
         "past; SDLS, CCD or FABRIK keep them."]
 
 
+def test_on_every_path_no_knee_or_elbow_bends_backward_or_flips_unwarned(addon):
+    """``compare_body.py``'s five paths, 40 frames each, measured on Blender's evaluation of our bake as the
+    script measures them: no knee or elbow bent against its rest bend, and every turn of a knee's or elbow's
+    bend normal by more than 30° between frames listed by the bake's report (there is none)."""
+    setup = compare_body.BodySetup(40)
+    compare_body.add_ours(setup)
+    compare_body.bake_ours(setup)
+    evaluated, reports = compare_body.evaluate(setup), compare_body.our_reports(setup)
+    assert all(report is not None for report in reports.values())
+    for k, path in enumerate(setup.paths):
+        cells = compare_body.path_cells(setup, evaluated, reports, slice(k * 40, (k + 1) * 40))
+        assert cells["backward_frames"] == 0, path
+        assert cells["limb_flips"] == cells["limb_flips_warned"], path
+    # The measure sees the limbs' bends: the crouch folds the knees well past the 1° below which a joint
+    # has no bend normal (and the turn no meaning).
+    crouch = slice(0, 40)
+    knee = compare_body.bend_angles(*(part[crouch] for part in evaluated["ankle.L"][:2]), setup.rest_axes["ankle.L"])
+    assert np.nanmax(knee) > 45.0
+
+
 def test_a_step_while_crouching_reaches_every_goal_where_the_first_way_leaves_the_head_short(addon, monkeypatch):
     """``compare_body.py``'s crouch_step path (the crouch's head and hands, the walk's feet): from the rest pose
     the trunk's Gauss-Newton ends in a poor basin on two of its 40 frames (the head 224 mm short, its
