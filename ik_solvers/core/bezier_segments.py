@@ -39,8 +39,8 @@ def _eliminated(augmented: np.ndarray) -> np.ndarray:
     substitution on the right-hand sides.
 
     Eliminating below the pivot only (not above it too, as Gauss-Jordan does) is a third of the
-    arithmetic less, ``n³/3`` instead of ``n³/2`` per system, for ``n`` more steps on one column: on a
-    body's 96-unknown merge systems, where the arithmetic is the cost, 1.4x faster; as fast on a chain's."""
+    arithmetic less, ``n³/3`` instead of ``n³/2`` per system, for ``n`` more steps on one column
+    (docs/key-reduction.md: the chains' reductions 0.93x the time, with the same keys)."""
     n = augmented.shape[0]
     for j in range(n - 1):  # columns up to j are done: never read again
         row = augmented[j, j + 1:] / augmented[j, j]
