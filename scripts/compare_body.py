@@ -15,10 +15,11 @@ the hips drop), ``look`` (the head goal round a 0.12 m circle), ``crouch_step`` 
 hands with the walk's feet: a step while crouching).
 
 Measures per solver and path: each goal's max error (mm), knees / elbows bent backward (frames with
-a joint > 1° against its rest bend), flips (an inner joint's bend normal turning by more than
-``_measure.FLIP_TURN_DEGREES`` between frames, in any of the five chains; warned when our bake's
-report of that chain lists the frame or the one before: its flip frames or frames bent against the
-preferred sense), the largest joint step per frame against the largest goal step
+a joint > 1° against its rest bend), flips (a knee's or elbow's bend normal turning by more than
+``_measure.FLIP_TURN_DEGREES`` between frames; warned when our bake's report of that chain lists the
+frame or the one before: its flip frames or frames bent against the preferred sense), the spine's
+turns (the same of the head chain's joints, which have no bend sense and no warning, with the largest
+bend of a joint that turned), the largest joint step per frame against the largest goal step
 (pops), and the bake time of the whole range (least of ``--repeats``). Writes ``OUT/rows.json``,
 ``OUT/table.md``; ``--doc FILE`` pastes the table between ``<!-- body:start -->`` and
 ``<!-- body:end -->`` (docs/body-solve.md).
