@@ -243,6 +243,34 @@ def test_continuity_on_a_smooth_crouch():
     assert hips[0] - hips.min() > 0.1  # the hips came down with the feet planted
 
 
+@pytest.mark.parametrize("stride", [0.25, 0.35])
+def test_continuity_on_a_step_while_crouching(stride):
+    """The crouch above with the feet stepping ``stride`` fore and aft (beyond a leg's reach unless the hips
+    come down). Where a foot's goal first lies just beyond its leg at the reference pose, a pulled step that
+    held that leg's reach row on its edge turned the crouch another way: the hips jumped 15× the largest
+    goal step between two frames (stride 0.25), or a frame was left unreached (0.35)."""
+    n = 160
+    goals = _rest_goals(n)
+    t = np.linspace(0.0, 1.0, n)
+    depth = 0.35 * np.sin(np.pi * t)
+    for name in ("spine", "arm.L", "arm.R"):
+        positions = goals[name][0].copy()
+        positions[:, 2] -= depth
+        positions[:, 1] -= 0.3 * depth
+        goals[name] = (positions, goals[name][1])
+    swing = np.sin(2.0 * np.pi * t)
+    for name, sign in (("leg.L", 1.0), ("leg.R", -1.0)):
+        positions = goals[name][0].copy()
+        positions[:, 1] -= sign * stride * swing
+        positions[:, 2] += 0.08 * np.clip(sign * swing, 0.0, None)  # the stepping foot lifts
+        goals[name] = (positions, goals[name][1])
+    result = solve_body(BODY, humanoid_chains(goals), body_root="hips")
+    assert _reached(result).all()
+    goal_step = max(np.linalg.norm(np.diff(goals[k][0], axis=0), axis=1).max() for k in goals)
+    head_step = np.linalg.norm(np.diff(result.pose.heads, axis=0), axis=2).max()  # any bone's head, per frame
+    assert head_step <= 10.0 * goal_step, (head_step, goal_step)
+
+
 def test_overlapping_chains_and_a_root_in_a_chain_are_refused():
     goal = BodyGoal(np.zeros((1, 3)))
     with pytest.raises(IKInputError, match="'a'.*'b'|share"):

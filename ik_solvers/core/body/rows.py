@@ -9,7 +9,7 @@ same order, as one goal alone would take: the bits do not depend on which goals 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -44,6 +44,28 @@ class LevelValues:
     edge_jacobian: np.ndarray
     edge_residual: np.ndarray
     edge_sign: np.ndarray
+
+    def released(self) -> LevelValues:
+        """The rows with every reach row that lies outside its edge released (zeros), for a pulled step.
+
+        A reach is an inequality: the levels below and the pull may bring the limb back inside by themselves
+        (a crouch lowers the hips, which brings a stepping foot back within its leg's reach), and the trunk's
+        step (``trunk._guarded``) makes the row an equality on its edge again where the step leaves it
+        outside. Held on its edge from the start, a foot just beyond its leg at the reference kept the crouch
+        from lowering the hips and turned the whole body another way, 15-20× the goals' step from the
+        neighbouring frames (``test_continuity_on_a_step_while_crouching``). The plain steps keep the rows: a
+        limb held at its edge by a goal out of reach settles on it (released there too, the look path's head
+        ended 14.5 mm off instead of 9.5)."""
+        rows = self.edge_rows
+        if not rows.size:
+            return self
+        outside = self.residuals[:, rows] != 0.0
+        if not outside.any():
+            return self
+        residuals, jacobian = self.residuals.copy(), self.jacobian.copy()
+        residuals[:, rows] = np.where(outside, 0.0, residuals[:, rows])
+        jacobian[:, rows] = np.where(outside[:, :, None], 0.0, jacobian[:, rows])
+        return replace(self, residuals=residuals, jacobian=jacobian)
 
 
 # Up to this many Jacobian entries, LimbReach forms every limb's rows on every variable at once (fewer calls;

@@ -11,9 +11,10 @@ goal never leaks into a higher one), with Levenberg-Marquardt damping that grows
 residual (so a goal out of reach stops pushing), and then pull all the way to the reference pose in
 what is left, toward the pose nearest the reference (weighted by ``1 − stiffness``) that meets the
 goals by priority; the pull's fixed number of steps need not reach it (docs/body-solve.md: the answer
-is the pose those steps reach, one per goal set). A second phase
-repeats the steps without the pull, so limbs at the edge of their reach (an inequality the pull and
-the goal take turns at) settle exactly there.
+is the pose those steps reach, one per goal set). A limb
+outside its reach is an inequality in the pulled steps (``LevelValues.released``: the step may bring it
+back inside by itself). A second phase repeats the steps without the pull, so limbs at the edge of their
+reach (an inequality the pull and the goal take turns at) settle exactly there.
 
 Every operation is per frame (elementwise, or numpy's stacked small-matrix routines, which work
 matrix by matrix), and each frame stops on its own test: a frame's result is independent of the
@@ -290,10 +291,12 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
             held.append(modes == HELD)
     now = _ball_quaternions(problem, x)
     back = None if goal is None else _toward(problem, x, reference, now, goal)
-    stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
     # The largest residual (a maximum is exact: the same as level by level), in three calls.
-    largest = (np.abs(np.concatenate([residuals for residuals, _, _ in stacked], 1)).max(axis=1, initial=0.0)
-               if stacked else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
+    largest = (np.abs(np.concatenate([values.residuals for values in levels], 1)).max(axis=1, initial=0.0)
+               if levels else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
+    if goal is not None:  # a pulled step: reach rows outside their edge as inequalities (LevelValues.released)
+        levels = [values.released() for values in levels]
+    stacked = [(values.residuals, values.jacobian, mask) for values, mask in zip(levels, held)]
     scales = np.empty(x.shape)
     scales[:] = problem.scales
     trail: Trail = []
