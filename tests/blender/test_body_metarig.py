@@ -461,11 +461,12 @@ def test_a_step_while_crouching_reaches_every_goal_by_the_first_way(addon, monke
 
 def test_no_pops_on_the_reachable_paths_sampled_finely(addon):
     """``compare_body.py``'s paths whose goals the body reaches (all but look, whose head and left hand are out
-    of reach), 160 frames each (goal steps of 7–24 mm): on Blender's evaluation of our bake, no joint moves more
-    than 10× the largest goal step between two frames (issue 22's bound). Measured 2.1–5.6×; before a pulled
-    step released a leg's reach row beyond its edge, crouch_step's hips jumped 208 mm for a 10 mm goal step
-    (20×). Sampled at 40 frames, goal steps of 29–97 mm hid it (8.8×)."""
-    frames = 160
+    of reach), 320 frames each (goal steps of 3.6–12 mm): on Blender's evaluation of our bake, no joint moves
+    more than 10× the largest goal step between two frames (issue 22's bound). Measured 2.4–4.9×. Before a
+    pulled step released a leg's reach row beyond its edge, crouch_step's hips jumped ~200 mm between two
+    frames (40×) and the reach 12.7×; before a pull that cycles took less of the way back, the walk's swung
+    to the end of its steps (11×). At 40 frames a path, goal steps of 19–97 mm hid all three."""
+    frames = 320
     setup = compare_body.BodySetup(frames)
     compare_body.add_ours(setup)
     compare_body.bake_ours(setup)

@@ -8,13 +8,12 @@ start joint (``PreferredPose.lower_bound``: zero whenever HI reaches exactly), s
 start-to-goal direction. Rows are grouped by priority; each step solves the groups in turn, each in
 the null space of the ones above (exact projections from a truncated eigen-decomposition: a lower
 goal never leaks into a higher one), with Levenberg-Marquardt damping that grows with a level's
-residual (so a goal out of reach stops pushing), and then pull all the way to the reference pose in
-what is left, toward the pose nearest the reference (weighted by ``1 − stiffness``) that meets the
-goals by priority; the pull's fixed number of steps need not reach it (docs/body-solve.md: the answer
-is the pose those steps reach, one per goal set). A limb
-outside its reach is an inequality in the pulled steps (``LevelValues.released``: the step may bring it
-back inside by itself). A second phase repeats the steps without the pull, so limbs at the edge of their
-reach (an inequality the pull and the goal take turns at) settle exactly there.
+residual (so a goal out of reach stops pushing), and then pull toward the reference pose in what is
+left (all the way, less where the pull and the goals take turns: ``PULL_SHRINK``), toward the pose
+nearest the reference (weighted by ``1 − stiffness``) that meets the goals by priority; the pull's fixed
+number of steps need not reach it (docs/body-solve.md: the answer is the pose those steps reach, one per
+goal set). A limb outside its reach is an inequality in the pulled steps (``LevelValues.released``). A
+second phase repeats the steps without the pull, so limbs at the edge of their reach settle exactly there.
 
 Every operation is per frame (elementwise, or numpy's stacked small-matrix routines, which work
 matrix by matrix), and each frame stops on its own test: a frame's result is independent of the
@@ -39,6 +38,9 @@ from .rows import GoalRows, LevelRows, LevelValues
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
 PULL_ITERATIONS = 16
+# A frame whose pulled step moves more than its previous one (the pull and the goals taking turns) takes this
+# much less of the way back from then on: the walk's pull swung the hips ~10 cm a step to its end (pops).
+PULL_SHRINK = 0.5
 SETTLE_ITERATIONS = 30
 # A frame stops pulling when no variable moves by more than this in a step (radians / scales),
 # and stops settling when every residual is this small (fraction of the body scale) or it stalls.
@@ -57,9 +59,8 @@ PATIENCE = 5
 # unmet by more than POLISH_DROP (fraction of the body scale: 0.2 mm on 2 m).
 POLISH_DROP = 1e-4
 POLISH_ITERATIONS = 20
-# How a step treats a goal per frame (``keep``): asked to meet it, asked to leave it where it is (its
-# Jacobian with zero residuals: a goal out of reach, held while the levels below move round it), or
-# left out (exact zeros).
+# How a step treats a goal per frame (``keep``): asked to meet it, asked to leave it where it is (its Jacobian
+# with zero residuals: a goal out of reach, held while the levels below move round it), or left out (zeros).
 ACTIVE, HELD, IGNORED = 1, 2, 0
 _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])  # a unit quaternion times this: its inverse
 _NONE = np.zeros(0, dtype=int)
@@ -155,10 +156,9 @@ def _polish(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray,
     So the levels are polished in turn, each with the goals kept above it and none below it: with all
     its goals (those only dragged off come back), then without its worst goal where that is still
     grossly unmet (a goal of the same level it dragged along is then met if it can be), then without
-    every goal of the level still unmet: those cannot be met (an unmet goal steps, damped, however
-    near it is, and each such step costs the goals above a little). A goal left out is held for the
-    passes after it (the levels below move in the null space of its rows, so it stays where it is to
-    first order and the goals above stay met). A higher goal that can be met ends met, to the last bits.
+    every goal of the level still unmet. A goal left out is held for the passes after it (the levels
+    below move in its rows' null space: it stays put to first order). A higher goal that can be met ends
+    met, to the last bits.
     """
     steps = np.zeros(x.shape[0], dtype=int)
     first = 0
@@ -204,6 +204,8 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
     x = (reference if start is None else start).copy()
     steps = np.zeros(x.shape[0], dtype=int)
     goal = _ball_quaternions(problem, reference) if pull_steps else None  # what the pull turns toward, once
+    share = np.ones(x.shape[0])  # of the way back to the reference a pulled step takes, per frame
+    last = np.full(x.shape[0], np.inf)  # the frame's previous pulled step (largest variable move)
     for pull, count in ((True, pull_steps), (False, budget)):
         active = np.ones(x.shape[0], dtype=bool)
         best = np.full(x.shape[0], np.inf)  # the smallest largest residual so far, and when it was
@@ -213,16 +215,19 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
             if rows.size == 0:
                 break
             if rows.size == x.shape[0]:  # every frame steps: the arrays as they are, no copies
-                new, moved, largest_residual = _step(problem, x, reference, frames, goal if pull else None, keep)
+                new, moved, largest_residual = _step(problem, x, reference, frames, goal if pull else None, keep,
+                                                     share if pull else None)
                 x = new
             else:
                 new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows],
                                                      goal[rows] if pull and goal is not None else None,
-                                                     None if keep is None else keep[rows])
+                                                     None if keep is None else keep[rows], share[rows] if pull else None)
                 x[rows] = new
             steps[rows] += 1
             if pull:
                 done = moved <= PULL_SETTLED
+                share[rows] = np.where(moved > last[rows], share[rows] * PULL_SHRINK, share[rows])
+                last[rows] = moved
             else:
                 better = largest_residual < PROGRESS * best[rows]
                 best[rows] = np.where(better, largest_residual, best[rows])
@@ -268,10 +273,11 @@ def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.
 
 
 def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, goal: np.ndarray | None,
-          keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+          keep: np.ndarray | None = None, share: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
     goals as ``keep (n, G)`` says, in level order; all active by default). ``goal``: the reference's ball
-    joints as quaternions ``(n, J, 4)`` for a step pulled toward it, None for a plain step."""
+    joints as quaternions ``(n, J, 4)`` for a step pulled toward it, None for a plain step; ``share (n,)``:
+    the part of the way back a pulled step takes (default all)."""
     pose, columns = problem.pose(x, frames)
     held: list[np.ndarray | None] = []
     if keep is None:
@@ -290,7 +296,7 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
             levels.append(_masked(values, modes))
             held.append(modes == HELD)
     now = _ball_quaternions(problem, x)
-    back = None if goal is None else _toward(problem, x, reference, now, goal)
+    back = None if goal is None else _toward(problem, x, reference, now, goal) * (1.0 if share is None else share[:, None])
     # The largest residual (a maximum is exact: the same as level by level), in three calls.
     largest = (np.abs(np.concatenate([values.residuals for values in levels], 1)).max(axis=1, initial=0.0)
                if levels else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
