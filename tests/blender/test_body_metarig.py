@@ -332,7 +332,7 @@ LOOK_FRAMES = 20
 LOOK_HEAD_LIMIT = 0.01
 """The head's largest error on the look path's frames where it is out of reach with the feet planted
 (scene units): the best there is about 6 mm (a search over the hips' pose), ours 6.5 mm at worst on
-these 20 frames, 6.6 mm on compare_body.py's 40 and 9.5 mm on its 160 (an unreachable goal converges
+these 20 frames, 8.3 mm on compare_body.py's 40 and 9.5 mm on its 160 (an unreachable goal converges
 slowly, LM-damped, toward its best), Blender's tree IK 31 mm."""
 
 
