@@ -464,8 +464,9 @@ def test_no_pops_on_the_reachable_paths_sampled_finely(addon):
     of reach), 320 frames each (goal steps of 3.6–12 mm): on Blender's evaluation of our bake, no joint moves
     more than 10× the largest goal step between two frames (issue 22's bound). Measured 2.4–4.9×. Before a
     pulled step released a leg's reach row beyond its edge, crouch_step's hips jumped ~200 mm between two
-    frames (40×) and the reach 12.7×; before a pull that cycles took less of the way back, the walk's swung
-    to the end of its steps (11×). At 40 frames a path, goal steps of 19–97 mm hid all three."""
+    frames (40×) and the reach 12.7×; before the pulled steps after the eighth took less and less of the way
+    back, the walk's pull swung to the end of its steps (11×). At 40 frames a path, goal steps of 19–97 mm hid
+    all three."""
     frames = 320
     setup = compare_body.BodySetup(frames)
     compare_body.add_ours(setup)

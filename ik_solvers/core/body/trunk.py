@@ -9,7 +9,7 @@ start-to-goal direction. Rows are grouped by priority; each step solves the grou
 the null space of the ones above (exact projections from a truncated eigen-decomposition: a lower
 goal never leaks into a higher one), with Levenberg-Marquardt damping that grows with a level's
 residual (so a goal out of reach stops pushing), and then pull toward the reference pose in what is
-left (all the way, less where the pull and the goals take turns: ``PULL_SHRINK``), toward the pose
+left (all the way for the first steps, then less and less: ``PULL_FULL``), toward the pose
 nearest the reference (weighted by ``1 − stiffness``) that meets the goals by priority; the pull's fixed
 number of steps need not reach it (docs/body-solve.md: the answer is the pose those steps reach, one per
 goal set). A limb outside its reach is an inequality in the pulled steps (``LevelValues.released``). A
@@ -38,9 +38,9 @@ from .rows import GoalRows, LevelRows, LevelValues
 # No variable moves by more than this per step (radians, or body scales for the root location).
 MAX_STEP = 0.25
 PULL_ITERATIONS = 16
-# A frame whose pulled step moves more than its previous one (the pull and the goals taking turns) takes this
-# much less of the way back from then on: the walk's pull swung the hips ~10 cm a step to its end (pops).
-PULL_SHRINK = 0.5
+# Pulled step k (from 0) takes min(1, PULL_FULL / (k + 1)) of the way back: where the pull and the goals take
+# turns, full steps swung the walk's hips ~10 cm a step to the last (pops); the same for every frame (smooth).
+PULL_FULL = 8.0
 SETTLE_ITERATIONS = 30
 # A frame stops pulling when no variable moves by more than this in a step (radians / scales),
 # and stops settling when every residual is this small (fraction of the body scale) or it stalls.
@@ -204,30 +204,26 @@ def _gauss_newton(problem: TrunkProblem, reference: np.ndarray, pull_steps: int,
     x = (reference if start is None else start).copy()
     steps = np.zeros(x.shape[0], dtype=int)
     goal = _ball_quaternions(problem, reference) if pull_steps else None  # what the pull turns toward, once
-    share = np.ones(x.shape[0])  # of the way back to the reference a pulled step takes, per frame
-    last = np.full(x.shape[0], np.inf)  # the frame's previous pulled step (largest variable move)
     for pull, count in ((True, pull_steps), (False, budget)):
         active = np.ones(x.shape[0], dtype=bool)
         best = np.full(x.shape[0], np.inf)  # the smallest largest residual so far, and when it was
         since = np.zeros(x.shape[0], dtype=int)
-        for _ in range(count):
+        for k in range(count):
+            share = min(1.0, PULL_FULL / (k + 1.0))  # of the way back to the reference this pulled step takes
             rows = np.flatnonzero(active)
             if rows.size == 0:
                 break
             if rows.size == x.shape[0]:  # every frame steps: the arrays as they are, no copies
-                new, moved, largest_residual = _step(problem, x, reference, frames, goal if pull else None, keep,
-                                                     share if pull else None)
+                new, moved, largest_residual = _step(problem, x, reference, frames, goal if pull else None, keep, share)
                 x = new
             else:
                 new, moved, largest_residual = _step(problem, x[rows], reference[rows], frames[rows],
                                                      goal[rows] if pull and goal is not None else None,
-                                                     None if keep is None else keep[rows], share[rows] if pull else None)
+                                                     None if keep is None else keep[rows], share)
                 x[rows] = new
             steps[rows] += 1
             if pull:
                 done = moved <= PULL_SETTLED
-                share[rows] = np.where(moved > last[rows], share[rows] * PULL_SHRINK, share[rows])
-                last[rows] = moved
             else:
                 better = largest_residual < PROGRESS * best[rows]
                 best[rows] = np.where(better, largest_residual, best[rows])
@@ -273,10 +269,10 @@ def _better(candidate: np.ndarray, current: np.ndarray, tolerance: float) -> np.
 
 
 def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: np.ndarray, goal: np.ndarray | None,
-          keep: np.ndarray | None = None, share: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+          keep: np.ndarray | None = None, share: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step: the new variables, the largest variable move and the largest residual per frame (on the
     goals as ``keep (n, G)`` says, in level order; all active by default). ``goal``: the reference's ball
-    joints as quaternions ``(n, J, 4)`` for a step pulled toward it, None for a plain step; ``share (n,)``:
+    joints as quaternions ``(n, J, 4)`` for a step pulled toward it, None for a plain step; ``share``:
     the part of the way back a pulled step takes (default all)."""
     pose, columns = problem.pose(x, frames)
     held: list[np.ndarray | None] = []
@@ -296,7 +292,7 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
             levels.append(_masked(values, modes))
             held.append(modes == HELD)
     now = _ball_quaternions(problem, x)
-    back = None if goal is None else _toward(problem, x, reference, now, goal) * (1.0 if share is None else share[:, None])
+    back = None if goal is None else _toward(problem, x, reference, now, goal) * share
     # The largest residual (a maximum is exact: the same as level by level), in three calls.
     largest = (np.abs(np.concatenate([values.residuals for values in levels], 1)).max(axis=1, initial=0.0)
                if levels else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
