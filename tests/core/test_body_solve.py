@@ -223,15 +223,19 @@ def test_no_backward_knees_or_elbows():
     assert np.all(_bend_signs(result) * rest_sign[:, None] >= -1e-12)
 
 
-def test_continuity_on_a_smooth_crouch():
-    n = 120
-    goals = _rest_goals(n)
-    depth = 0.35 * (1.0 - np.cos(np.linspace(0.0, np.pi, n))) / 2.0  # down 35 cm, smoothly
+def _crouch(goals: dict[str, tuple[np.ndarray, np.ndarray | None]], depth: np.ndarray) -> None:
+    """The head and hands' goals taken ``depth (N,)`` down, leaning forward a little (the feet stay)."""
     for name in ("spine", "arm.L", "arm.R"):
         positions = goals[name][0].copy()
         positions[:, 2] -= depth
-        positions[:, 1] -= 0.3 * depth  # leaning forward a little
+        positions[:, 1] -= 0.3 * depth
         goals[name] = (positions, goals[name][1])
+
+
+def test_continuity_on_a_smooth_crouch():
+    n = 120
+    goals = _rest_goals(n)
+    _crouch(goals, 0.35 * (1.0 - np.cos(np.linspace(0.0, np.pi, n))) / 2.0)  # down 35 cm, smoothly
     result = solve_body(BODY, humanoid_chains(goals), body_root="hips")
     assert _reached(result).all()
     goal_step = max(np.linalg.norm(np.diff(goals[k][0], axis=0), axis=1).max() for k in goals)
@@ -252,12 +256,7 @@ def test_continuity_on_a_step_while_crouching(stride):
     n = 160
     goals = _rest_goals(n)
     t = np.linspace(0.0, 1.0, n)
-    depth = 0.35 * np.sin(np.pi * t)
-    for name in ("spine", "arm.L", "arm.R"):
-        positions = goals[name][0].copy()
-        positions[:, 2] -= depth
-        positions[:, 1] -= 0.3 * depth
-        goals[name] = (positions, goals[name][1])
+    _crouch(goals, 0.35 * np.sin(np.pi * t))
     swing = np.sin(2.0 * np.pi * t)
     for name, sign in (("leg.L", 1.0), ("leg.R", -1.0)):
         positions = goals[name][0].copy()

@@ -292,7 +292,9 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
             levels.append(_masked(values, modes))
             held.append(modes == HELD)
     now = _ball_quaternions(problem, x)
-    back = None if goal is None else _toward(problem, x, reference, now, goal) * share
+    back = None if goal is None else _toward(problem, x, reference, now, goal)
+    if back is not None and share != 1.0:  # the first PULL_FULL pulled steps and plain steps: no product
+        back *= share
     # The largest residual (a maximum is exact: the same as level by level), in three calls.
     largest = (np.abs(np.concatenate([values.residuals for values in levels], 1)).max(axis=1, initial=0.0)
                if levels else np.zeros(x.shape[0]))  # no goal asks anything (every weight 0)
