@@ -304,20 +304,20 @@ def _step(problem: TrunkProblem, x: np.ndarray, reference: np.ndarray, frames: n
     scales = np.empty(x.shape)
     scales[:] = problem.scales
     trail: Trail = []
-    dx = prioritised_step(stacked, scales, back, trail)
+    dx = prioritised_step(stacked, scales, back, problem.body_scale, trail)
     stacked, crossing, first = _guarded(levels, held, dx)
     if crossing.size:  # met rows the step would carry over their edge hold it instead (those frames alone,
         # from the first level whose rows changed: the levels above are the same bits as in the step)
         part = [level_rows(level, crossing) for level in stacked]
         dx[crossing] = prioritised_step(part, scales[crossing], None if back is None else back[crossing],
-                                        resume=resumed(trail, first, crossing))
+                                        problem.body_scale, resume=resumed(trail, first, crossing))
     new, clipped = _apply(problem, x, dx, now)
     again = np.nonzero(clipped.any(axis=1))[0] if problem.limited else _NONE
     if again.size:  # variables pushed into a limit take no part in a second try (those frames alone)
         scales = scales[again]
         scales[clipped[again]] = 0.0
         part = [level_rows(level, again) for level in stacked]
-        dx[again] = prioritised_step(part, scales, None if back is None else back[again])
+        dx[again] = prioritised_step(part, scales, None if back is None else back[again], problem.body_scale)
         new[again], _ = _apply(problem, x[again], dx[again], now[again])
     moved = np.abs(dx).max(axis=1)
     return new, moved, largest
