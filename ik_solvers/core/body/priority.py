@@ -28,8 +28,8 @@ RESIDUAL_DAMPING = 100.0
 # out: steps that ignore it overshoot, never settle, and the goal takes turns with the goals above it. On
 # compare_body's look path (the left hand up to 140 mm out of reach, the head met) the largest joint step
 # was 13.8× the largest goal step at 160 frames a path and 40× at 320; with a floor of 3, 4.9× and 7.3×
-# (2: 7.0× and 10.1×; 5: 4.9× and 8.2×). The lowest level of a step alone: a floor slows a goal that can be met at
-# the edge of its reach, and on every level it left the look path's head 1.2 mm short on a frame it reaches.
+# (2: 7.0× and 10.1×; 5: 4.9× and 8.2×). The lowest level of a step alone: a floor slows a goal that can be met
+# at the edge of its reach (one of 2 on every level left the look path's head 1.2 mm short where it is reached).
 CURVATURE_FLOOR = 3.0
 # Fraction of the way back to the reference pose taken per step, in the goals' null space.
 PULL = 1.0
