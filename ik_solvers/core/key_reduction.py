@@ -5,8 +5,10 @@ The curves are Bézier segments whose handles sit at 1/3 and 2/3 of each segment
 (handle x = key x ± Δ/3). Blender's Bézier evaluation of such a segment has a linear time
 parameter, so its value is the cubic Bernstein polynomial of the four control values (a cubic
 Hermite): this module evaluates exactly what Blender will, with the control values rounded to
-float32 as Blender stores them. Blender's own float32 arithmetic adds ~1e-7 relative noise:
-:data:`FLOAT32_MARGIN` of the bound is kept free for it.
+float32 as Blender stores them. Blender's own float32 arithmetic adds ~1e-7 relative noise, and
+the handles' frames, float32 too, move a segment's time parameter a little: :data:`FLOAT32_MARGIN` of
+the bound is kept free for both, or more on a path fast enough for the second to need it
+(:meth:`_Problem.float32_allowance`).
 
 The error is measured in world space through the chain: all rotation channels of the chain share
 their keys, and a candidate segment is accepted only when forward kinematics of every frame of
@@ -40,7 +42,7 @@ RotationsOf = Callable[[np.ndarray], np.ndarray]
 """Channel values ``(M, k)`` of one bone → its rotation matrices ``(M, 3, 3)`` as Blender forms them."""
 
 FLOAT32_MARGIN = 0.02
-"""Fraction of the bound left free for Blender's float32 evaluation of the curves and pose."""
+"""Fraction of the bound left free for Blender's float32 evaluation of the curves and pose (at least)."""
 
 CHANNEL_WEIGHT = 3e-4
 """Weight (relative to the world metric's mean) of plain channel errors added to the world metric:
@@ -106,6 +108,10 @@ class ReducedKeys:
         World distance (scene units) of the farthest joint or tip from the unreduced bake, per frame.
     key_error : float
         The bound asked for (scene units).
+    allowance : float
+        The part of ``key_error`` kept free for Blender's float32 evaluation (scene units): the fit
+        keeps ``errors`` within ``key_error - allowance``, and Blender's evaluation of the keys stays
+        within ``allowance`` of ``errors`` (:meth:`_Problem.float32_allowance`).
     """
 
     indices: np.ndarray
@@ -114,6 +120,7 @@ class ReducedKeys:
     handle_frames: list[np.ndarray]
     errors: np.ndarray
     key_error: float
+    allowance: float
 
     @property
     def keys_before(self) -> int:
@@ -219,6 +226,18 @@ class _Problem:
     def points(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The points ``(M, P, 3)`` of channel values ``(M, C)`` at samples ``rows (M,)``: joints, tip, attached."""
         return self.frames_and_points(values, rows)[1]
+
+    def float32_allowance(self, key_error: float) -> float:
+        """The part of ``key_error`` (scene units) kept free for Blender's float32 evaluation: at least
+        :data:`FLOAT32_MARGIN` of it, and at least how far rounding a handle's frame to float32 can move
+        a curve: by half a float32 step of the farthest frame (4e-6 frames at frame 120) in time (at the
+        value at most 3/4 of that, the two handles' Bernstein weights: taken whole), at the samples'
+        fastest world speed. Measured on the core tests' fastest paths (a radian in 12 frames): 2.7 % of a
+        0.01 mm bound at frame 128, more than the margin (this bound: 23 % there); at 0.1 mm and a
+        metre-scale chain moving under 0.5 m a frame for 128 frames, the margin alone."""
+        moves = np.linalg.norm(np.diff(self.reference, axis=0), axis=-1).max(axis=1) / np.diff(self.frames)
+        half_step = float(np.spacing(np.float32(np.abs(self.frames).max()))) / 2.0
+        return max(FLOAT32_MARGIN * key_error, self.scale * float(moves.max(initial=0.0)) * half_step)
 
     def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
@@ -375,7 +394,8 @@ def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations:
     held = np.all(problem.values[1:] == problem.values[:-1], axis=1)  # frame i + 1 holds frame i's values
     starts, ends = hold_runs(held)
     forced[starts] = forced[ends] = True
-    budget = key_error * (1.0 - FLOAT32_MARGIN)
+    allowance = problem.float32_allowance(key_error)
+    budget = key_error - allowance
     keys, controls, errors = yield from search_steps(problem, forced, budget)
     flatten_holds(problem, held, keys, controls, errors)
     if merge:
@@ -388,4 +408,4 @@ def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations:
     return ReducedKeys(indices=indices, frames=problem.frames[indices],
                        controls=[np.stack([segment[group] for segment in segments]) for group in range(len(values))],
                        handle_frames=[np.stack([time[group] for time in times]) for group in range(len(values))],
-                       errors=errors, key_error=key_error)
+                       errors=errors, key_error=key_error, allowance=allowance)

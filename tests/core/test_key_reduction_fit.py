@@ -3,7 +3,7 @@ independent Bézier evaluation (de Casteljau) and the core's own forward kinemat
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ik_solvers.core import Chain, JointKind, forward_kinematics
@@ -123,9 +123,11 @@ def check_bound(chain, frames, channels, key_error, **kwargs):
     assert errors.max() <= key_error, (errors.max(), key_error)
     # The core evaluates a fixed-time segment with its handles at exact thirds; stored as float32
     # frames (as Blender stores them, and as evaluated here) they move by up to 4e-6 frames at frame
-    # 120: on these fast paths (a radian in 12 frames) about 1 % of the bound, which FLOAT32_MARGIN
-    # (2 %) leaves free. Merged segments are evaluated on their float32 handle frames by the core too.
-    np.testing.assert_allclose(reduced.errors, errors, atol=1e-9 + FLOAT32_MARGIN * key_error)
+    # 120: on these fast paths (a radian in 12 frames) up to 2.7 % of a 0.01 mm bound (seed 57, 142
+    # frames), more than FLOAT32_MARGIN (2 %), which the allowance covers. Merged segments are
+    # evaluated on their float32 handle frames by the core too.
+    assert reduced.allowance >= FLOAT32_MARGIN * key_error
+    np.testing.assert_allclose(reduced.errors, errors, atol=1e-9 + reduced.allowance)
     return reduced
 
 
@@ -140,6 +142,7 @@ def test_chain_points_match_forward_kinematics():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), key_error=st.sampled_from([1e-5, 1e-4, 1e-3, 5e-3]),
        noise=st.sampled_from([0.0, 1e-4, 3e-3]), frames=st.integers(2, 150))
+@example(seed=57, key_error=1e-5, noise=1e-4, frames=142)  # float32 handle frames: 2.7 % of the bound
 def test_the_world_bound_holds_at_every_frame_of_smooth_and_noisy_paths(seed, key_error, noise, frames):
     chain = leg_chain()
     rotvecs = smooth_path(seed, frames) + np.random.default_rng(seed + 1).normal(scale=noise, size=(frames, 9))

@@ -82,19 +82,28 @@ class BodyKeys:
     shares: tuple[float, ...]
     key_error: float
 
+    def path(self, unit: int) -> list[int]:
+        """``unit`` and every unit above it, nearest first."""
+        out = [unit]
+        while self.parents[out[-1]] >= 0:
+            out.append(self.parents[out[-1]])
+        return out
+
     def path_errors(self, unit: int) -> np.ndarray:
         """A bound ``(N,)`` on the world error of ``unit``'s points per frame: the sum of its own error and
         every unit's above it (each at most its share, so the sum at most ``key_error``)."""
-        total = self.reduced[unit].errors.copy()
-        above = self.parents[unit]
-        while above >= 0:
+        path = self.path(unit)
+        total = self.reduced[path[0]].errors.copy()
+        for above in path[1:]:
             total += self.reduced[above].errors
-            above = self.parents[above]
         return total
 
     def as_chain(self, unit: int) -> ReducedKeys:
-        """``unit``'s keys with :meth:`path_errors` and the body's bound: what a chain's report shows."""
-        return replace(self.reduced[unit], errors=self.path_errors(unit), key_error=self.key_error)
+        """``unit``'s keys with :meth:`path_errors` and the body's bound: what a chain's report shows (its
+        float32 allowance the sum of the units' on the path, as the errors are)."""
+        allowance = sum(self.reduced[k].allowance for k in self.path(unit))
+        return replace(self.reduced[unit], errors=self.path_errors(unit), key_error=self.key_error,
+                       allowance=allowance)
 
 
 def unit_parents(body: Body, units: Sequence[KeyUnit]) -> list[int]:
