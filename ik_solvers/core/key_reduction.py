@@ -1,25 +1,21 @@
 """Key reduction with a world-space error bound (SPEC §9): the fewest Bézier keys for a baked chain
 such that every joint and the tip stay within ``E`` of the unreduced bake at every frame.
 
-The curves are Bézier segments whose handles sit at 1/3 and 2/3 of each segment in time
-(handle x = key x ± Δ/3). Blender's Bézier evaluation of such a segment has a linear time
-parameter, so its value is the cubic Bernstein polynomial of the four control values (a cubic
-Hermite): this module evaluates exactly what Blender will, with the control values rounded to
-float32 as Blender stores them. Blender's own float32 arithmetic adds ~1e-7 relative noise, and
-the handles' frames, float32 too, move a segment's time parameter a little: :data:`FLOAT32_MARGIN` of
-the bound is kept free for both, or more on a path fast enough for the second to need it
-(:meth:`_Problem.float32_allowance`).
+The curves are Bézier segments whose handles sit at 1/3 and 2/3 of each segment in time (handle x = key x ±
+Δ/3). Blender's Bézier evaluation of such a segment has a linear time parameter, so its value is the cubic
+Bernstein polynomial of the four control values (a cubic Hermite): this module evaluates exactly what Blender
+will, with the control values rounded to float32 as Blender stores them; its float32 arithmetic and handle
+frames move the result a little, so part of the bound is kept free (:meth:`_Problem.float32_allowance`).
 
-The error is measured in world space through the chain: all rotation channels of the chain share
-their keys, and a candidate segment is accepted only when forward kinematics of every frame of
-the segment (all joints evaluated together, so a parent's error shows at its children and the tip)
-stays within the bound. Segments are grown greedily from the first frame, the longest that holds
-taken: every length from half to twice the last segment's tried in one batch, the batch moved up
-(doubled) or down until the longest length that holds is inside it. Keys are the
-baked samples themselves (every kept key is exact), so segments are independent; the handles of
-all channels of a segment are fitted together, a weighted least-squares fit of the unreduced
-values between its keys in the chain's world metric (``JᵀJ``: a channel error counts as far as it
-moves the joints and the tip), reweighted toward the smallest largest world error (Lawson).
+The error is measured in world space through the chain: all rotation channels of the chain share their keys,
+and a candidate segment is accepted only when forward kinematics of every frame of the segment (all joints
+evaluated together, so a parent's error shows at its children and the tip) stays within the bound. Segments
+are grown greedily from the first frame, the longest that holds taken: every length from half to twice the
+last segment's tried in one batch, the batch moved up (doubled) or down until the longest length that holds is
+inside it. Keys are the baked samples themselves (every kept key is exact), so segments are independent; the
+handles of all channels of a segment are fitted together, a weighted least-squares fit of the unreduced values
+between its keys in the chain's world metric (``JᵀJ``: a channel error counts as far as it moves the joints
+and the tip), reweighted toward the smallest largest world error (Lawson).
 """
 
 from __future__ import annotations
@@ -99,19 +95,17 @@ class ReducedKeys:
         Per joint bone, per segment: key value, right handle value, next key's left handle value,
         next key's value (float32-representable).
     handle_frames : list of ndarray, shape (K - 1, 2, k_j)
-        Per joint bone, per segment, per channel: the frames (the units of ``frames``,
-        float32-representable) of the key's right handle and of the next key's left handle; at 1/3
-        and 2/3 of the segment, except on segments merged with free handle times
-        (:mod:`.key_merge`), where each channel's handles have their own times, strictly inside
-        the segment and not overlapping (so Blender corrects nothing).
+        Per joint bone, per segment, per channel: the frames (the units of ``frames``, float32-representable)
+        of the key's right handle and of the next key's left handle; at 1/3 and 2/3 of the segment, except on
+        segments merged with free handle times (:mod:`.key_merge`), where each channel's handles have their
+        own times, strictly inside the segment and not overlapping (so Blender corrects nothing).
     errors : ndarray, shape (N,)
         World distance (scene units) of the farthest joint or tip from the unreduced bake, per frame.
     key_error : float
         The bound asked for (scene units).
     allowance : float
-        The part of ``key_error`` kept free for Blender's float32 evaluation (scene units): the fit
-        keeps ``errors`` within ``key_error - allowance``, and Blender's evaluation of the keys stays
-        within ``allowance`` of ``errors`` (:meth:`_Problem.float32_allowance`).
+        The part of ``key_error`` kept free for Blender's float32 evaluation (scene units): ``errors``
+        stay within ``key_error - allowance``, Blender's evaluation within ``allowance`` of them.
     """
 
     indices: np.ndarray
@@ -193,10 +187,9 @@ class _Problem:
         self.metric_mean = float(np.trace(self.metric, axis1=1, axis2=2).mean()) / self.values.shape[1]
 
     def _metric(self, step: float = 1e-6) -> np.ndarray:
-        """``JᵀJ (N, C, C)``: the world metric of channel errors at every frame (J: the joints' and
-        the tip's world positions with respect to the channels, by forward differences: the metric
-        only weighs the fit, so their 1e-6 relative error costs nothing, and they take half the
-        forward kinematics of central ones)."""
+        """``JᵀJ (N, C, C)``: the world metric of channel errors at every frame (J: the joints' and the tip's world
+        positions with respect to the channels, by forward differences: the metric only weighs the fit, so their
+        1e-6 relative error costs nothing, and they take half the forward kinematics of central ones)."""
         count, channels = self.values.shape
         steps = step * np.eye(channels)[:, None, :]
         points = self.points((self.values + steps).reshape(-1, channels), np.tile(np.arange(count), channels))
@@ -211,9 +204,8 @@ class _Problem:
         return [values[..., start:stop] for start, stop in self.slices]
 
     def frames_and_points(self, values: np.ndarray, rows: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """The joints' frames and the points (:meth:`.key_points.KeyedPoints.frames_and_points`) of channel
-        values ``(M, C)`` at samples ``rows (M,)``; the joints that share a rotation mode are converted in one
-        call (the loop's cost is numpy's per-call overhead)."""
+        """The joints' frames and the points (:meth:`.key_points.KeyedPoints.frames_and_points`) of channel values
+        ``(M, C)`` at samples ``rows (M,)``; joints sharing a rotation mode are converted in one call (fewer calls)."""
         groups, count = self.joints(values), values.shape[0]
         joints = groups[self.located:]
         rotations: list[np.ndarray] = [np.empty(0)] * len(joints)
@@ -228,16 +220,12 @@ class _Problem:
         return self.frames_and_points(values, rows)[1]
 
     def float32_allowance(self, key_error: float) -> float:
-        """The part of ``key_error`` (scene units) kept free for Blender's float32 evaluation: at least
-        :data:`FLOAT32_MARGIN` of it, and at least how far rounding a handle's frame to float32 can move
-        a curve: by half a float32 step of the farthest frame (4e-6 frames at frame 120) in time (at the
-        value at most 3/4 of that, the two handles' Bernstein weights: taken whole), at the samples'
-        fastest world speed. Measured on the core tests' fastest paths (a radian in 12 frames): 2.7 % of a
-        0.01 mm bound at frame 128, more than the margin (this bound: 23 % there); at 0.1 mm and a
-        metre-scale chain moving under 0.5 m a frame for 128 frames, the margin alone."""
-        moves = np.linalg.norm(np.diff(self.reference, axis=0), axis=-1).max(axis=1) / np.diff(self.frames)
+        """The part of ``key_error`` kept free for Blender's float32 evaluation: :data:`FLOAT32_MARGIN` of it, or if
+        more how far rounding a handle's frame to float32 can move a curve: half a float32 step of the last frame
+        at the samples' fastest world speed (2.7 % of 0.01 mm measured at frame 128, a radian in 12 frames: 23 %)."""
+        speed = (np.linalg.norm(np.diff(self.reference, axis=0), axis=-1).max(axis=1) / np.diff(self.frames)).max()
         half_step = float(np.spacing(np.float32(np.abs(self.frames).max()))) / 2.0
-        return max(FLOAT32_MARGIN * key_error, self.scale * float(moves.max(initial=0.0)) * half_step)
+        return max(FLOAT32_MARGIN * key_error, self.scale * float(speed) * half_step)
 
     def errors(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
         """World error ``(len(rows),)`` of channel ``values (len(rows), C)`` at sample ``rows``."""
