@@ -22,7 +22,14 @@ from ..core.body import GoalStatus
 from . import interrupts, live_state
 from .bake_state import BakeState, steps_until
 from .body import BodyInputs, BodySpec, read_body, sample_body, solve_body_inputs
-from .body_keys import body_curve_writers, body_reduction, body_units, default_body_key_error, evaluated_unit_errors
+from .body_keys import (
+    body_curve_writers,
+    body_reduction,
+    body_units,
+    default_body_key_error,
+    evaluated_unit_errors,
+    solved_tips,
+)
 from .body_sampling import body_sampling_blockers, keys_alone_move_the_body, sample_body_fcurves
 from .checks import check_action_keyable
 from .errors import IKSolversError
@@ -289,13 +296,15 @@ class BodyBakeJob(BakeState):
             self._measure_reduced(writing.keys, writing.units, writing.key_error, solved)
         self._solved = solved
         keys_alone = keys_alone_move_the_body(self.obj, spec, self._blockers)
+        tips = None if writing.keys is None else solved_tips(spec, solved.q, solved.root_location)
         for index, chain in enumerate(self._chains):
             chain_solved = solved.chain_frames(index, chain.dofs)
             rigs = {geometry_key(self.obj, chain.spec.rig): chain.spec.rig}
             # Sparse where the keys alone move the body (as a chain's check), else every frame.
             chain.check = BakedCheck(self._check_scene, self.obj, chain.spec, rigs, chain_solved,  # type: ignore[arg-type]  # a scene that sets each frame once
                                      solved.status[index] != GoalStatus.REACHED, keys_alone=keys_alone,
-                                     reduced=chain.reduced, key_frames=self.key_frames, predict=False)
+                                     reduced=chain.reduced, key_frames=self.key_frames, predict=False,
+                                     solved_tips=None if tips is None else tips[:, index])
         return True
 
     def _measure_reduced(self, keys: BodyKeys, units: list[KeyUnit], key_error: float, solved: BodySolved) -> None:

@@ -15,10 +15,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.body.forward import body_pose
-from ..core.body.keys import BodyKeys, KeyUnit, body_reduction_steps, pose_from_local, unit_errors
+from ..core.body.forward import BodyPose, body_pose
+from ..core.body.keys import (
+    BodyKeys,
+    ChannelsOf,
+    KeyUnit,
+    body_reduction_steps,
+    pose_from_local,
+    quaternion_channels,
+    unit_errors,
+)
 from ..core.key_points import default_key_error
 from ..core.kinematics import joint_local_matrices
+from ..core.rotations import rotvecs_from_matrices
+from .euler import continuous_axis_angles, continuous_eulers
 from .key_reduction import channel_fcurves, reduced_curve_writer, rotations_of_mode
 from .keyframes import CurveWriter, rotation_data_path
 
@@ -26,6 +36,16 @@ if TYPE_CHECKING:
     import bpy
 
     from .body import BodySpec
+
+
+def channels_of_mode(mode: str) -> ChannelsOf:
+    """A bone's rotation matrices and the channel values near them → its channel values in rotation mode
+    ``mode``, continuous from the first of those values (:data:`~..core.body.keys.ChannelsOf`)."""
+    if mode == "QUATERNION":
+        return quaternion_channels
+    if mode == "AXIS_ANGLE":
+        return lambda basis, near: continuous_axis_angles(rotvecs_from_matrices(basis), near[0])
+    return lambda basis, near: continuous_eulers(basis, mode, near[0])
 
 
 def body_units(obj: bpy.types.Object, spec: BodySpec, values: dict[str, np.ndarray],
@@ -38,12 +58,14 @@ def body_units(obj: bpy.types.Object, spec: BodySpec, values: dict[str, np.ndarr
     if spec.root is not None and spec.root_rig is not None:
         mode = obj.pose.bones[spec.root].rotation_mode
         units.append(KeyUnit(spec.root, (names.index(spec.root),), spec.root_rig.chain,
-                             [root_location, values[spec.root]], [None, rotations_of_mode(mode)], translation=True))
+                             [root_location, values[spec.root]], [None, rotations_of_mode(mode)],
+                             channels_of_mode(mode), translation=True))
     for chain in spec.specs:
         bones = chain.rig.joint_bones
         units.append(KeyUnit(chain.name, tuple(names.index(b) for b in bones), chain.rig.chain,
                              [values[b] for b in bones],
                              [rotations_of_mode(obj.pose.bones[b].rotation_mode) for b in bones],
+                             channels_of_mode(obj.pose.bones[bones[0]].rotation_mode),
                              tip=names.index(chain.rig.bone_names[-1])))
     return units
 
@@ -57,12 +79,22 @@ def _root_index(spec: BodySpec) -> int | None:
     return None if spec.root is None else spec.body.names.index(spec.root)
 
 
+def _solved_pose(spec: BodySpec, q: np.ndarray, root_location: np.ndarray) -> BodyPose:
+    root = _root_index(spec)
+    return body_pose(spec.body, spec.body.variables, q, root, root_location if root is not None else None)
+
+
+def solved_tips(spec: BodySpec, q: np.ndarray, root_location: np.ndarray) -> np.ndarray:
+    """Each chain's tip ``(N, C, 3)`` as the solve puts it (armature space; chains in the body's order)."""
+    tips = [spec.body.names.index(chain.rig.bone_names[-1]) for chain in spec.specs]
+    return _solved_pose(spec, q, root_location).tails(spec.body, tips)
+
+
 def body_reduction(spec: BodySpec, q: np.ndarray, root_location: np.ndarray, units: list[KeyUnit],
                    frames: np.ndarray, key_error: float, scale: float) -> Generator[None, None, BodyKeys]:
     """The units' reduction (:func:`~..core.body.keys.body_reduction_steps`, in rounds) against the unreduced
     bake of the solve's variables ``q (N, n_dof)`` and ``root_location (N, 3)`` at ``frames (N,)``."""
-    root = _root_index(spec)
-    pose = body_pose(spec.body, spec.body.variables, q, root, root_location if root is not None else None)
+    pose = _solved_pose(spec, q, root_location)
     return body_reduction_steps(np.asarray(frames, dtype=float), spec.body, pose, units, key_error, scale)
 
 

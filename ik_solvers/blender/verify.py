@@ -180,14 +180,19 @@ class BakedCheck:
     F-curves (:func:`~.key_reduction.curve_tips`), and ``frame_set`` on the sparse sample, the kept
     keys and the :data:`PEAK_FRAMES` largest predicted offsets, where the evaluated tip must also be
     the predicted one (docs/key-reduction.md argues it); otherwise ``frame_set`` on every frame.
+    ``solved_tips (N, 3)``: the tip the solve puts in the armature's space at every frame, where it is not the
+    chain's joint variables under Blender's evaluated root (a body's reduced keys: each chain's curves take back
+    what the reduced keys above it turn, :mod:`..core.body.keys`), compared in the world.
     :meth:`advance` moves the scene's current frame: the caller puts it back once done (or on an
     error). Each frame only reads Blender's evaluation; :meth:`result` compares them all at once.
     """
 
     def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object, spec: ChainSpec, rigs: dict[bytes, RigChain],
                  solved: SolvedFrames, flagged: np.ndarray, *, keys_alone: bool = False,
-                 reduced: ReducedKeys | None = None, key_frames: np.ndarray | None = None, predict: bool = True) -> None:
+                 reduced: ReducedKeys | None = None, key_frames: np.ndarray | None = None, predict: bool = True,
+                 solved_tips: np.ndarray | None = None) -> None:
         self.scene, self.obj, self.spec, self.rigs, self.solved = scene, obj, spec, rigs, solved
+        self.solved_tips = solved_tips
         self.allowance = 0.0 if reduced is None else reduced.key_error
         self._predicted: tuple[np.ndarray, np.ndarray] | None = None
         """Root-space tips ``(N, 3)`` of Blender's evaluation of the reduced curves and of the solve, every frame."""
@@ -204,8 +209,9 @@ class BakedCheck:
             self.rows = rows_to_check(len(solved.frames), flagged, limit, flagged_limit).tolist()
         self.done = 0
         self._fixed_geometry = next(iter(rigs)) if keys_alone else None
-        self._seen: list[tuple[int, bytes, np.ndarray, np.ndarray, np.ndarray]] = []
-        """(row, geometry key, root world (4, 4), evaluated tip (3,), evaluated target (3,)) per checked frame."""
+        self._seen: list[tuple[int, bytes, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        """(row, geometry key, root world (4, 4), evaluated tip (3,), evaluated target (3,), the armature's world
+        matrix (4, 4)) per checked frame."""
 
     def advance(self, deadline: float | None = None) -> bool:
         """Check frames until all are checked (True) or past ``deadline`` (False: call again)."""
@@ -229,7 +235,7 @@ class BakedCheck:
             with chain_context(spec.name, frame):
                 rig = self.rigs[key] = spec.read_rig(obj)
         tip, target = _evaluated_tip(obj, spec), goal_world(spec.target, spec.goal_bone)
-        self._seen.append((row, key, root_matrices_world(obj, rig), tip, target))
+        self._seen.append((row, key, root_matrices_world(obj, rig), tip, target, np.array(obj.matrix_world)))
 
     def result(self) -> Evaluation:
         """The comparison of every frame checked so far with the target and the solve."""
@@ -237,10 +243,13 @@ class BakedCheck:
         for key in dict.fromkeys(seen[1] for seen in self._seen):
             group = [seen for seen in self._seen if seen[1] == key]
             rows = np.array([seen[0] for seen in group])
-            root, tip, target = (np.array([seen[k] for seen in group]) for k in (2, 3, 4))
+            root, tip, target, world = (np.array([seen[k] for seen in group]) for k in (2, 3, 4, 5))
             rig = self.rigs[key]
-            local_tip = forward_kinematics(rig.chain, self.solved.q[rows]).positions[:, -1]
-            solved_tip = np.einsum("nij,nj->ni", root[:, :3, :3], local_tip) + root[:, :3, 3]
+            if self.solved_tips is None:
+                placed, local_tip = root, forward_kinematics(rig.chain, self.solved.q[rows]).positions[:, -1]
+            else:
+                placed, local_tip = world, self.solved_tips[rows]
+            solved_tip = np.einsum("nij,nj->ni", placed[:, :3, :3], local_tip) + placed[:, :3, 3]
             error = np.linalg.norm(tip - target, axis=1) - np.asarray(self.solved.bound)[rows]
             offset = np.linalg.norm(tip - solved_tip, axis=1)
             max_error = max(max_error, float(error.max()))

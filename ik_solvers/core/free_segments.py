@@ -137,3 +137,15 @@ def handle_frames(times: np.ndarray, t0: np.ndarray, spans: np.ndarray) -> np.nd
     """The frames ``(k, 2, C)`` (float32) of handle times ``(k, 2, C)``: the first key's right handle, the last key's left."""
     start, span = t0[:, None], spans[:, None]
     return np.stack([start + times[:, 0] * span, start + span - times[:, 1] * span], axis=1).astype(np.float32).astype(float)
+
+
+def curve_values(key_frames: np.ndarray, controls: np.ndarray, handles: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """Values ``(N, C)`` at ``frames (N,)`` (from the first key to the last) of curves keyed at ``key_frames (K,)``,
+    segment by segment ``controls (K − 1, 4, C)`` (key value, right handle, next key's left handle, next key's
+    value) with handle frames ``handles (K − 1, 2, C)``, as Blender evaluates them (:func:`free_values`)."""
+    segment = np.clip(np.searchsorted(key_frames, frames, side="right") - 1, 0, len(key_frames) - 2)
+    start, span = key_frames[segment][:, None], np.diff(key_frames)[segment][:, None]
+    ours, times = controls[segment], handles[segment]
+    params = np.stack([(times[:, 0] - start) / span, (start + span - times[:, 1]) / span, ours[:, 1], ours[:, 2]],
+                      axis=1)
+    return free_values((frames - start[:, 0]) / span[:, 0], ours[:, 0], ours[:, 3], params)[0]

@@ -1,30 +1,43 @@
 """Key reduction for a body bake (SPEC §8, §9): the fewest keys for every chain and the body root such that
 every joint and tip of every chain stays within ``E`` (world space) of the unreduced bake at every frame.
 
-A body is reduced unit by unit — the body root (its location and rotation), then each chain (its bones'
-rotations) — every unit against the unreduced bake, within its share of ``E``. A unit's error is
-measured at its own points *and at every point of the chains below it* (:class:`~..key_points.Attachments`:
-as the unreduced bake puts them on the unit's bones). That makes the shares add up: a point of a chain
-``D`` below units ``U_1 … U_k`` (top first) sits in the reduced bake at ``T'_1 … T'_k T'_D p`` and in the
-unreduced one at ``T_1 … T_k T_D p`` (rigid motions of each unit); replacing one ``T`` by its ``T'`` at a
-time, the distance is at most the sum of each unit's error at the unreduced point (a rigid motion keeps
-distances), each within that unit's share. The shares: a unit takes what is left of ``E`` above it,
-divided by the number of units on the longest path from it down to a chain nothing hangs from.
+A body is reduced unit by unit, top down — the body root (its location and rotation), then each chain (its
+bones' rotations) once the units above it are reduced — every unit against the bake *as reduced above it*.
+A unit's first bone is turned so that its world rotation is the unreduced bake's again (the unit's values
+compensated: :attr:`KeyUnit.channels`), which leaves the units above it one error at the unit: how far they
+move its first joint, ``g`` (:attr:`BodyKeys.carried`), a shift of every point of the unit alike. So a unit's
+point sits at most its own error (against its compensated values, a rigid placement apart) plus ``g`` from
+the unreduced bake. A unit is measured at its own points and at the first joints of the units directly
+below it (:func:`unit_attachments`); their chains' turns are theirs to keep. The bound: a unit takes what
+is left of ``E`` after the largest ``g`` it carries, divided by the number of units on the longest path from
+it down to a chain nothing hangs from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..chain import Chain
+from ..free_segments import curve_values
 from ..key_points import Attachments
 from ..key_reduction import ReducedKeys, RotationsOf, reduction_steps
-from ..vectors import tmatvec
+from ..rotations import quaternions_from_matrices
+from ..vectors import norm, tmatvec
 from .forward import BodyPose
 from .model import Body
+
+ChannelsOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""A bone's rotation matrices ``(N, 3, 3)`` (its basis) and channel values near them ``(N, k)`` → channel values
+``(N, k)`` of those rotations, as continuous as the values given (one hemisphere, no Euler jumps)."""
+
+
+def quaternion_channels(basis: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """:data:`ChannelsOf` quaternion channels (w, x, y, z): unit quaternions in the hemisphere of ``near``."""
+    quaternions = quaternions_from_matrices(basis)
+    return quaternions * np.where((quaternions * near).sum(axis=1) < 0.0, -1.0, 1.0)[:, None]
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +57,8 @@ class KeyUnit:
         ``(N, 3)``, then each bone's rotation channels.
     rotations : list
         Per channel group, its :data:`~..key_reduction.RotationsOf` (None for the location).
+    channels : callable
+        The first bone's :data:`ChannelsOf` (the inverse of its ``rotations``): its compensated values.
     translation : bool
         The first bone's location is keyed (the body root's).
     tip : int or None
@@ -56,6 +71,7 @@ class KeyUnit:
     chain: Chain
     values: list[np.ndarray]
     rotations: list[RotationsOf | None]
+    channels: ChannelsOf
     translation: bool = False
     tip: int | None = None
 
@@ -67,17 +83,21 @@ class BodyKeys:
     Attributes
     ----------
     reduced : tuple of ReducedKeys
-        Each unit's keys; its ``errors`` the unit's own share: the largest distance its reduced keys
-        alone put any of its points and the points below it from the unreduced bake, per frame.
+        Each unit's keys; its ``errors`` the unit's own: the largest distance its reduced keys put any of
+        its points and the first joints of the units directly below it from its compensated values' per frame.
+    carried : tuple of ndarray, shape (N,)
+        Per unit, how far the reduced units above it move its first joint from the unreduced bake (zero
+        for a unit on top), per frame (world units).
     parents : tuple of int
         The unit each hangs below (−1: none).
     shares : tuple of float
-        Each unit's bound (world units).
+        Each unit's own bound (world units).
     key_error : float
         The body's bound ``E``.
     """
 
     reduced: tuple[ReducedKeys, ...]
+    carried: tuple[np.ndarray, ...]
     parents: tuple[int, ...]
     shares: tuple[float, ...]
     key_error: float
@@ -90,17 +110,13 @@ class BodyKeys:
         return out
 
     def path_errors(self, unit: int) -> np.ndarray:
-        """A bound ``(N,)`` on the world error of ``unit``'s points per frame: the sum of its own error and
-        every unit's above it (each at most its share, so the sum at most ``key_error``)."""
-        path = self.path(unit)
-        total = self.reduced[path[0]].errors.copy()
-        for above in path[1:]:
-            total += self.reduced[above].errors
-        return total
+        """A bound ``(N,)`` on the world error of ``unit``'s points per frame: its own error and what it
+        carries (at most its share and the largest carried, so at most ``key_error``)."""
+        return self.reduced[unit].errors + self.carried[unit]
 
     def as_chain(self, unit: int) -> ReducedKeys:
         """``unit``'s keys with :meth:`path_errors` and the body's bound: what a chain's report shows (its
-        float32 allowance the sum of the units' on the path, as the errors are)."""
+        float32 allowance the sum of the units' on the path, as each adds its own rounding)."""
         allowance = sum(self.reduced[k].allowance for k in self.path(unit))
         return replace(self.reduced[unit], errors=self.path_errors(unit), key_error=self.key_error,
                        allowance=allowance)
@@ -118,27 +134,31 @@ def unit_parents(body: Body, units: Sequence[KeyUnit]) -> list[int]:
     return parents
 
 
-def unit_shares(parents: Sequence[int], key_error: float) -> list[float]:
-    """Each unit's share of ``key_error``: what is left above it over the units on its longest path down."""
-    children: list[list[int]] = [[] for _ in parents]
-    for k, parent in enumerate(parents):
-        if parent >= 0:
-            children[parent].append(k)
+def unit_depths(parents: Sequence[int]) -> list[int]:
+    """Per unit, the number of units on the longest path from it down to a unit nothing hangs below."""
+    depths = [1] * len(parents)
+    for k in range(len(parents)):
+        above, below = parents[k], 1
+        while above >= 0:
+            below += 1
+            depths[above] = max(depths[above], below)
+            above = parents[above]
+    return depths
 
-    def depth(k: int) -> int:
-        return 1 + max((depth(c) for c in children[k]), default=0)
 
-    shares = [0.0] * len(parents)
+def top_down(parents: Sequence[int]) -> list[int]:
+    """The units in the given order, each moved after the unit it hangs below where it came before it."""
+    order: list[int] = []
 
-    def share(k: int, left: float) -> None:
-        shares[k] = left / depth(k)
-        for child in children[k]:
-            share(child, left - shares[k])
+    def place(k: int) -> None:
+        if k not in order:
+            if parents[k] >= 0:
+                place(parents[k])
+            order.append(k)
 
-    for k, parent in enumerate(parents):
-        if parent < 0:
-            share(k, key_error)
-    return shares
+    for k in range(len(parents)):
+        place(k)
+    return order
 
 
 def unit_points(body: Body, pose: BodyPose, unit: KeyUnit) -> np.ndarray:
@@ -168,6 +188,16 @@ def pose_from_local(body: Body, local: np.ndarray, root_bone: int | None = None,
     return BodyPose(frames, heads)
 
 
+def local_rotations(body: Body, pose: BodyPose) -> np.ndarray:
+    """Every bone's rotation relative to its parent ``(N, B, 3, 3)`` in ``pose`` (:func:`pose_from_local`'s input)."""
+    above = np.empty_like(pose.frames)
+    above[:] = body.root_rotation
+    parents = np.asarray(body.parents)
+    placed = parents >= 0
+    above[:, placed] = pose.frames[:, parents[placed]]
+    return np.swapaxes(above, -1, -2) @ pose.frames
+
+
 def unit_errors(body: Body, pose: BodyPose, reference: BodyPose, units: Sequence[KeyUnit]) -> np.ndarray:
     """The distance ``(U, N)`` of each unit's farthest joint or tip in ``pose`` from ``reference`` (chain units)."""
     return np.stack([np.linalg.norm(unit_points(body, pose, unit) - unit_points(body, reference, unit),
@@ -176,38 +206,72 @@ def unit_errors(body: Body, pose: BodyPose, reference: BodyPose, units: Sequence
 
 def unit_attachments(body: Body, pose: BodyPose, units: Sequence[KeyUnit], parents: Sequence[int],
                      k: int) -> Attachments | None:
-    """Every point of the units below unit ``k`` on the bone of ``k`` it hangs from, as ``pose`` (the
-    unreduced bake, ``(N, …)``) puts it; None when nothing hangs below ``k``."""
+    """The first joint of every unit directly below unit ``k`` on the bone of ``k`` it hangs from, as ``pose``
+    (the unreduced bake, ``(N, …)``) puts it; None when nothing hangs below ``k``."""
     joints, local = [], []
-    for d in range(len(units)):
-        above = parents[d]
-        while above >= 0 and above != k:
-            above = parents[above]
-        if above != k:
+    for below, parent in zip(units, parents):
+        if parent != k:
             continue
-        bone = int(body.parents[units[d].bones[0]])
+        bone = int(body.parents[below.bones[0]])
         while bone not in units[k].bones:
             bone = int(body.parents[bone])
-        joint = units[k].bones.index(bone)
-        points = unit_points(body, pose, units[d])
-        frame, head = pose.frames[:, bone], pose.heads[:, bone]
-        local.append(tmatvec(frame[:, None], points - head[:, None]))
-        joints.extend([joint] * points.shape[1])
+        joints.append(units[k].bones.index(bone))
+        local.append(tmatvec(pose.frames[:, bone], pose.heads[:, below.bones[0]] - pose.heads[:, bone]))
     if not joints:
         return None
-    return Attachments(np.array(joints, dtype=int), np.concatenate(local, axis=1))
+    return Attachments(np.array(joints, dtype=int), np.stack(local, axis=1))
+
+
+def compensated(body: Body, pose: BodyPose, reduced: BodyPose, unit: KeyUnit) -> tuple[list[np.ndarray], np.ndarray]:
+    """``unit``'s values with its first bone turned so that its frame in ``reduced`` (the units above it as
+    reduced) is its frame in ``pose`` (the unreduced bake), and how far ``reduced`` moves its first joint
+    ``(N,)`` (chain units)."""
+    first = unit.bones[0]
+    group = 1 if unit.translation else 0
+    parent = int(body.parents[first])
+    rest = body.rest_rotations[first]
+    values = list(unit.values)
+    if parent >= 0:
+        # rest⁻¹ A'⁻¹ A rest: the parent's frame error, in the first bone's rest frame, before its basis
+        error = rest.T @ np.swapaxes(reduced.frames[:, parent], -1, -2) @ pose.frames[:, parent] @ rest
+        rotate = unit.rotations[group]
+        assert rotate is not None  # a bone's rotation channels
+        # stored as keys are (float32): where the units above are exact (a hold), the values as they were
+        values[group] = unit.channels(error @ rotate(values[group]), values[group]).astype(np.float32).astype(float)
+    return values, norm(reduced.heads[:, first] - pose.heads[:, first])
 
 
 def body_reduction_steps(frames: np.ndarray, body: Body, pose: BodyPose, units: Sequence[KeyUnit], key_error: float,
                          scale: float = 1.0) -> Generator[None, None, BodyKeys]:
-    """Every unit's keys reduced within its share of ``key_error`` (world units; ``scale``: world units
-    per chain unit) against the unreduced bake at ``frames (N,)``, whose pose ``pose`` is (``(N, …)``,
-    the body's frame), in rounds (:func:`~..key_reduction.reduction_steps`, unit after unit)."""
-    parents = unit_parents(body, units)
-    shares = unit_shares(parents, key_error)
-    reduced = []
-    for k, unit in enumerate(units):
-        attachments = unit_attachments(body, pose, units, parents, k)
-        reduced.append((yield from reduction_steps(frames, unit.values, unit.rotations, unit.chain, shares[k], scale,
-                                                   translation=unit.translation, attachments=attachments)))
-    return BodyKeys(tuple(reduced), tuple(parents), tuple(shares), key_error)
+    """Every unit's keys reduced, top down, within its share of ``key_error`` (world units; ``scale``: world
+    units per chain unit) against the unreduced bake at ``frames (N,)``, whose pose ``pose`` is (``(N, …)``,
+    the body's frame), as the units above it are reduced, in rounds (:func:`~..key_reduction.reduction_steps`,
+    unit after unit)."""
+    parents, count = unit_parents(body, units), len(units)
+    depths = unit_depths(parents)
+    local = local_rotations(body, pose)
+    root = next((unit for unit in units if unit.translation), None)
+    root_bone = None if root is None else root.bones[0]
+    location = None if root is None else root.values[0]
+    reduced: list[ReducedKeys | None] = [None] * count
+    carried, shares = [np.zeros(len(frames))] * count, [0.0] * count
+    for k in top_down(parents):
+        unit = units[k]
+        values = unit.values
+        if parents[k] >= 0:
+            values, moved = compensated(body, pose, pose_from_local(body, local, root_bone, location), unit)
+            carried[k] = scale * moved
+        shares[k] = (key_error - float(carried[k].max())) / depths[k]
+        keys = yield from reduction_steps(frames, values, unit.rotations, unit.chain, shares[k], scale,
+                                          translation=unit.translation,
+                                          attachments=unit_attachments(body, pose, units, parents, k))
+        reduced[k] = keys
+        curves = [curve_values(keys.frames, controls, handles, frames)
+                  for controls, handles in zip(keys.controls, keys.handle_frames)]
+        if unit.translation:
+            location, curves = curves[0], curves[1:]
+        for bone, rotate, curve in zip(unit.bones, unit.rotations[1 if unit.translation else 0:], curves):
+            assert rotate is not None  # a bone's rotation channels
+            local[:, bone] = body.rest_rotations[bone] @ rotate(curve)
+    done = tuple(keys for keys in reduced if keys is not None)
+    return BodyKeys(done, tuple(carried), tuple(parents), tuple(shares), key_error)
