@@ -55,7 +55,9 @@ class BakeOptions:
     reduce_keys : bool
         Replace the per-frame keys by the fewest Bézier keys within ``key_error`` (SPEC §9, :mod:`.key_reduction`).
     key_error : float
-        The world-space bound of the reduced keys (scene units); 0: 0.1 mm per metre of each chain's reach.
+        The world-space bound of the reduced keys (scene units); 0: 0.1 mm per metre of each chain's reach. Kept
+        as the operator's property holds it (float32), read back as the shortest decimal that rounds to it: the
+        operator and ``ik_batch --reduce-keys`` reduce within the same bits, so they write the same keys.
     """
 
     frame_start: int
@@ -74,6 +76,7 @@ class BakeOptions:
             raise IKSolversError("There is no chain to bake.")
         if not self.key_error >= 0.0 or not np.isfinite(self.key_error):
             raise IKSolversError("The key error bound must be a distance of at least 0.")
+        object.__setattr__(self, "key_error", float(np.format_float_scientific(np.float32(self.key_error), unique=True)))
 
     @property
     def frames(self) -> np.ndarray:

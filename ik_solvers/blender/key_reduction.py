@@ -17,13 +17,8 @@ import bpy
 import numpy as np
 
 from ..core.key_points import chain_points, default_key_error
-from ..core.key_reduction import (
-    ReducedKeys,
-    RotationsOf,
-    axis_angle_rotations,
-    quaternion_rotations,
-    reduction_steps,
-)
+from ..core.key_reduction import ReducedKeys, reduction_steps
+from ..core.key_rotations import RotationsOf, axis_angle_rotations, quaternion_rotations
 from ..core.key_search import finished
 from . import compat
 from .errors import IKSolversError

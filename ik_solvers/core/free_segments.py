@@ -74,8 +74,8 @@ def free_values(s: np.ndarray, y0: np.ndarray, y1: np.ndarray, params: np.ndarra
 
 
 ANALYTIC_TURNS: dict[object, Callable[[np.ndarray], np.ndarray]] = {}
-"""Rotation conversions (:data:`.key_reduction.RotationsOf`) whose local turns per channel are known
-in closed form (registered by :mod:`.key_reduction`); the others by a forward difference."""
+"""Rotation conversions (:data:`.key_rotations.RotationsOf`) whose local turns per channel are known
+in closed form (registered by :mod:`.key_rotations`); the others by a forward difference."""
 
 
 def points_and_jacobian(problem: _Problem, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,6 +117,9 @@ def points_and_jacobian(problem: _Problem, values: np.ndarray, rows: np.ndarray)
         arms = points[:, below] - points[:, joint:joint + 1]  # (R, moved, 3)
         moved = np.cross(world[:, None, :, :], arms[:, :, None, :])  # (R, moved, k, 3)
         jacobian[:, below - first, :, start:stop] = moved.transpose(0, 1, 3, 2)
+    if geometry.weights is not None:  # as the problem's points count them (:meth:`.key_reduction._Problem.points`)
+        weights = geometry.weights[rows][:, first:]
+        return points[:, first:] * weights[:, :, None], jacobian * weights[:, :, None, None]
     return points[:, first:], jacobian
 
 

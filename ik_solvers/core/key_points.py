@@ -1,11 +1,11 @@
 """What a key reduction measures (SPEC §9): the points of one keyed unit as forward kinematics of its
-channel values — a chain's joints and tip, a body root's head moved by its location keys, and the points
-of everything that hangs below the unit (:mod:`.body_keys`).
+channel values — a chain's joints and tip, a body root's head moved by its location keys, and the first
+joints of the units that hang below it (:mod:`.body.keys`).
 
 A unit is a :class:`~.chain.Chain` in its root space (the frame it hangs from). Its points are, in
 order: the joints' origins (the first one moves only with a location), the tip, then the attached
 points, each riding on one joint's bone: ``p = p_j + Q_j @ local`` with its own ``local`` at every
-frame (a child chain's joints as the unreduced bake puts them in that bone's frame).
+frame (a child unit's first joint as the unreduced bake puts it in that bone's frame).
 """
 
 from __future__ import annotations
@@ -39,11 +39,14 @@ class Attachments:
 @dataclass(frozen=True, eq=False)
 class KeyedPoints:
     """A keyed unit's geometry: its ``chain``, whether its first joint also moves by a location
-    (``translation``: a body root's ``location``, in its rest frame), and the ``attachments`` below it."""
+    (``translation``: a body root's ``location``, in its rest frame), the ``attachments`` below it, and how many
+    times each point's distance from the unreduced bake counts against the bound at each baked frame,
+    ``weights (N, n + 1 + P)`` (the points in :meth:`frames_and_points`' order; None: once)."""
 
     chain: Chain
     translation: bool = False
     attachments: Attachments | None = None
+    weights: np.ndarray | None = None
 
     @property
     def first_moving(self) -> int:

@@ -20,7 +20,7 @@ and the tip), reweighted toward the smallest largest world error (Lawson).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,14 +28,10 @@ import numpy as np
 from .bezier_segments import SegmentBatch
 from .chain import Chain
 from .errors import IKInputError
-from .free_segments import ANALYTIC_TURNS
 from .key_merge import merge_steps, thirds
 from .key_points import Attachments, KeyedPoints
+from .key_rotations import RotationsOf
 from .key_search import finished, flatten_holds, hold_runs, search_steps
-from .rotations import matrices_from_axis_angles
-
-RotationsOf = Callable[[np.ndarray], np.ndarray]
-"""Channel values ``(M, k)`` of one bone → its rotation matrices ``(M, 3, 3)`` as Blender forms them."""
 
 FLOAT32_MARGIN = 0.02
 """Fraction of the bound left free for Blender's float32 evaluation of the curves and pose (at least)."""
@@ -43,41 +39,6 @@ FLOAT32_MARGIN = 0.02
 CHANNEL_WEIGHT = 3e-4
 """Weight (relative to the world metric's mean) of plain channel errors added to the world metric:
 keeps the fitted curves near the samples' values where the world does not see them."""
-
-
-# --------------------------------------------------------------------------- rotations
-def quaternion_rotations(values: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``(M, 3, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z), normalised as
-    Blender does before use; a zero quaternion is the identity."""
-    values = np.asarray(values, dtype=float)
-    w, x, y, z = values.reshape(-1, 4).T  # (not moveaxis: it costs more than the rest at a few rows)
-    squared = w * w + x * x + y * y + z * z
-    s = np.divide(2.0, squared, out=np.zeros_like(squared), where=squared > 0.0)  # 2 / |q|²: normalised
-    xs, ys, zs = x * s, y * s, z * s
-    wx, wy, wz, xx, xy, xz, yy, yz, zz = w * xs, w * ys, w * zs, x * xs, x * ys, x * zs, y * ys, y * zs, z * zs
-    return np.stack([1.0 - (yy + zz), xy - wz, xz + wy, xy + wz, 1.0 - (xx + zz), yz - wx,
-                     xz - wy, yz + wx, 1.0 - (xx + yy)], axis=-1).reshape(values.shape[:-1] + (3, 3))
-
-
-def quaternion_turns(values: np.ndarray) -> np.ndarray:
-    """Local turns ``(M, 4, 3)`` of quaternion channels ``(M, 4)`` (w, x, y, z; normalised as
-    Blender does) per unit of each channel: ``2 vec(q* ⊗ e_c) / |q|²``."""
-    w, x, y, z = np.moveaxis(values, -1, 0)
-    scale = 2.0 / np.maximum(w * w + x * x + y * y + z * z, 1e-300)
-    rows = [(-x, -y, -z), (w, -z, y), (z, w, -x), (-y, x, w)]
-    return np.stack([np.stack(row, axis=-1) for row in rows], axis=1) * scale[:, None, None]
-
-
-ANALYTIC_TURNS[quaternion_rotations] = quaternion_turns  # the merge's chain Jacobian in closed form
-
-
-def axis_angle_rotations(values: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``(M, 3, 3)`` of axis-angle channels ``(M, 4)`` (angle, x, y, z); the axis
-    is normalised, a zero axis is the identity (as Blender)."""
-    values = np.asarray(values, dtype=float)
-    norms = np.linalg.norm(values[:, 1:], axis=-1, keepdims=True)
-    axes = np.where(norms > 0.0, values[:, 1:] / np.where(norms > 0.0, norms, 1.0), np.array([1.0, 0.0, 0.0]))
-    return matrices_from_axis_angles(axes, np.where(norms[:, 0] > 0.0, values[:, 0], 0.0))
 
 
 # --------------------------------------------------------------------------- the reduction
@@ -100,7 +61,8 @@ class ReducedKeys:
         segments merged with free handle times (:mod:`.key_merge`), where each channel's handles have their
         own times, strictly inside the segment and not overlapping (so Blender corrects nothing).
     errors : ndarray, shape (N,)
-        World distance (scene units) of the farthest joint or tip from the unreduced bake, per frame.
+        World distance (scene units) of the farthest joint or tip (or attached point; each times its weight,
+        with ``weights``) from the unreduced bake, per frame.
     key_error : float
         The bound asked for (scene units).
     allowance : float
@@ -180,7 +142,9 @@ class _Problem:
             groups.setdefault(rotate, []).append(joint)
         self.groups = list(groups.items())
         self.scale = scale
-        self.reference = self.points(self.values, np.arange(len(self.frames)))
+        self.positions = self.frames_and_points(self.values, np.arange(len(self.frames)))[1]  # the points unweighted
+        weights = geometry.weights
+        self.reference = self.positions if weights is None else self.positions * weights[:, :, None]
         self.slopes = np.gradient(self.values, self.frames, axis=0)
         self.metric = self._metric()
         self.metric_upper = self.metric[(slice(None), *np.triu_indices(self.values.shape[1]))]  # once, not per batch
@@ -216,14 +180,20 @@ class _Problem:
         return self.geometry.frames_and_points(rotations, groups[0] if self.located else None, rows)
 
     def points(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """The points ``(M, P, 3)`` of channel values ``(M, C)`` at samples ``rows (M,)``: joints, tip, attached."""
-        return self.frames_and_points(values, rows)[1]
+        """The points ``(M, P, 3)`` of channel values ``(M, C)`` at samples ``rows (M,)``: joints, tip, attached (times
+        their :class:`.key_points.KeyedPoints` weights: every error and the fit's metric count them so)."""
+        points, weights = self.frames_and_points(values, rows)[1], self.geometry.weights
+        return points if weights is None else points * weights[rows][:, :, None]
 
     def float32_allowance(self, key_error: float) -> float:
         """The part of ``key_error`` kept free for Blender's float32 evaluation: :data:`FLOAT32_MARGIN` of it, or if
         more how far rounding a handle's frame to float32 can move a curve: half a float32 step of the last frame
-        at the samples' fastest world speed (2.7 % of 0.01 mm measured at frame 128, a radian in 12 frames: 23 %)."""
-        speed = (np.linalg.norm(np.diff(self.reference, axis=0), axis=-1).max(axis=1) / np.diff(self.frames)).max()
+        at the samples' fastest world speed (2.7 % of 0.01 mm measured at frame 128, a radian in 12 frames: 23 %),
+        each point's times its larger weight of the two frames."""
+        moved, weights = np.linalg.norm(np.diff(self.positions, axis=0), axis=-1), self.geometry.weights
+        if weights is not None:
+            moved = moved * np.maximum(weights[1:], weights[:-1])
+        speed = (moved.max(axis=1) / np.diff(self.frames)).max()
         half_step = float(np.spacing(np.float32(np.abs(self.frames).max()))) / 2.0
         return max(FLOAT32_MARGIN * key_error, self.scale * float(speed) * half_step)
 
@@ -322,7 +292,8 @@ throughout, in 13 % fewer rounds)."""
 
 def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf | None], chain: Chain,
                 key_error: float, scale: float = 1.0, keep: np.ndarray | None = None, merge: bool = True, *,
-                translation: bool = False, attachments: Attachments | None = None) -> ReducedKeys:
+                translation: bool = False, attachments: Attachments | None = None,
+                weights: np.ndarray | None = None) -> ReducedKeys:
     """The fewest shared keys found for a chain's baked rotation channels within ``key_error``
     (:func:`reduction_steps` run to the end).
 
@@ -353,8 +324,11 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
         ``values[0]`` is the first joint bone's location ``(N, 3)`` (in its rest frame: a body root's), and
         ``rotations[0]`` None; the joints' rotations follow. Its keys are ``controls[0]`` of the result.
     attachments : Attachments, optional
-        Points riding on the chain's bones at every frame, held within ``key_error`` too (the joints and
-        tips of the chains below a body's unit: :mod:`.body.keys`).
+        Points riding on the chain's bones at every frame, held within ``key_error`` too (the first joints
+        of the units below a body's unit: :mod:`.body.keys`).
+    weights : ndarray, shape (N, n + 1 + P), optional
+        How many times each point's distance counts at each frame (joints, tip, attached points): held
+        within ``key_error`` over its weight there.
 
     Holds — runs of at least :data:`.key_search.HOLD_FRAMES` frames whose channel values are all equal (a foot
     planted, a hand on a still prop: a reached goal that holds still gives the same pose on every
@@ -362,16 +336,16 @@ def reduce_keys(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Seq
     the held value), so Blender evaluates the held pose on every frame of the hold exactly.
     """
     return finished(reduction_steps(frames, values, rotations, chain, key_error, scale, keep, merge,
-                                    translation=translation, attachments=attachments))
+                                    translation=translation, attachments=attachments, weights=weights))
 
 
 def reduction_steps(frames: np.ndarray, values: Sequence[np.ndarray], rotations: Sequence[RotationsOf | None],
                     chain: Chain, key_error: float, scale: float = 1.0, keep: np.ndarray | None = None,
-                    merge: bool = True, *, translation: bool = False, attachments: Attachments | None = None
-                    ) -> Generator[None, None, ReducedKeys]:
+                    merge: bool = True, *, translation: bool = False, attachments: Attachments | None = None,
+                    weights: np.ndarray | None = None) -> Generator[None, None, ReducedKeys]:
     """:func:`reduce_keys` in rounds (one batch of fit and check, or one step of the merge's fit, each:
     :func:`.key_search.finished`); the problem is set up, and bad input refused, at the first ``next()``."""
-    problem = _Problem(frames, values, rotations, KeyedPoints(chain, translation, attachments), scale)
+    problem = _Problem(frames, values, rotations, KeyedPoints(chain, translation, attachments, weights), scale)
     count = len(problem.frames)
     if count < 2 or np.any(np.diff(problem.frames) <= 0.0):
         raise IKInputError("frames", "key reduction needs at least two increasing frames")

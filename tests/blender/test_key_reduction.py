@@ -209,7 +209,7 @@ def test_the_check_of_reduced_keys_finds_a_prediction_that_is_not_blenders_pose(
     from dataclasses import replace
 
     from ik_solvers.blender import key_reduction
-    from ik_solvers.core.key_reduction import quaternion_rotations
+    from ik_solvers.core.key_rotations import quaternion_rotations
     from ik_solvers.core.rotations import matrices_from_rotvecs
 
     scene = baking

@@ -8,12 +8,8 @@ from hypothesis import strategies as st
 
 from ik_solvers.core import Chain, JointKind, forward_kinematics
 from ik_solvers.core.key_points import KeyedPoints, chain_points, default_key_error
-from ik_solvers.core.key_reduction import (
-    FLOAT32_MARGIN,
-    axis_angle_rotations,
-    quaternion_rotations,
-    reduce_keys,
-)
+from ik_solvers.core.key_reduction import FLOAT32_MARGIN, reduce_keys
+from ik_solvers.core.key_rotations import axis_angle_rotations, quaternion_rotations
 from ik_solvers.core.key_search import hold_runs
 from ik_solvers.core.rotations import (
     matrices_from_rotvecs,

@@ -8,9 +8,10 @@ compensated: :attr:`KeyUnit.channels`), which leaves the units above it one erro
 move its first joint, ``g`` (:attr:`BodyKeys.carried`), a shift of every point of the unit alike. So a unit's
 point sits at most its own error (against its compensated values, a rigid placement apart) plus ``g`` from
 the unreduced bake. A unit is measured at its own points and at the first joints of the units directly
-below it (:func:`unit_attachments`); their chains' turns are theirs to keep. The bound: a unit takes what
-is left of ``E`` after the largest ``g`` it carries, divided by the number of units on the longest path from
-it down to a chain nothing hangs from.
+below it (:func:`unit_attachments`); their chains' turns are theirs to keep. The bound, frame by frame
+(:func:`unit_weights`): a unit's own points within what ``g`` leaves of ``E`` there, the first joints below it
+within that divided by the number of units on the longest path from it down to a chain nothing hangs from
+(so the units below keep the rest).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import numpy as np
 from ..chain import Chain
 from ..free_segments import curve_values
 from ..key_points import Attachments
-from ..key_reduction import ReducedKeys, RotationsOf, reduction_steps
+from ..key_reduction import ReducedKeys, reduction_steps
+from ..key_rotations import RotationsOf
 from ..rotations import quaternions_from_matrices
 from ..vectors import norm, tmatvec
 from .forward import BodyPose
@@ -56,7 +58,7 @@ class KeyUnit:
         Per channel group, the unreduced bake's keys as stored: with ``translation`` first the location
         ``(N, 3)``, then each bone's rotation channels.
     rotations : list
-        Per channel group, its :data:`~..key_reduction.RotationsOf` (None for the location).
+        Per channel group, its :data:`~..key_rotations.RotationsOf` (None for the location).
     channels : callable
         The first bone's :data:`ChannelsOf` (the inverse of its ``rotations``): its compensated values.
     translation : bool
@@ -83,15 +85,16 @@ class BodyKeys:
     Attributes
     ----------
     reduced : tuple of ReducedKeys
-        Each unit's keys; its ``errors`` the unit's own: the largest distance its reduced keys put any of
-        its points and the first joints of the units directly below it from its compensated values' per frame.
+        Each unit's keys; its ``errors`` the unit's own: the largest weighted distance (:func:`unit_weights`) its
+        reduced keys put any of its points and the first joints of the units directly below it from its
+        compensated values', per frame.
     carried : tuple of ndarray, shape (N,)
         Per unit, how far the reduced units above it move its first joint from the unreduced bake (zero
         for a unit on top), per frame (world units).
     parents : tuple of int
         The unit each hangs below (−1: none).
     shares : tuple of float
-        Each unit's own bound (world units).
+        Each unit's bound on its weighted error (world units): ``key_error`` less the least it carries.
     key_error : float
         The body's bound ``E``.
     """
@@ -110,9 +113,10 @@ class BodyKeys:
         return out
 
     def path_errors(self, unit: int) -> np.ndarray:
-        """A bound ``(N,)`` on the world error of ``unit``'s points per frame: its own error and what it
-        carries (at most its share and the largest carried, so at most ``key_error``)."""
-        return self.reduced[unit].errors + self.carried[unit]
+        """A bound ``(N,)`` on the world error of ``unit``'s points per frame: its own error (its points' weighted
+        error over their weight, :func:`unit_weights`) and what it carries, at most ``key_error``."""
+        carried = self.carried[unit]
+        return self.reduced[unit].errors * (self.key_error - carried) / self.shares[unit] + carried
 
     def as_chain(self, unit: int) -> ReducedKeys:
         """``unit``'s keys with :meth:`path_errors` and the body's bound: what a chain's report shows (its
@@ -241,6 +245,19 @@ def compensated(body: Body, pose: BodyPose, reduced: BodyPose, unit: KeyUnit) ->
     return values, norm(reduced.heads[:, first] - pose.heads[:, first])
 
 
+def unit_weights(unit: KeyUnit, attachments: Attachments | None, carried: np.ndarray, depth: int,
+                 key_error: float) -> tuple[float, np.ndarray | None]:
+    """A unit's bound and its points' weights ``(N, n + 1 + P)`` (:class:`~..key_points.KeyedPoints`): at each
+    frame its own points within what its ``carried (N,)`` error leaves of ``key_error``, the first joints of
+    the units below it (``attachments``) within that over its ``depth`` (the units below share the rest)."""
+    least = float(carried.min())
+    points = unit.chain.n_joints + 1
+    own = (key_error - least) / (key_error - carried)  # the bound over its weight: key_error − carried, per frame
+    weights = np.repeat(own[:, None], points + (0 if attachments is None else attachments.joints.size), axis=1)
+    weights[:, points:] *= depth
+    return key_error - least, None if np.all(weights == 1.0) else weights
+
+
 def body_reduction_steps(frames: np.ndarray, body: Body, pose: BodyPose, units: Sequence[KeyUnit], key_error: float,
                          scale: float = 1.0) -> Generator[None, None, BodyKeys]:
     """Every unit's keys reduced, top down, within its share of ``key_error`` (world units; ``scale``: world
@@ -261,10 +278,10 @@ def body_reduction_steps(frames: np.ndarray, body: Body, pose: BodyPose, units: 
         if parents[k] >= 0:
             values, moved = compensated(body, pose, pose_from_local(body, local, root_bone, location), unit)
             carried[k] = scale * moved
-        shares[k] = (key_error - float(carried[k].max())) / depths[k]
+        attachments = unit_attachments(body, pose, units, parents, k)
+        shares[k], weights = unit_weights(unit, attachments, carried[k], depths[k], key_error)
         keys = yield from reduction_steps(frames, values, unit.rotations, unit.chain, shares[k], scale,
-                                          translation=unit.translation,
-                                          attachments=unit_attachments(body, pose, units, parents, k))
+                                          translation=unit.translation, attachments=attachments, weights=weights)
         reduced[k] = keys
         curves = [curve_values(keys.frames, controls, handles, frames)
                   for controls, handles in zip(keys.controls, keys.handle_frames)]
