@@ -74,9 +74,11 @@ class BakeOptions:
             raise IKSolversError("The frame step must be at least 1.")
         if not self.chain_names:
             raise IKSolversError("There is no chain to bake.")
-        if not self.key_error >= 0.0 or not np.isfinite(self.key_error):
+        with np.errstate(over="ignore"):  # a bound beyond float32 becomes inf: refused below
+            held = float(np.format_float_scientific(np.float32(self.key_error), unique=True))
+        if not held >= 0.0 or not np.isfinite(held):
             raise IKSolversError("The key error bound must be a distance of at least 0.")
-        object.__setattr__(self, "key_error", float(np.format_float_scientific(np.float32(self.key_error), unique=True)))
+        object.__setattr__(self, "key_error", held)
 
     @property
     def frames(self) -> np.ndarray:

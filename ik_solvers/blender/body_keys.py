@@ -1,6 +1,6 @@
-"""Reduced keys for a body bake (SPEC §8, §9): the body root and every chain reduced within shares of one
-world bound (:mod:`..core.body.keys`), written as Bézier keys, and each chain's error measured as Blender
-evaluates the written curves.
+"""Reduced keys for a body bake (SPEC §8, §9): the body root and every chain reduced top down within one world
+bound (:mod:`..core.body.keys`), written as Bézier keys, and each chain's error measured as Blender evaluates
+the written curves.
 
 The units are the body root (its ``location`` and rotation channels) and each chain (its joint bones'
 rotation channels), reduced from the solve's values as the keys store them; every joint and tip of every

@@ -420,3 +420,17 @@ def test_ik_batch_reduce_keys_must_be_a_distance(value):
     with pytest.raises(ik_batch.UsageError, match="--reduce-keys must be a distance of at least 0"):
         ik_batch.parse_options(["shot.blend", "--dry-run", "--reduce-keys", value])
     assert ik_batch.parse_options(["shot.blend", "--dry-run"]).reduce_keys == 0.0
+
+
+def test_the_bound_is_taken_as_the_bake_dialog_holds_it_and_one_beyond_float32_is_refused():
+    # The dialog's Key Error is a float32 property: 0.0002 typed there reads back as 0.00019999999494757503, and
+    # ik_batch's 0.0002 must reduce within the same bits to write the same keys (a body's weights use E's bits).
+    from ik_solvers.blender.errors import IKSolversError
+
+    typed = bake.BakeOptions(1, 10, 1, ("Arm",), reduce_keys=True, key_error=2e-4)
+    held = bake.BakeOptions(1, 10, 1, ("Arm",), reduce_keys=True, key_error=float(np.float32(2e-4)))
+    assert typed.key_error == held.key_error == 2e-4
+    assert bake.BakeOptions(1, 10, 1, ("Arm",), key_error=1.0 / 3.0).key_error == float(str(np.float32(1.0 / 3.0)))
+    for bad in (1e39, -1e-3, float("nan")):
+        with pytest.raises(IKSolversError, match="key error bound"):
+            bake.BakeOptions(1, 10, 1, ("Arm",), reduce_keys=True, key_error=bad)

@@ -245,3 +245,19 @@ def test_a_body_held_still_keeps_every_units_hold_below_the_reduced_hips():
         kept = keys.indices.tolist()
         assert {40, 70} <= set(kept) and not any(40 < k < 70 for k in kept), kept
         assert np.all(keys.errors[40:71] == 0.0)
+
+
+def test_a_bound_below_the_float32_rounding_carried_keeps_finite_weights_and_no_bound_is_refused():
+    # The keys are float32: the units above carry a few nanometres at least, so E = 3 nm cannot hold below them.
+    # The reduction still ends with finite weights (every unit at most its keys per frame); E = 0 is refused.
+    from ik_solvers.core.errors import IKInputError
+
+    body, frames, q, location, units, stored = smooth_body(25)
+    hips = body.names.index("hips")
+    pose = body_pose(body, body.variables, q, hips, location)
+    reduced = finished(body_reduction_steps(frames, body, pose, units, 3e-9))
+    assert max(float(c.max()) for c in reduced.carried) > 3e-9  # the rounding carried is beyond the bound
+    for k, keys in enumerate(reduced.reduced):
+        assert np.all(np.isfinite(reduced.path_errors(k))) and keys.keys_after <= len(frames)
+    with pytest.raises(IKInputError, match="bound above 0"):
+        finished(body_reduction_steps(frames, body, pose, units, 0.0))

@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..chain import Chain
+from ..errors import IKInputError
 from ..free_segments import curve_values
 from ..key_points import Attachments
-from ..key_reduction import ReducedKeys, reduction_steps
+from ..key_reduction import FLOAT32_MARGIN, ReducedKeys, reduction_steps
 from ..key_rotations import RotationsOf
 from ..rotations import quaternions_from_matrices
 from ..vectors import norm, tmatvec
@@ -114,13 +115,15 @@ class BodyKeys:
 
     def path_errors(self, unit: int) -> np.ndarray:
         """A bound ``(N,)`` on the world error of ``unit``'s points per frame: its own error (its points' weighted
-        error over their weight, :func:`unit_weights`) and what it carries, at most ``key_error``."""
+        error over their weight, :func:`unit_weights`) and what it carries; at most ``key_error`` unless that is
+        below the float32 rounding carried (:func:`unit_room`)."""
         carried = self.carried[unit]
-        return self.reduced[unit].errors * (self.key_error - carried) / self.shares[unit] + carried
+        return self.reduced[unit].errors * unit_room(carried, self.key_error) / self.shares[unit] + carried
 
     def as_chain(self, unit: int) -> ReducedKeys:
-        """``unit``'s keys with :meth:`path_errors` and the body's bound: what a chain's report shows (its
-        float32 allowance the sum of the units' on the path, as each adds its own rounding)."""
+        """``unit``'s keys with :meth:`path_errors` and the body's bound, as a chain's reduction would report them
+        from the core alone (the bake reports the errors of Blender's evaluation instead; its float32 allowance
+        the sum of the units' on the path, as each adds its own rounding)."""
         allowance = sum(self.reduced[k].allowance for k in self.path(unit))
         return replace(self.reduced[unit], errors=self.path_errors(unit), key_error=self.key_error,
                        allowance=allowance)
@@ -240,7 +243,7 @@ def compensated(body: Body, pose: BodyPose, reduced: BodyPose, unit: KeyUnit) ->
         error = rest.T @ np.swapaxes(reduced.frames[:, parent], -1, -2) @ pose.frames[:, parent] @ rest
         rotate = unit.rotations[group]
         assert rotate is not None  # a bone's rotation channels
-        # stored as keys are (float32): where the units above are exact (a hold), the values as they were
+        # rounded as keys are (float32): where the units above hold still, so do the values (a hold stays one)
         values[group] = unit.channels(error @ rotate(values[group]), values[group]).astype(np.float32).astype(float)
     return values, norm(reduced.heads[:, first] - pose.heads[:, first])
 
@@ -250,12 +253,19 @@ def unit_weights(unit: KeyUnit, attachments: Attachments | None, carried: np.nda
     """A unit's bound and its points' weights ``(N, n + 1 + P)`` (:class:`~..key_points.KeyedPoints`): at each
     frame its own points within what its ``carried (N,)`` error leaves of ``key_error``, the first joints of
     the units below it (``attachments``) within that over its ``depth`` (the units below share the rest)."""
-    least = float(carried.min())
+    room = unit_room(carried, key_error)
     points = unit.chain.n_joints + 1
-    own = (key_error - least) / (key_error - carried)  # the bound over its weight: key_error − carried, per frame
+    own = room.max() / room  # the bound over its weight: what is left of key_error at each frame
     weights = np.repeat(own[:, None], points + (0 if attachments is None else attachments.joints.size), axis=1)
     weights[:, points:] *= depth
-    return key_error - least, None if np.all(weights == 1.0) else weights
+    return float(room.max()), None if np.all(weights == 1.0) else weights
+
+
+def unit_room(carried: np.ndarray, key_error: float) -> np.ndarray:
+    """What ``carried (N,)`` leaves of ``key_error`` per frame, at least :data:`~..key_reduction.FLOAT32_MARGIN` of
+    it: a bound below the float32 rounding the units above carry (a few nanometres) cannot hold there, and the
+    check of Blender's evaluation says so, but the weights stay finite."""
+    return np.maximum(key_error - carried, FLOAT32_MARGIN * key_error)
 
 
 def body_reduction_steps(frames: np.ndarray, body: Body, pose: BodyPose, units: Sequence[KeyUnit], key_error: float,
@@ -264,6 +274,8 @@ def body_reduction_steps(frames: np.ndarray, body: Body, pose: BodyPose, units: 
     units per chain unit) against the unreduced bake at ``frames (N,)``, whose pose ``pose`` is (``(N, …)``,
     the body's frame), as the units above it are reduced, in rounds (:func:`~..key_reduction.reduction_steps`,
     unit after unit)."""
+    if not key_error > 0.0:
+        raise IKInputError("key_error", "a body's key reduction needs a bound above 0")
     parents, count = unit_parents(body, units), len(units)
     depths = unit_depths(parents)
     local = local_rotations(body, pose)
