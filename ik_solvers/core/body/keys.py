@@ -270,10 +270,10 @@ def unit_room(carried: np.ndarray, key_error: float) -> np.ndarray:
 
 def body_reduction_steps(frames: np.ndarray, body: Body, pose: BodyPose, units: Sequence[KeyUnit], key_error: float,
                          scale: float = 1.0) -> Generator[None, None, BodyKeys]:
-    """Every unit's keys reduced, top down, within its share of ``key_error`` (world units; ``scale``: world
-    units per chain unit) against the unreduced bake at ``frames (N,)``, whose pose ``pose`` is (``(N, …)``,
-    the body's frame), as the units above it are reduced, in rounds (:func:`~..key_reduction.reduction_steps`,
-    unit after unit)."""
+    """Every unit's keys reduced, top down, within its bound of :func:`unit_weights` (``key_error`` in world
+    units; ``scale``: world units per chain unit) against the unreduced bake at ``frames (N,)``, whose pose
+    ``pose`` is (``(N, …)``, the body's frame), as the units above it are reduced, in rounds
+    (:func:`~..key_reduction.reduction_steps`, unit after unit)."""
     if not key_error > 0.0:
         raise IKInputError("key_error", "a body's key reduction needs a bound above 0")
     parents, count = unit_parents(body, units), len(units)
